@@ -1,0 +1,224 @@
+// The WTConv family: spec rules, tile spaces, heuristic defaults, launch geometry and the Cfg each
+// template is instantiated with. Shared-memory formulas here mirror the layouts in templates/wtconv/.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "generator/family.h"
+#include "lkjit/error.h"
+
+namespace lkjit::gen {
+namespace {
+
+constexpr int kMaxK = 31, kMaxL = 8;
+
+int cdiv(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+int R(const OpSpec& s) { return (s.k - 1) / 2; }
+
+const char* ctype(DType t) {
+  switch (t) {
+    case DType::kF32: return "float";
+    case DType::kF16: return "lkjit::f16";
+    case DType::kBF16: return "lkjit::bf16";
+  }
+  return "?";
+}
+
+void validate_common(const OpSpec& s, std::vector<std::string>& e) {
+  if (s.k < 1 || s.k > kMaxK || s.k % 2 == 0)
+    e.push_back(fmt::format("k={} is out of range; supported: odd k in [1, {}]", s.k, kMaxK));
+  if (s.L < 0 || s.L > kMaxL)
+    e.push_back(fmt::format("L={} is out of range; supported: L in [0, {}]", s.L, kMaxL));
+  if (s.arch < 80) e.push_back(fmt::format("arch sm_{} is not supported; supported: sm_80 and newer", s.arch));
+}
+
+// Level sizes: lh[0] = H, lh[l] = ceil(lh[l-1] / 2) (odd sizes are zero-padded by one).
+std::vector<int64_t> level_sizes(int64_t n, int L) {
+  std::vector<int64_t> v{n};
+  for (int l = 1; l <= L; ++l) v.push_back((v.back() + 1) / 2);
+  return v;
+}
+
+std::string base_cfg(const OpSpec& s, const Tile& t) {
+  return fmt::format("  using T = {};\n  static constexpr int k = {}, R = {}, L = {}, vy = {}, threads = {};\n",
+                     ctype(s.dtype), s.k, R(s), s.L, t.vy, t.threads);
+}
+
+std::optional<std::string> reject_threads(const Tile& t, const DeviceLimits& d) {
+  if (t.threads < 32 || t.threads > d.max_threads_per_block || t.threads % 32 != 0)
+    return fmt::format("threads={} is out of range; supported: a multiple of 32 in [32, {}]", t.threads,
+                       d.max_threads_per_block);
+  return std::nullopt;
+}
+
+std::optional<std::string> reject_smem(int64_t bytes, const DeviceLimits& d) {
+  if (bytes > d.max_smem_per_block)
+    return fmt::format("shared memory {} B exceeds the {} limit of {} B per block", bytes,
+                       arch_name(d.arch), d.max_smem_per_block);
+  return std::nullopt;
+}
+
+// ---- fold -------------------------------------------------------------------------------------
+TileSpace fold_space(const OpSpec&) { return {{{"threads", {256}, "threads per block"}}}; }
+std::optional<std::string> fold_reject(const OpSpec&, const Tile& t, const DeviceLimits& d, const Shape*) {
+  return reject_threads(t, d);
+}
+Tile fold_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 256}; }
+LaunchGeometry fold_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;
+  const int64_t n = sh.C * s.k * s.k * (1 + 4 * int64_t(s.L)) + sh.C;
+  g.grid[0] = static_cast<unsigned>(std::min<int64_t>(cdiv(n, t.threads), 4096));
+  g.block[0] = t.threads;
+  return g;
+}
+std::string fold_cfg(const OpSpec& s, const Tile& t) {
+  return fmt::format("  static constexpr int k = {}, L = {}, threads = {};\n", s.k, s.L, t.threads);
+}
+std::string fold_name(const OpSpec& s, const Tile& t) {
+  return fmt::format("wtconv_fold_k{}_L{}_{}", s.k, s.L, t.to_string());
+}
+
+// ---- forward, plane-resident --------------------------------------------------------------------
+int64_t plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
+  const int r = R(s), v = t.vy;
+  const auto lh = level_sizes(sh.H, std::max(s.L, 2)), lw = level_sizes(sh.W, std::max(s.L, 2));
+  int64_t xs = (sh.H + 2 * r + v) * (sh.W + 2 * r);
+  int64_t ya = s.L >= 1 ? 4 * (lh[1] + 2 * r + v) * (lw[1] + 2 * r) : 0;
+  int64_t yb = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * (lw[2] + 2 * r) : 0;
+  int64_t zs = 0;
+  for (int l = 1; l <= s.L; ++l) zs += 4 * lh[l] * lw[l];
+  return (xs + ya + yb + zs + 4 * s.k * s.k) * t.planes;
+}
+
+TileSpace plane_space(const OpSpec&) {
+  return {{{"planes", {1, 2, 4, 8, 16, 32}, "(b,c) planes per block"},
+           {"vy", {1, 2, 4}, "output rows per thread"},
+           {"threads", {128, 256, 512}, "threads per block"}}};
+}
+std::optional<std::string> plane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d,
+                                        const Shape* sh) {
+  if (auto r = reject_threads(t, d)) return r;
+  if (t.planes < 1 || t.planes > 64) return fmt::format("planes={} is out of range; supported: [1, 64]", t.planes);
+  if (t.vy < 1 || t.vy > 8) return fmt::format("vy={} is out of range; supported: [1, 8]", t.vy);
+  if (sh) return reject_smem(plane_smem_floats(s, t, *sh) * 4, d);
+  return std::nullopt;
+}
+Tile plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
+  // Enough pixels per block to keep 256 threads busy, as few planes as that takes (smem per block
+  // decides the occupancy).
+  Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 256};
+  const int64_t hw = sh.H * sh.W;
+  while (t.planes < 32 && hw * t.planes < 1024) t.planes *= 2;
+  while (t.planes > 1 && plane_smem_floats(s, t, sh) * 4 > d.max_smem_per_block / 2) t.planes /= 2;
+  return t;
+}
+LaunchGeometry plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;
+  g.grid[0] = static_cast<unsigned>(cdiv(sh.B * sh.C, t.planes));
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>(plane_smem_floats(s, t, sh) * 4);
+  return g;
+}
+std::string plane_cfg(const OpSpec& s, const Tile& t) {
+  return base_cfg(s, t) + fmt::format("  static constexpr int planes = {};\n", t.planes);
+}
+std::string fwd_plane_name(const OpSpec& s, const Tile& t) {
+  return fmt::format("wtconv_fwd_plane_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+}
+
+// ---- forward, tiled (level + synthesis) -----------------------------------------------------------
+TileSpace tiled_space(const OpSpec&) {
+  return {{{"tile_h", {8, 16, 32, 64}, "output rows per block"},
+           {"tile_w", {16, 32, 64}, "output cols per block"},
+           {"vy", {1, 2, 4, 8}, "output rows per thread"},
+           {"threads", {128, 256, 512}, "threads per block"}}};
+}
+int64_t level_smem_floats(const OpSpec& s, const Tile& t) {
+  const int r = R(s);
+  return 4 * int64_t(t.tile_h + 2 * r + t.vy) * (t.tile_w + 2 * r) + 4 * s.k * s.k;
+}
+int64_t synth_smem_floats(const OpSpec& s, const Tile& t, int stride) {
+  const int r = R(s);
+  return int64_t((t.tile_h - 1) * stride + 1 + 2 * r + t.vy) * ((t.tile_w - 1) * stride + 1 + 2 * r) +
+         s.k * s.k;
+}
+std::optional<std::string> tiled_reject_common(const Tile& t, const DeviceLimits& d) {
+  if (auto r = reject_threads(t, d)) return r;
+  if (t.tile_h < 1 || t.tile_w < 1 || t.tile_h > 256 || t.tile_w > 256)
+    return fmt::format("tile {}x{} is out of range; supported: [1, 256] each", t.tile_h, t.tile_w);
+  if (t.vy < 1 || t.tile_h % t.vy != 0)
+    return fmt::format("vy={} must divide tile_h={}", t.vy, t.tile_h);
+  return std::nullopt;
+}
+std::optional<std::string> level_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape*) {
+  if (auto r = tiled_reject_common(t, d)) return r;
+  return reject_smem(level_smem_floats(s, t) * 4, d);
+}
+std::optional<std::string> synth_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d,
+                                        const Shape* sh) {
+  if (auto r = tiled_reject_common(t, d)) return r;
+  return reject_smem(synth_smem_floats(s, t, sh ? sh->stride : 1) * 4, d);
+}
+Tile level_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
+  const int64_t h = (sh.H + 1) / 2;
+  if (s.k > 11) return Tile{16, 32, 0, 2, 256};
+  return h <= 16 ? Tile{16, 16, 0, 4, 128} : Tile{32, 32, 0, 4, 256};
+}
+Tile synth_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
+  if (s.k > 11) return Tile{16, 32, 0, 2, 256};
+  return sh.H <= 32 ? Tile{16, 32, 0, 4, 128} : Tile{32, 64, 0, 4, 256};
+}
+// Level kernel: `shape` is its input low band (H, W = h_{l-1}, w_{l-1}).
+LaunchGeometry level_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;
+  const int64_t h = (sh.H + 1) / 2, w = (sh.W + 1) / 2;
+  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(h, t.tile_h) * cdiv(w, t.tile_w));
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>(level_smem_floats(s, t) * 4);
+  return g;
+}
+LaunchGeometry synth_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;
+  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(sh.H_out(), t.tile_h) * cdiv(sh.W_out(), t.tile_w));
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>(synth_smem_floats(s, t, sh.stride) * 4);
+  return g;
+}
+std::string level_cfg(const OpSpec& s, const Tile& t) {
+  return fmt::format(
+      "  using TIn = {};\n  static constexpr bool first = {};\n"
+      "  static constexpr int k = {}, R = {}, vy = {}, tile_h = {}, tile_w = {}, threads = {};\n",
+      s.first ? ctype(s.dtype) : "float", s.first ? "true" : "false", s.k, R(s), t.vy, t.tile_h,
+      t.tile_w, t.threads);
+}
+std::string synth_cfg(const OpSpec& s, const Tile& t) {
+  return base_cfg(s, t) + fmt::format("  static constexpr int tile_h = {}, tile_w = {};\n", t.tile_h, t.tile_w);
+}
+std::string fwd_level_name(const OpSpec& s, const Tile& t) {
+  // Deeper levels read an fp32 low band whatever the dtype: one binary serves every dtype.
+  return fmt::format("wtconv_fwd_level{}_{}_nchw_k{}_{}", s.first ? "1" : "N",
+                     s.first ? to_string(s.dtype) : "f32", s.k, t.to_string());
+}
+std::string fwd_synth_name(const OpSpec& s, const Tile& t) {
+  return fmt::format("wtconv_fwd_synth_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+}
+
+}  // namespace
+
+std::vector<KernelTraits> wtconv_kernels() {
+  return {
+      {Kernel::kWTConvFold, "wtconv/fold.cuh", "wtconv_fold", "WTConvParams", validate_common,
+       fold_space, fold_reject, fold_default, fold_geometry, fold_cfg, fold_name},
+      {Kernel::kWTConvFwdPlane, "wtconv/fwd_plane.cuh", "wtconv_fwd_plane", "WTConvParams",
+       validate_common, plane_space, plane_reject, plane_default, plane_geometry, plane_cfg,
+       fwd_plane_name},
+      {Kernel::kWTConvFwdLevel, "wtconv/fwd_level.cuh", "wtconv_fwd_level", "WTConvParams",
+       validate_common, tiled_space, level_reject, level_default, level_geometry, level_cfg,
+       fwd_level_name},
+      {Kernel::kWTConvFwdSynth, "wtconv/fwd_synth.cuh", "wtconv_fwd_synth", "WTConvParams",
+       validate_common, tiled_space, synth_reject, synth_default, synth_geometry, synth_cfg,
+       fwd_synth_name},
+  };
+}
+
+}  // namespace lkjit::gen

@@ -1,0 +1,102 @@
+// JIT runtime: compile a spec through the kernel cache (no GPU needed), and the small device API the
+// op layers, tests and CLI use (devices, buffers, streams, timing). No CUDA types: a stream is the
+// CUstream / cudaStream_t value as a void* (nullptr = the legacy default stream).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lkjit/generator.h"
+#include "lkjit/spec.h"
+
+namespace lkjit {
+
+using Stream = void*;
+
+// ---- compile (CPU only) ------------------------------------------------------------------------
+struct CompiledKernel {
+  std::string kernel_name;
+  std::string key;     // content key (hex SHA-256)
+  std::string cubin;
+  std::string origin;  // "memory" | "disk" | "compiled"
+  double seconds = 0;  // time spent in this call (generate + lookup + compile)
+  int arch = 0;
+};
+
+// Generates the source, then returns the cubin from the in-process cache, the on-disk cache
+// (LKJIT_CACHE_DIR) or NVRTC, storing what it compiled. Throws SpecError / CompileError / CacheError.
+CompiledKernel compile_kernel(const OpSpec& spec, const Tile& tile);
+
+std::string nvrtc_version();            // e.g. "13.0"
+std::vector<int> nvrtc_archs();          // archs the loaded NVRTC can target
+std::string cache_dir();                 // the on-disk cache in use
+
+// ---- devices -----------------------------------------------------------------------------------
+// True when libcuda.so.1 loads and reports a device; otherwise *why says which is missing.
+bool gpu_available(std::string* why = nullptr);
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int arch = 0;  // 90 for sm_90
+  DeviceLimits limits;
+  size_t total_bytes = 0;
+  int driver_version = 0;  // e.g. 13000
+  double clock_mhz = 0, mem_clock_mhz = 0;
+  int mem_bus_bits = 0;
+};
+DeviceInfo device_info(int ordinal = 0);  // DriverError without a GPU
+
+// Device memory owned by this object (cuMemAlloc on the current primary context).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes, int device = 0);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* host, size_t bytes, size_t offset = 0);
+  void download(void* host, size_t bytes, size_t offset = 0) const;
+  void fill_u32(uint32_t value, Stream s = nullptr);  // bytes must be a multiple of 4
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+void synchronize(Stream s = nullptr);
+void copy_async(void* dst, const void* src, size_t bytes, Stream s = nullptr);
+
+// CUDA-event timer on a stream.
+class EventTimer {
+ public:
+  EventTimer();
+  ~EventTimer();
+  void start(Stream s = nullptr);
+  float stop_ms(Stream s = nullptr);  // waits for the stop event
+
+ private:
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+};
+
+// ---- loaded kernels ----------------------------------------------------------------------------
+// A compiled kernel loaded on a device (module cached per key and device).
+struct LoadedKernel {
+  void* function = nullptr;  // CUfunction
+  std::string kernel_name;
+  int regs = 0, spill_bytes = 0, static_smem = 0;
+};
+const LoadedKernel& load_kernel(const CompiledKernel& k, int device = 0);
+
+// Launches with a by-value params struct (the template's ABI struct). Throws DriverError.
+void launch(const LoadedKernel& k, const LaunchGeometry& g, const void* params, size_t params_bytes,
+            Stream s = nullptr);
+
+}  // namespace lkjit

@@ -1,0 +1,113 @@
+// WTConv2d (Finder et al., "Wavelet Convolutions for Large Receptive Fields", ECCV 2024), computed with
+// the fused kernels of the I/O-aware reformulation (Aflalo et al., 2026): Haar analysis on chip (§4.1),
+// closed-form synthesis (§4.2, Eq. 7), scales folded into the weights (§4.3, Eq. 8-9).
+//
+//   out = s0 * (dw(X, W0) + b) + sum_l Synth_l(s_l * dw(Haar_l(X), W_l))   (Algorithm 1; see
+//   the operator spec for padding of odd sizes and the crop), then out[:, :, ::stride, ::stride].
+//
+// Layout and types:
+//   X, out, dOut, dX: NCHW contiguous, dtype = options.dtype (f32, f16 or bf16), device pointers.
+//     X and dX are (B, C, H, W); out and dOut are (B, C, ceil(H/stride), ceil(W/stride)).
+//   Parameters and their gradients: fp32 device pointers with the reference module's shapes:
+//     base_w (C,1,k,k), base_b (C) [optional], base_s (1,C,1,1), level_w[l] (4C,1,k,k), level_s[l]
+//     (1,4C,1,1) for l = 0..L-1; channel 4c+s of a level tensor is subband s (LL, LH, HL, HH) of c.
+//   Accumulation is fp32 for every dtype. Streams: a CUstream / cudaStream_t as void*.
+// Errors: SpecError for any value out of range (named, with the allowed range); DriverError without a
+// GPU or on a failed launch; CompileError / CacheError from the JIT.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lkjit/runtime.h"
+#include "lkjit/spec.h"
+
+namespace lkjit {
+
+constexpr int kMaxLevels = 8;
+struct WTConvFwdPlan;
+
+struct WTConvOptions {
+  int64_t C = 1;        // channels in = channels out, >= 1
+  int k = 5;            // odd, 1..31
+  int L = 1;            // wavelet levels, 0..8
+  DType dtype = DType::kF32;
+  bool bias = true;
+  int stride = 1;       // >= 1; subsamples the full-resolution output
+  int device = 0;       // CUDA device ordinal
+};
+
+struct WTConvWeights {
+  const float* base_w = nullptr;
+  const float* base_b = nullptr;  // required iff options.bias
+  const float* base_s = nullptr;
+  const float* level_w[kMaxLevels] = {};
+  const float* level_s[kMaxLevels] = {};
+};
+
+struct WTConvGradients {
+  float* base_w = nullptr;
+  float* base_b = nullptr;  // written iff options.bias
+  float* base_s = nullptr;
+  float* level_w[kMaxLevels] = {};
+  float* level_s[kMaxLevels] = {};
+};
+
+// Which kernels run a shape. kAuto picks plane-resident kernels where planes fit in shared memory.
+enum class WTConvPath { kAuto, kPlane, kTiled };
+
+// One kernel of a plan: what to compile, with which tile, for which (sub)problem.
+struct PlannedKernel {
+  OpSpec spec;
+  Tile tile;
+  Shape shape;  // the problem this kernel sees (a level kernel: its input low band)
+  int level = 0;  // level kernels: l in 1..L
+};
+
+// Pure: the kernels forward (and backward, if asked) would run. Used by prewarm without a GPU.
+std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& shape, const DeviceLimits& limits,
+                                       bool backward = false, WTConvPath path = WTConvPath::kAuto);
+
+class WTConv {
+ public:
+  // Validates the options (SpecError); allocates nothing until the first call.
+  explicit WTConv(const WTConvOptions& options);
+  ~WTConv();
+  WTConv(const WTConv&) = delete;
+  WTConv& operator=(const WTConv&) = delete;
+
+  const WTConvOptions& options() const { return opt_; }
+
+  // Folds scales into the weights on the device (Eq. 8). Call once per weight update; forward and
+  // backward read the folded copy. Keeps the raw pointers for the backward's Eq. 9.
+  void set_weights(const WTConvWeights& w, Stream s = nullptr);
+
+  // out = WTConv(x). Shape (B, C, H, W) with C == options.C, B, H, W >= 1.
+  void forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s = nullptr);
+
+  // dX and every parameter gradient from dOut and the forward input X. Gradients are written
+  // (not accumulated), reduced deterministically: two calls give bit-identical results.
+  void backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
+                int64_t H, int64_t W, Stream s = nullptr);
+
+  // Compiles and loads every kernel a shape needs, so later calls do no JIT work.
+  void prepare(int64_t B, int64_t H, int64_t W, bool backward = false);
+
+  // The plan a shape runs with (kernel names and tiles), for reports.
+  std::vector<PlannedKernel> plan(int64_t B, int64_t H, int64_t W, bool backward = false) const;
+
+  void set_path(WTConvPath p) { path_ = p; }
+  // Where the last prepare/forward found its kernels: "compiled", "disk" or "memory" (worst of all).
+  const std::string& last_origin() const { return last_origin_; }
+
+ private:
+  struct Impl;
+  Shape shape_of(int64_t B, int64_t H, int64_t W) const;
+  WTConvFwdPlan build_forward(int64_t B, int64_t H, int64_t W);
+  WTConvOptions opt_;
+  WTConvPath path_ = WTConvPath::kAuto;
+  std::string last_origin_;
+  Impl* impl_ = nullptr;
+};
+
+}  // namespace lkjit

@@ -1,0 +1,41 @@
+#include "runtime/env.h"
+
+#include <cassert>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+namespace lkjit::rt {
+
+const std::vector<EnvVar>& env_table() {
+  static const std::vector<EnvVar> t = {
+      {"LKJIT_CACHE_DIR", "", "kernel cache directory (default $XDG_CACHE_HOME/lkjit or ~/.cache/lkjit)"},
+      {"LKJIT_CACHE_DISABLE", "0", "1: never read or write the on-disk cache (in-memory only)"},
+      {"LKJIT_LOG", "0", "1: log compiles and cache hits/misses to stderr"},
+      {"LKJIT_DUMP_DIR", "", "write each generated source and NVRTC log there"},
+  };
+  return t;
+}
+
+std::string env(const char* name) {
+  for (const auto& e : env_table())
+    if (std::string(e.name) == name) {
+      const char* v = std::getenv(name);
+      return (v && *v) ? std::string(v) : std::string(e.default_value);
+    }
+  assert(false && "unregistered environment variable");
+  return {};
+}
+
+void dump_source(const GeneratedSource& src, const std::string& log) {
+  const std::string dir = env("LKJIT_DUMP_DIR");
+  if (dir.empty()) return;
+  std::ofstream(dir + "/" + src.kernel_name + ".cu") << src.source;
+  std::ofstream(dir + "/" + src.kernel_name + ".log") << log;
+}
+
+void log_line(const std::string& line) {
+  if (env("LKJIT_LOG") == "1") std::cerr << "lkjit: " << line << "\n";
+}
+
+}  // namespace lkjit::rt

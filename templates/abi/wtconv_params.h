@@ -1,0 +1,58 @@
+// Kernel arguments of every WTConv kernel: one plain struct shared by host C++ and NVRTC device code
+// (no headers, no framework types). Runtime values live here; anything that changes code is in Cfg.
+// MUST stay layout-identical on both sides: host code static_asserts its size.
+#pragma once
+
+namespace lkjit {
+
+enum { kWTConvMaxLevels = 8 };
+
+struct WTConvParams {
+  // Activations, NCHW contiguous, dtype Cfg::T.
+  const void* x;    // (B, C, H, W) forward input
+  const void* g;    // (B, C, H_out, W_out) output gradient (backward)
+  void* out;        // forward output (B, C, H_out, W_out), or dX (B, C, H, W) in backward
+
+  // Folded parameters, fp32: [W~0: C*k*k][b~: C][W~_1: 4C*k*k]...[W~_L]  (Eq. 8)
+  const float* wfold;
+  // Raw parameters, fp32 (fold kernel input; reduce kernel for Eq. 9).
+  const float* base_w;   // (C,k,k)
+  const float* base_b;   // (C) or null
+  const float* base_s;   // (C)
+  const float* level_w[kWTConvMaxLevels];  // (4C,k,k)
+  const float* level_s[kWTConvMaxLevels];  // (4C)
+
+  // Scratch, fp32 (tiled path): per-level subband tensors (B*C, 4, h_l, w_l) at z + z_off[l-1],
+  // and the low band handed from one level kernel to the next.
+  float* z;
+  const float* low_in;   // (B*C, h_in, w_in), level > 1
+  float* low_out;        // (B*C, h_l, w_l), or null at the deepest level
+  const float* low2_in;  // backward: second low-band chain (dR_l)
+  float* low2_out;
+
+  // Per-block partial parameter gradients (backward) and their reduced results.
+  float* partial;        // (rows, C, per_channel) fp32
+  float* grad_out;       // reduced: same layout as wfold (dW~0, db~, dW~_l), before Eq. 9
+  float* grad_base_w;    // outputs of Eq. 9: (C,k,k)
+  float* grad_base_b;    // (C) or null
+  float* grad_base_s;    // (C)
+  float* grad_level_w[kWTConvMaxLevels];
+  float* grad_level_s[kWTConvMaxLevels];
+
+  long long z_off[kWTConvMaxLevels];  // element offsets of each level in z
+  int lh[kWTConvMaxLevels + 1];       // padded level sizes: lh[0] = H, lh[l] = ceil(lh[l-1]/2)
+  int lw[kWTConvMaxLevels + 1];
+
+  int B, C, H, W;        // input size
+  int H_out, W_out;      // output size (= ceil(H/stride), ceil(W/stride))
+  int stride;
+  int has_bias;
+  int level;             // level kernels: l in 1..L
+  int h_in, w_in;        // level kernels: size of the input low band (lh[l-1], lw[l-1])
+  int tiles_h, tiles_w;  // tiled kernels: tiles per plane
+  int rows;              // reduce: partial rows per channel
+  int per_channel;       // reduce: partial values per (row, channel)
+  int pad_;
+};
+
+}  // namespace lkjit

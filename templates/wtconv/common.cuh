@@ -1,0 +1,53 @@
+// Building blocks shared by the WTConv kernels: the register-blocked k x k strip convolution and the
+// folded-weight layout. Cfg supplies k (odd), R = (k-1)/2 and vy (output rows per thread).
+#pragma once
+#include "abi/wtconv_params.h"
+#include "common/dtype.cuh"
+
+namespace lkjit {
+
+// Offsets into the folded weight buffer [W~0: C*k*k][b~: C][W~_1: 4C*k*k]...
+__device__ __forceinline__ long long fold_base_w(int c, int kk) { return (long long)c * kk; }
+__device__ __forceinline__ long long fold_bias(int C, int c, int kk) { return (long long)C * kk + c; }
+__device__ __forceinline__ long long fold_level_w(int C, int l, int c, int s, int kk) {
+  return (long long)C * kk + C + ((long long)(l - 1) * 4 * C + 4LL * c + s) * kk;
+}
+
+// acc[v] += sum_{u,q} w[u*K+q] * src[(v+u)*pitch + q] for v in [0, V): V vertically adjacent outputs
+// of a zero-haloed fp32 smem image, reading V+K-1 rows once instead of V*K (register blocking).
+// W_IN_REGS keeps the K*K taps in registers (small K); otherwise they are read from shared memory.
+template <int K, int V>
+__device__ __forceinline__ void conv_strip(const float* __restrict__ src, int pitch,
+                                           const float* __restrict__ w, float (&acc)[V]) {
+  constexpr bool kRegs = K <= 9;
+  float wr[kRegs ? K * K : 1];
+  if (kRegs) {
+#pragma unroll
+    for (int i = 0; i < (kRegs ? K * K : 1); ++i) wr[i] = w[i];
+  }
+#pragma unroll(K <= 11 ? V + K - 1 : 1)
+  for (int r = 0; r < V + K - 1; ++r) {
+    const float* row = src + r * pitch;
+#pragma unroll(K <= 11 ? K : 4)
+    for (int q = 0; q < K; ++q) {
+      const float xv = row[q];
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        const int u = r - v;
+        if (u >= 0 && u < K) acc[v] = fmaf(kRegs ? wr[(kRegs ? u * K + q : 0)] : w[u * K + q], xv, acc[v]);
+      }
+    }
+  }
+}
+
+// One Haar analysis step on a 2x2 block (a b / c d), taps exactly 1/2 (spec: subbands LL, LH, HL, HH).
+__device__ __forceinline__ void haar4(float a, float b, float c, float d, float (&y)[4]) {
+  y[0] = 0.5f * (a + b + c + d);
+  y[1] = 0.5f * (a + b - c - d);
+  y[2] = 0.5f * (a - b + c - d);
+  y[3] = 0.5f * (a - b - c + d);
+}
+
+__device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace lkjit

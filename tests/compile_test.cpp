@@ -1,0 +1,227 @@
+// NVRTC compile tests (runtime/jit.cpp, runtime/nvrtc_compiler.cpp), CPU only: every forward
+// specialization compiles to a cubin for sm_90 (full k x L x dtype matrix) and sm_80 (a sample that
+// still covers every k, L and dtype), with the default tile; error paths carry names and logs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lkjit/error.h"
+#include "lkjit/generator.h"
+#include "lkjit/runtime.h"
+#include "runtime/nvrtc_compiler.h"
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using namespace lkjit;  // NOLINT
+
+// Sets (or unsets, with nullptr) an environment variable for the scope; restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+struct CompileCase {
+  OpSpec spec;
+  Tile tile;
+  std::string name;  // kernel name: unique, and a valid gtest name
+};
+
+constexpr int kKs[] = {1, 3, 5, 7, 9, 31};
+constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+// The default tile of the CLI's reference layer (64x96x56x56), as `lkjit compile` picks it.
+CompileCase make_case(Kernel kn, DType dt, int k, int L, bool first, int arch) {
+  const OpSpec s{kn, dt, k, L, first, arch};
+  const Tile t = default_tile(s, Shape{64, 96, 56, 56, 1}, DeviceLimits::for_arch(arch));
+  return {s, t, kernel_name(s, t)};
+}
+
+// sm_90: everything. Level kernels ignore L (one binary per level), fold ignores the dtype.
+std::vector<CompileCase> full_matrix(int arch) {
+  std::vector<CompileCase> v;
+  for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdSynth})
+    for (int k : kKs)
+      for (int L = 0; L <= 5; ++L)
+        for (DType dt : kDTypes) v.push_back(make_case(kn, dt, k, L, true, arch));
+  for (int k : kKs) {
+    for (DType dt : kDTypes) v.push_back(make_case(Kernel::kWTConvFwdLevel, dt, k, 0, true, arch));
+    v.push_back(make_case(Kernel::kWTConvFwdLevel, DType::kF32, k, 0, false, arch));
+    for (int L = 0; L <= 5; ++L) v.push_back(make_case(Kernel::kWTConvFold, DType::kF32, k, L, true, arch));
+  }
+  return v;
+}
+
+// sm_80: the i-th k with L = i and the (i mod 3)-th dtype, so each k, L and dtype appears per kernel.
+std::vector<CompileCase> sample(int arch) {
+  std::vector<CompileCase> v;
+  for (int i = 0; i < 6; ++i) {
+    const int k = kKs[i], L = i;
+    const DType dt = kDTypes[i % 3];
+    v.push_back(make_case(Kernel::kWTConvFwdPlane, dt, k, L, true, arch));
+    v.push_back(make_case(Kernel::kWTConvFwdSynth, dt, k, L, true, arch));
+    v.push_back(make_case(Kernel::kWTConvFold, DType::kF32, k, L, true, arch));
+    if (i < 3) v.push_back(make_case(Kernel::kWTConvFwdLevel, dt, k, 0, true, arch));
+  }
+  v.push_back(make_case(Kernel::kWTConvFwdLevel, DType::kF32, 31, 0, false, arch));
+  return v;
+}
+
+// Checks the bytes are a CUDA cubin for `arch` that defines `kernel_name`.
+void expect_cubin(const std::string& cubin, int arch, const std::string& kernel_name) {
+  ASSERT_GT(cubin.size(), 64u);
+  ASSERT_EQ(cubin.compare(0, 4, "\x7f" "ELF"), 0) << "no ELF magic";
+  EXPECT_EQ(cubin[4], 2) << "not ELF64";
+  uint16_t machine = 0;
+  uint32_t flags = 0;
+  std::memcpy(&machine, cubin.data() + 18, 2);
+  std::memcpy(&flags, cubin.data() + 48, 4);
+  EXPECT_EQ(machine, 190) << "e_machine is not EM_CUDA";
+  // The SM is in e_flags: bits 8..15 from cubin ABI version 8 on (CUDA 12.8+), bits 0..7 before.
+  const int abi = static_cast<unsigned char>(cubin[8]);
+  EXPECT_EQ(abi >= 8 ? (flags >> 8) & 0xff : flags & 0xff, unsigned(arch)) << "e_flags " << std::hex << flags;
+  EXPECT_NE(cubin.find(kernel_name), std::string::npos) << "the entry symbol is missing";
+}
+
+class CompileMatrix : public ::testing::TestWithParam<CompileCase> {
+ protected:
+  // In-memory cache only: these tests are about NVRTC, and must not depend on a disk cache.
+  ScopedEnv disable_{"LKJIT_CACHE_DISABLE", "1"};
+  ScopedEnv no_dump_{"LKJIT_DUMP_DIR", nullptr};
+};
+
+TEST_P(CompileMatrix, ProducesACubin) {
+  const CompileCase& c = GetParam();
+  const CompiledKernel ck = compile_kernel(c.spec, c.tile);
+  EXPECT_EQ(ck.kernel_name, c.name);
+  EXPECT_EQ(ck.arch, c.spec.arch);
+  EXPECT_EQ(ck.key.size(), 64u);
+  EXPECT_TRUE(ck.origin == "compiled" || ck.origin == "memory") << ck.origin;
+  EXPECT_TRUE(ck.seconds >= 0.0) << ck.seconds;  // NaN fails
+  expect_cubin(ck.cubin, c.spec.arch, c.name);
+}
+
+std::string case_name(const ::testing::TestParamInfo<CompileCase>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Sm90, CompileMatrix, ::testing::ValuesIn(full_matrix(90)), case_name);
+INSTANTIATE_TEST_SUITE_P(Sm80, CompileMatrix, ::testing::ValuesIn(sample(80)), case_name);
+
+TEST(CompileCoverage, SampleCoversEveryKLAndDType) {
+  for (const auto& cases : {full_matrix(90), sample(80)})
+    for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdSynth}) {
+      std::vector<int> ks, Ls;
+      std::vector<DType> dts;
+      for (const auto& c : cases)
+        if (c.spec.kernel == kn) {
+          ks.push_back(c.spec.k);
+          Ls.push_back(c.spec.L);
+          dts.push_back(c.spec.dtype);
+        }
+      for (int k : kKs) EXPECT_NE(std::count(ks.begin(), ks.end(), k), 0) << to_string(kn) << " k=" << k;
+      for (int L = 0; L <= 5; ++L) EXPECT_NE(std::count(Ls.begin(), Ls.end(), L), 0) << to_string(kn) << " L=" << L;
+      for (DType d : kDTypes) EXPECT_NE(std::count(dts.begin(), dts.end(), d), 0) << to_string(kn) << " " << to_string(d);
+    }
+  EXPECT_EQ(full_matrix(90).size(), 2u * 6 * 6 * 3 + 6 * 4 + 6 * 6);
+}
+
+// ---- errors ----------------------------------------------------------------------------------------
+
+TEST(CompileErrors, NvrtcTargetsAmpereAndHopper) {
+  const auto archs = nvrtc_archs();
+  EXPECT_NE(std::find(archs.begin(), archs.end(), 80), archs.end());
+  EXPECT_NE(std::find(archs.begin(), archs.end(), 90), archs.end());
+  EXPECT_FALSE(nvrtc_version().empty());
+  EXPECT_EQ(nvrtc_version(), rt::nvrtc_version());
+}
+
+TEST(CompileErrors, ArchBelowSm80IsASpecError) {
+  ScopedEnv disable("LKJIT_CACHE_DISABLE", "1");
+  const OpSpec s{Kernel::kWTConvFwdPlane, DType::kF32, 5, 3, true, 75};
+  try {
+    compile_kernel(s, Tile{0, 0, 1, 4, 256});
+    ADD_FAILURE() << "sm_75 compiled";
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("sm_75"));
+  }
+}
+
+TEST(CompileErrors, ArchUnknownToNvrtcIsACompileErrorListingTheSupportedOnes) {
+  GeneratedSource src;
+  src.kernel_name = "lkjit_test_trivial_sm61";
+  src.source = "extern \"C\" __global__ void lkjit_test_trivial_sm61() {}\n";
+  try {
+    rt::nvrtc_compile(src, 61);
+    ADD_FAILURE() << "sm_61 compiled";
+  } catch (const CompileError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCompile);
+    EXPECT_THAT(e.what(), AllOf(HasSubstr(src.kernel_name), HasSubstr("sm_61"), HasSubstr("sm_80"), HasSubstr("sm_90")));
+  }
+  // The same source is fine for a supported arch (the failure above was the arch).
+  const auto out = rt::nvrtc_compile(src, 80);
+  expect_cubin(out.cubin, 80, src.kernel_name);
+}
+
+TEST(CompileErrors, SyntaxErrorCarriesKernelNameOptionsAndLog) {
+  const std::string dump = std::filesystem::temp_directory_path() / ("lkjit-compile-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dump);
+  ScopedEnv dump_env("LKJIT_DUMP_DIR", dump.c_str());
+  GeneratedSource src;
+  src.kernel_name = "lkjit_test_broken_sm90";
+  src.source = "extern \"C\" __global__ void lkjit_test_broken_sm90() { lkjit_undeclared_identifier = 1; }\n";
+  try {
+    rt::nvrtc_compile(src, 90);
+    ADD_FAILURE() << "a syntax error compiled";
+  } catch (const CompileError& e) {
+    // The identifier appears only in NVRTC's log, so this checks the log is in the message.
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("lkjit_test_broken_sm90"), HasSubstr("lkjit_undeclared_identifier"),
+                                HasSubstr("--gpu-architecture=sm_90"), HasSubstr("log:")));
+  }
+  // LKJIT_DUMP_DIR gets the source and the log of the failed compile.
+  std::stringstream cu, log;
+  cu << std::ifstream(dump + "/lkjit_test_broken_sm90.cu").rdbuf();
+  log << std::ifstream(dump + "/lkjit_test_broken_sm90.log").rdbuf();
+  EXPECT_EQ(cu.str(), src.source);
+  EXPECT_THAT(log.str(), HasSubstr("lkjit_undeclared_identifier"));
+  std::filesystem::remove_all(dump);
+}
+
+TEST(CompileErrors, GeneratedSourceNeedsItsEmbeddedHeaders) {
+  const OpSpec s{Kernel::kWTConvFold, DType::kF32, 3, 1, true, 90};
+  GeneratedSource src = generate(s, Tile{0, 0, 0, 0, 256});
+  src.headers = nullptr;  // NVRTC then cannot resolve the template include
+  try {
+    rt::nvrtc_compile(src, 90);
+    ADD_FAILURE() << "compiled without its headers";
+  } catch (const CompileError& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr(src.kernel_name), HasSubstr("wtconv/fold.cuh")));
+  }
+}
+
+}  // namespace

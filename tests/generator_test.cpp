@@ -1,0 +1,547 @@
+// Tests of the generator (generator/spec.cpp, emit.cpp, ops/wtconv.cpp): spec validation messages,
+// deterministic emission, kernel names, tile enumeration, default tiles, launch geometry, parsing.
+// Pure C++: no NVRTC, no GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lkjit/error.h"
+#include "lkjit/generator.h"
+#include "lkjit/spec.h"
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace lkjit;  // NOLINT: the test exercises most of the namespace
+
+// The kernels that have a generator (the backward ones do not yet).
+const std::vector<Kernel> kGenerated = {Kernel::kWTConvFold, Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdLevel,
+                                        Kernel::kWTConvFwdSynth};
+const std::vector<DType> kDTypes = {DType::kF32, DType::kF16, DType::kBF16};
+
+// Runs f and returns the SpecError's message; any other outcome is a test failure.
+std::string spec_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected SpecError, got another exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "expected SpecError, nothing was thrown";
+  return {};
+}
+
+OpSpec spec_of(Kernel kernel, DType dt = DType::kF32, int k = 5, int L = 3, bool first = true, int arch = 90) {
+  return OpSpec{kernel, dt, k, L, first, arch};
+}
+
+// Every point of the tile space, built independently of enumerate().
+std::vector<Tile> full_product(const TileSpace& space) {
+  std::vector<Tile> out;
+  std::function<void(size_t, Tile)> rec = [&](size_t a, Tile t) {
+    if (a == space.axes.size()) {
+      out.push_back(t);
+      return;
+    }
+    for (int v : space.axes[a].values) {
+      Tile u = t;
+      const std::string& n = space.axes[a].name;
+      if (n == "tile_h") u.tile_h = v;
+      else if (n == "tile_w") u.tile_w = v;
+      else if (n == "planes") u.planes = v;
+      else if (n == "vy") u.vy = v;
+      else if (n == "threads") u.threads = v;
+      else ADD_FAILURE() << "unknown tile axis " << n;
+      rec(a + 1, u);
+    }
+  };
+  rec(0, Tile{});
+  return out;
+}
+
+bool contains(const std::vector<Tile>& v, const Tile& t) {
+  for (const auto& u : v)
+    if (u == t) return true;
+  return false;
+}
+
+// The generated source without its first line (a comment naming the spec): the code NVRTC compiles.
+std::string code_of(const GeneratedSource& g) { return g.source.substr(g.source.find('\n') + 1); }
+
+// ---- validation ----------------------------------------------------------------------------------
+
+TEST(SpecValidation, RejectsEachBadValueNamingValueAndRange) {
+  for (Kernel kn : kGenerated) {
+    SCOPED_TRACE(to_string(kn));
+    EXPECT_THAT(spec_error([&] { validate(spec_of(kn, DType::kF32, 4)); }),
+                AllOf(HasSubstr("k=4"), HasSubstr("[1, 31]"), HasSubstr(to_string(kn))));
+    EXPECT_THAT(spec_error([&] { validate(spec_of(kn, DType::kF32, 0)); }), AllOf(HasSubstr("k=0"), HasSubstr("[1, 31]")));
+    EXPECT_THAT(spec_error([&] { validate(spec_of(kn, DType::kF32, 33)); }), AllOf(HasSubstr("k=33"), HasSubstr("[1, 31]")));
+    EXPECT_THAT(spec_error([&] { validate(spec_of(kn, DType::kF32, -3)); }), AllOf(HasSubstr("k=-3"), HasSubstr("[1, 31]")));
+    EXPECT_THAT(spec_error([&] { validate(spec_of(kn, DType::kF32, 5, 9)); }), AllOf(HasSubstr("L=9"), HasSubstr("[0, 8]")));
+    EXPECT_THAT(spec_error([&] { validate(spec_of(kn, DType::kF32, 5, -1)); }), AllOf(HasSubstr("L=-1"), HasSubstr("[0, 8]")));
+    EXPECT_THAT(spec_error([&] { validate(spec_of(kn, DType::kF32, 5, 3, true, 70)); }),
+                AllOf(HasSubstr("sm_70"), HasSubstr("sm_80 and newer")));
+  }
+}
+
+TEST(SpecValidation, AcceptsTheBoundaries) {
+  for (Kernel kn : kGenerated)
+    for (int k : {1, 3, 29, 31})
+      for (int L : {0, 1, 8})
+        for (int arch : {80, 90, 120}) EXPECT_NO_THROW(validate(spec_of(kn, DType::kBF16, k, L, true, arch)));
+}
+
+TEST(SpecValidation, NamesEveryViolation) {
+  for (Kernel kn : kGenerated) {
+    SCOPED_TRACE(to_string(kn));
+    const std::string msg = spec_error([&] { validate(spec_of(kn, DType::kF16, 4, 9, true, 70)); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("lkjit: error: "), HasSubstr("k=4"), HasSubstr("[1, 31]"), HasSubstr("L=9"),
+                           HasSubstr("[0, 8]"), HasSubstr("sm_70")));
+  }
+}
+
+TEST(SpecValidation, KernelsWithoutGeneratorAreSpecErrors) {
+  EXPECT_THAT(spec_error([] { validate(spec_of(Kernel::kWTConvBwdPlane)); }), HasSubstr("wtconv_bwd_plane"));
+  EXPECT_THAT(spec_error([] { generate(spec_of(Kernel::kWTConvReduce), Tile{0, 0, 0, 0, 256}); }),
+              HasSubstr("wtconv_reduce"));
+}
+
+TEST(SpecValidation, GenerateValidatesSpecAndTile) {
+  EXPECT_THAT(spec_error([] { generate(spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 4), Tile{0, 0, 1, 4, 256}); }),
+              HasSubstr("k=4"));
+  // threads must be a multiple of 32 within the device limit.
+  EXPECT_THAT(spec_error([] { generate(spec_of(Kernel::kWTConvFwdPlane), Tile{0, 0, 1, 4, 48}); }),
+              AllOf(HasSubstr("threads=48"), HasSubstr("multiple of 32")));
+  EXPECT_THAT(spec_error([] { generate(spec_of(Kernel::kWTConvFold), Tile{0, 0, 0, 0, 2048}); }),
+              AllOf(HasSubstr("threads=2048"), HasSubstr("[32, 1024]")));
+  EXPECT_THAT(spec_error([] { generate(spec_of(Kernel::kWTConvFwdLevel), Tile{16, 16, 0, 3, 128}); }),
+              AllOf(HasSubstr("vy=3"), HasSubstr("tile_h=16")));
+  // The level tile's smem does not fit sm_86's 99 KiB at k=31 (it does on sm_90).
+  const Tile big{64, 64, 0, 8, 256};
+  const OpSpec lv86 = spec_of(Kernel::kWTConvFwdLevel, DType::kF32, 31, 0, true, 86);
+  EXPECT_THAT(spec_error([&] { validate(lv86, big, DeviceLimits::for_arch(86)); }),
+              AllOf(HasSubstr("shared memory"), HasSubstr("sm_86"), HasSubstr(big.to_string())));
+  OpSpec lv90 = lv86;
+  lv90.arch = 90;
+  EXPECT_NO_THROW(validate(lv90, big, DeviceLimits::for_arch(90)));
+}
+
+// ---- emission ------------------------------------------------------------------------------------
+
+TEST(Emission, IsDeterministicAndSelfContained) {
+  const auto& headers = embedded_headers();
+  for (Kernel kn : kGenerated)
+    for (DType dt : kDTypes)
+      for (bool first : {true, false}) {
+        const OpSpec s = spec_of(kn, dt, 7, 2, first, 90);
+        const Tile t = default_tile(s, Shape{8, 16, 40, 40, 1}, DeviceLimits::for_arch(90));
+        const GeneratedSource a = generate(s, t), b = generate(OpSpec(s), Tile(t));
+        SCOPED_TRACE(a.kernel_name);
+        EXPECT_EQ(a.source, b.source);
+        EXPECT_EQ(a.kernel_name, b.kernel_name);
+        EXPECT_EQ(a.kernel_name, kernel_name(s, t));
+        ASSERT_NE(a.headers, nullptr);
+        EXPECT_EQ(a.headers, &headers);
+        EXPECT_THAT(a.source, HasSubstr("extern \"C\" __global__ void __launch_bounds__(" +
+                                        std::to_string(t.threads) + ")\n" + a.kernel_name + "("));
+        // Every quoted include, transitively, is an embedded header: NVRTC opens no files.
+        std::vector<std::string> todo{a.source};
+        std::set<std::string> seen;
+        const std::regex inc(R"re(#include\s*"([^"]+)")re");
+        while (!todo.empty()) {
+          const std::string text = todo.back();
+          todo.pop_back();
+          for (std::sregex_iterator it(text.begin(), text.end(), inc), end; it != end; ++it) {
+            const std::string name = (*it)[1];
+            if (!seen.insert(name).second) continue;
+            auto h = headers.find(name);
+            if (h == headers.end()) {
+              ADD_FAILURE() << "#include \"" << name << "\" is not an embedded header";
+              continue;
+            }
+            todo.push_back(h->second);
+          }
+        }
+        EXPECT_FALSE(seen.empty());
+      }
+}
+
+TEST(KernelName, IsPinned) {
+  // Names are the cache display name, bench labels and test names: a change must be deliberate.
+  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 5, 3), Tile{0, 0, 1, 4, 256}),
+            "lkjit_wtconv_fwd_plane_f32_nchw_k5_L3_p1_v4_w256_sm90");
+  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdSynth, DType::kBF16, 31, 8, true, 80), Tile{16, 32, 0, 2, 256}),
+            "lkjit_wtconv_fwd_synth_bf16_nchw_k31_L8_t16x32_v2_w256_sm80");
+  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdLevel, DType::kF16, 3, 0, true), Tile{16, 16, 0, 4, 128}),
+            "lkjit_wtconv_fwd_level1_f16_nchw_k3_t16x16_v4_w128_sm90");
+  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdLevel, DType::kF16, 3, 0, false), Tile{16, 16, 0, 4, 128}),
+            "lkjit_wtconv_fwd_levelN_f32_nchw_k3_t16x16_v4_w128_sm90");
+  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFold, DType::kF32, 9, 1), Tile{0, 0, 0, 0, 256}),
+            "lkjit_wtconv_fold_k9_L1_w256_sm90");
+}
+
+// Parses a name back into its fields; they must be the spec's and the tile's.
+TEST(KernelName, ParsesBackToSpecAndTile) {
+  const std::regex plane(R"(lkjit_wtconv_fwd_plane_(f32|f16|bf16)_nchw_k(\d+)_L(\d+)_p(\d+)_v(\d+)_w(\d+)_sm(\d+))");
+  const std::regex synth(R"(lkjit_wtconv_fwd_synth_(f32|f16|bf16)_nchw_k(\d+)_L(\d+)_t(\d+)x(\d+)_v(\d+)_w(\d+)_sm(\d+))");
+  const std::regex level(R"(lkjit_wtconv_fwd_level(1|N)_(f32|f16|bf16)_nchw_k(\d+)_t(\d+)x(\d+)_v(\d+)_w(\d+)_sm(\d+))");
+  const std::regex fold(R"(lkjit_wtconv_fold_k(\d+)_L(\d+)_w(\d+)_sm(\d+))");
+  int checked = 0;
+  for (Kernel kn : kGenerated)
+    for (DType dt : kDTypes)
+      for (int k : {1, 7, 31})
+        for (int L : {0, 5, 8})
+          for (bool first : {true, false})
+            for (int arch : {80, 90}) {
+              const OpSpec s = spec_of(kn, dt, k, L, first, arch);
+              const auto tiles = enumerate(s, DeviceLimits::for_arch(arch));
+              ASSERT_FALSE(tiles.empty()) << s.to_string();
+              for (const Tile& t : {tiles.front(), tiles.back()}) {
+                const std::string n = kernel_name(s, t);
+                SCOPED_TRACE(n);
+                std::smatch m;
+                auto num = [&](int i) { return std::stoi(m[i].str()); };
+                if (kn == Kernel::kWTConvFwdPlane) {
+                  ASSERT_TRUE(std::regex_match(n, m, plane));
+                  EXPECT_EQ(m[1].str(), to_string(dt));
+                  EXPECT_EQ(num(2), k);
+                  EXPECT_EQ(num(3), L);
+                  EXPECT_EQ(num(4), t.planes);
+                  EXPECT_EQ(num(5), t.vy);
+                  EXPECT_EQ(num(6), t.threads);
+                  EXPECT_EQ(num(7), arch);
+                } else if (kn == Kernel::kWTConvFwdSynth) {
+                  ASSERT_TRUE(std::regex_match(n, m, synth));
+                  EXPECT_EQ(m[1].str(), to_string(dt));
+                  EXPECT_EQ(num(2), k);
+                  EXPECT_EQ(num(3), L);
+                  EXPECT_EQ(num(4), t.tile_h);
+                  EXPECT_EQ(num(5), t.tile_w);
+                  EXPECT_EQ(num(6), t.vy);
+                  EXPECT_EQ(num(7), t.threads);
+                  EXPECT_EQ(num(8), arch);
+                } else if (kn == Kernel::kWTConvFwdLevel) {
+                  ASSERT_TRUE(std::regex_match(n, m, level));
+                  EXPECT_EQ(m[1].str(), first ? "1" : "N");
+                  // Deeper levels read the fp32 low band whatever the activation dtype.
+                  EXPECT_EQ(m[2].str(), first ? to_string(dt) : "f32");
+                  EXPECT_EQ(num(3), k);
+                  EXPECT_EQ(num(4), t.tile_h);
+                  EXPECT_EQ(num(5), t.tile_w);
+                  EXPECT_EQ(num(6), t.vy);
+                  EXPECT_EQ(num(7), t.threads);
+                  EXPECT_EQ(num(8), arch);
+                } else {
+                  ASSERT_TRUE(std::regex_match(n, m, fold));
+                  EXPECT_EQ(num(1), k);
+                  EXPECT_EQ(num(2), L);
+                  EXPECT_EQ(num(3), t.threads);
+                  EXPECT_EQ(num(4), arch);
+                }
+                ++checked;
+              }
+            }
+  EXPECT_GT(checked, 0);
+}
+
+// The name identifies the compiled code: equal names <=> equal code (source minus the comment line).
+// So distinct specializations never share a name and binaries are never told apart by a comment only.
+TEST(KernelName, IdentifiesTheCode) {
+  std::map<std::string, std::string> code_by_name, name_by_code;
+  std::set<std::string> names;
+  for (Kernel kn : kGenerated)
+    for (DType dt : kDTypes)
+      for (int k : {1, 5, 31})
+        for (int L : {0, 2, 8})
+          for (bool first : {true, false})
+            for (int arch : {80, 90}) {
+              const OpSpec s = spec_of(kn, dt, k, L, first, arch);
+              const auto tiles = enumerate(s, DeviceLimits::for_arch(arch));
+              for (size_t i : {size_t(0), tiles.size() / 2, tiles.size() - 1}) {
+                const GeneratedSource g = generate(s, tiles[i]);
+                const std::string code = code_of(g);
+                names.insert(g.kernel_name);
+                auto [it, fresh] = code_by_name.emplace(g.kernel_name, code);
+                if (!fresh)
+                  EXPECT_EQ(it->second, code) << g.kernel_name << " names two different codes (" << s.to_string() << ")";
+                auto [jt, fresh2] = name_by_code.emplace(code, g.kernel_name);
+                if (!fresh2) EXPECT_EQ(jt->second, g.kernel_name) << "one code under two names";
+              }
+            }
+  // Distinct specs do give distinct names (a constant name would pass the checks above).
+  EXPECT_GT(names.size(), 300u);
+  EXPECT_NE(kernel_name(spec_of(Kernel::kWTConvFwdPlane, DType::kF16), Tile{0, 0, 1, 4, 256}),
+            kernel_name(spec_of(Kernel::kWTConvFwdPlane, DType::kBF16), Tile{0, 0, 1, 4, 256}));
+  EXPECT_NE(kernel_name(spec_of(Kernel::kWTConvFwdPlane), Tile{0, 0, 1, 4, 256}),
+            kernel_name(spec_of(Kernel::kWTConvFwdPlane), Tile{0, 0, 2, 4, 256}));
+}
+
+// ---- tile spaces -----------------------------------------------------------------------------------
+
+TEST(Enumerate, IsExactlyTheSpaceMinusRejects) {
+  const Shape shapes[] = {{64, 96, 7, 7, 1}, {64, 96, 56, 56, 1}, {2, 8, 256, 256, 2}};
+  int accepted = 0, rejected = 0;
+  for (Kernel kn : kGenerated)
+    for (int k : {1, 31})
+      for (int L : {0, 8})
+        for (int arch : {80, 86, 90}) {
+          const OpSpec s = spec_of(kn, DType::kF16, k, L, true, arch);
+          const DeviceLimits lim = DeviceLimits::for_arch(arch);
+          const auto all = full_product(tile_space(s));
+          ASSERT_FALSE(all.empty());
+          for (int si = -1; si < 3; ++si) {
+            const Shape* sh = si < 0 ? nullptr : &shapes[si];
+            SCOPED_TRACE(s.to_string() + (sh ? " " + sh->to_string() : " no shape"));
+            const auto got = enumerate(s, lim, sh);
+            EXPECT_EQ(got, enumerate(s, lim, sh)) << "order is not fixed";
+            for (size_t i = 0; i < got.size(); ++i)
+              for (size_t j = i + 1; j < got.size(); ++j) EXPECT_NE(got[i], got[j]) << "duplicate " << got[i].to_string();
+            for (const Tile& t : got) EXPECT_TRUE(contains(all, t)) << t.to_string() << " is not in the space";
+            for (const Tile& t : all) {
+              const auto why = reject_reason(s, t, lim, sh);
+              EXPECT_EQ(contains(got, t), !why) << t.to_string() << (why ? ": " + *why : "");
+              (why ? rejected : accepted)++;
+            }
+          }
+        }
+  // Both outcomes occur, so the equivalence above was tested in both directions.
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(rejected, 0);
+}
+
+TEST(Enumerate, PlaneTilesRespectSharedMemoryForTheShape) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  const OpSpec s = spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 31, 8);
+  const Shape small{64, 96, 7, 7, 1}, large{1, 1, 256, 256, 1};
+  const auto any = enumerate(s, lim), fit_small = enumerate(s, lim, &small);
+  EXPECT_FALSE(fit_small.empty());
+  EXPECT_LT(fit_small.size(), any.size()) << "32 planes of 7x7 at k=31 cannot all fit";
+  // A 256x256 plane alone needs more than 227 KiB: no plane tile exists (the op takes the tiled path).
+  EXPECT_TRUE(enumerate(s, lim, &large).empty());
+  for (const Tile& t : any) {
+    const auto why = reject_reason(s, t, lim, &large);
+    ASSERT_TRUE(why.has_value());
+    EXPECT_THAT(*why, AllOf(HasSubstr("shared memory"), HasSubstr("sm_90")));
+  }
+}
+
+TEST(DefaultTile, IsEnumeratedAndFitsTheShape) {
+  const Shape shapes[] = {{64, 96, 7, 7, 1}, {64, 384, 14, 14, 1}, {64, 96, 56, 56, 1},
+                          {1, 8, 256, 256, 1}, {64, 768, 7, 7, 1}, {2, 3, 57, 31, 2}};
+  int checked = 0, plane_shapes_without_fit = 0;
+  for (Kernel kn : kGenerated)
+    for (DType dt : kDTypes)
+      for (int k : {1, 5, 31})
+        for (int L : {0, 3, 8})
+          for (int arch : {80, 90}) {
+            const OpSpec s = spec_of(kn, dt, k, L, true, arch);
+            const DeviceLimits lim = DeviceLimits::for_arch(arch);
+            const auto space = enumerate(s, lim);
+            for (const Shape& sh : shapes) {
+              const Tile t = default_tile(s, sh, lim);
+              SCOPED_TRACE(s.to_string() + " " + sh.to_string() + " -> " + t.to_string());
+              EXPECT_EQ(t, default_tile(s, sh, lim)) << "not pure";
+              EXPECT_TRUE(contains(space, t));
+              if (kn == Kernel::kWTConvFwdPlane && enumerate(s, lim, &sh).empty()) {
+                // No plane tile fits this shape at all (only 256x256 is that large).
+                EXPECT_EQ(sh.H, 256);
+                ++plane_shapes_without_fit;
+                continue;
+              }
+              const auto why = reject_reason(s, t, lim, &sh);
+              EXPECT_FALSE(why.has_value()) << *why;
+              EXPECT_LE(launch_geometry(s, t, sh).smem_bytes, unsigned(lim.max_smem_per_block));
+              ++checked;
+            }
+          }
+  EXPECT_GT(checked, 0);
+  EXPECT_EQ(plane_shapes_without_fit, 3 * 3 * 3 * 2);  // every plane spec at 256x256, nothing else
+}
+
+// ---- launch geometry -------------------------------------------------------------------------------
+
+void expect_valid_grid(const LaunchGeometry& g, const DeviceLimits& lim) {
+  EXPECT_GE(g.grid[0], 1u);
+  EXPECT_LE(g.grid[0], 2147483647u);
+  EXPECT_GE(g.grid[1], 1u);
+  EXPECT_LE(g.grid[1], 65535u);
+  EXPECT_GE(g.grid[2], 1u);
+  EXPECT_LE(g.grid[2], 65535u);
+  EXPECT_LE(uint64_t(g.block[0]) * g.block[1] * g.block[2], uint64_t(lim.max_threads_per_block));
+  EXPECT_LE(g.smem_bytes, unsigned(lim.max_smem_per_block));
+}
+
+TEST(LaunchGeometry, PlaneGridIsOneBlockPerPlaneGroup) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  const OpSpec s = spec_of(Kernel::kWTConvFwdPlane, DType::kF16, 5, 2);
+  const Shape sh{64, 1024, 7, 7, 1};  // 65536 planes: more than a 2-D grid's y or z could hold
+  for (int planes : {1, 2, 3, 32}) {
+    const Tile t{0, 0, planes, 4, 256};
+    SCOPED_TRACE(t.to_string());
+    ASSERT_FALSE(reject_reason(s, t, lim, &sh).has_value());
+    const LaunchGeometry g = launch_geometry(s, t, sh);
+    EXPECT_EQ(g.grid[0], unsigned((65536 + planes - 1) / planes));
+    EXPECT_EQ(g.grid[1], 1u);
+    EXPECT_EQ(g.grid[2], 1u);
+    EXPECT_EQ(g.block[0], 256u);
+    EXPECT_EQ(g.block[1], 1u);
+    expect_valid_grid(g, lim);
+  }
+  EXPECT_EQ(launch_geometry(s, Tile{0, 0, 1, 4, 256}, sh).grid[0], 65536u);
+  // The default tile groups planes of a 7x7 layer; its grid still covers every plane exactly.
+  const Tile d = default_tile(s, sh, lim);
+  EXPECT_GT(d.planes, 1);
+  EXPECT_EQ(launch_geometry(s, d, sh).grid[0], unsigned((65536 + d.planes - 1) / d.planes));
+  // Shared memory is per plane: twice the planes, twice the bytes.
+  const unsigned one = launch_geometry(s, Tile{0, 0, 1, 4, 256}, sh).smem_bytes;
+  EXPECT_GT(one, 0u);
+  EXPECT_EQ(launch_geometry(s, Tile{0, 0, 2, 4, 256}, sh).smem_bytes, 2 * one);
+}
+
+TEST(LaunchGeometry, TiledGridsCoverTheOutput) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  const Tile t{16, 32, 0, 4, 256};
+  // Level kernel: the shape is its input band; the output band is ceil(H/2) x ceil(W/2).
+  const OpSpec lv = spec_of(Kernel::kWTConvFwdLevel, DType::kF32, 5, 0);
+  EXPECT_EQ(launch_geometry(lv, t, Shape{2, 3, 56, 56, 1}).grid[0], 2u * 3 * 2 * 1);   // 28x28 -> 2x1 tiles
+  EXPECT_EQ(launch_geometry(lv, t, Shape{2, 3, 65, 130, 1}).grid[0], 2u * 3 * 3 * 3);  // 33x65 -> 3x3 tiles
+  EXPECT_EQ(launch_geometry(lv, t, Shape{1, 1, 1, 1, 1}).grid[0], 1u);
+  // Synthesis: tiles of the strided output.
+  const OpSpec sy = spec_of(Kernel::kWTConvFwdSynth, DType::kF32, 5, 3);
+  EXPECT_EQ(launch_geometry(sy, t, Shape{2, 3, 56, 56, 1}).grid[0], 2u * 3 * 4 * 2);
+  EXPECT_EQ(launch_geometry(sy, t, Shape{2, 3, 56, 56, 2}).grid[0], 2u * 3 * 2 * 1);  // 28x28 out
+  EXPECT_EQ(launch_geometry(sy, t, Shape{2, 3, 57, 57, 2}).grid[0], 2u * 3 * 2 * 1);  // 29x29 out
+  const LaunchGeometry big = launch_geometry(sy, t, Shape{64, 1024, 224, 224, 1});
+  EXPECT_EQ(big.grid[0], 65536u * 14 * 7);
+  expect_valid_grid(big, lim);
+  for (const OpSpec& s : {lv, sy}) {
+    const LaunchGeometry g = launch_geometry(s, t, Shape{64, 96, 56, 56, 1});
+    EXPECT_EQ(g.block[0], 256u);
+    EXPECT_GT(g.smem_bytes, 0u);
+    expect_valid_grid(g, lim);
+  }
+}
+
+TEST(LaunchGeometry, FoldGridCoversEveryParameterUpToACap) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  const Tile t{0, 0, 0, 0, 256};
+  // C*k*k (W0) + C (b) + L*4C*k*k (levels) = 96*25 + 96 + 3*4*96*25 = 31296 floats -> 123 blocks.
+  const LaunchGeometry g = launch_geometry(spec_of(Kernel::kWTConvFold, DType::kF32, 5, 3), t, Shape{1, 96, 1, 1, 1});
+  EXPECT_EQ(g.grid[0], 123u);
+  EXPECT_EQ(g.block[0], 256u);
+  expect_valid_grid(g, lim);
+  // Huge parameter sets use a capped grid (the template loops grid-stride).
+  const LaunchGeometry h = launch_geometry(spec_of(Kernel::kWTConvFold, DType::kF32, 31, 8), t, Shape{1, 768, 1, 1, 1});
+  EXPECT_EQ(h.grid[0], 4096u);
+  expect_valid_grid(h, lim);
+}
+
+// ---- parsing and printing --------------------------------------------------------------------------
+
+TEST(Parse, DType) {
+  for (DType t : kDTypes) EXPECT_EQ(parse_dtype(to_string(t)), t);
+  EXPECT_EQ(parse_dtype("fp32"), DType::kF32);
+  EXPECT_EQ(parse_dtype("float32"), DType::kF32);
+  EXPECT_EQ(parse_dtype("half"), DType::kF16);
+  EXPECT_EQ(parse_dtype("FP16"), DType::kF16);
+  EXPECT_EQ(parse_dtype("bfloat16"), DType::kBF16);
+  EXPECT_EQ(parse_dtype("BF16"), DType::kBF16);
+  EXPECT_EQ(dtype_bytes(DType::kF32), 4);
+  EXPECT_EQ(dtype_bytes(DType::kF16), 2);
+  EXPECT_EQ(dtype_bytes(DType::kBF16), 2);
+  EXPECT_THAT(spec_error([] { parse_dtype("f64"); }), AllOf(HasSubstr("'f64'"), HasSubstr("f32, f16, bf16")));
+  EXPECT_THAT(spec_error([] { parse_dtype(""); }), HasSubstr("''"));
+  EXPECT_THAT(spec_error([] { parse_dtype("f16 "); }), HasSubstr("'f16 '"));
+}
+
+TEST(Parse, Arch) {
+  EXPECT_EQ(parse_arch("sm_90"), 90);
+  EXPECT_EQ(parse_arch("90"), 90);
+  EXPECT_EQ(parse_arch("9.0"), 90);
+  EXPECT_EQ(parse_arch("8.6"), 86);
+  EXPECT_EQ(parse_arch("SM_80"), 80);
+  EXPECT_EQ(parse_arch("sm80"), 80);
+  EXPECT_EQ(parse_arch("sm_100"), 100);
+  for (int a : {80, 86, 87, 89, 90, 100, 103, 120, 121}) {
+    EXPECT_EQ(arch_name(a), "sm_" + std::to_string(a));
+    EXPECT_EQ(parse_arch(arch_name(a)), a);
+  }
+  EXPECT_THAT(spec_error([] { parse_arch("sm_75"); }), AllOf(HasSubstr("sm_75"), HasSubstr("sm_80")));
+  EXPECT_THAT(spec_error([] { parse_arch("70"); }), HasSubstr("sm_70"));
+  for (const char* bad : {"", "sm_", "abc", "sm_9x", "sm_1000", "9.0.1", "-90"})
+    EXPECT_THAT(spec_error([&] { parse_arch(bad); }), HasSubstr(std::string("'") + bad + "'")) << bad;
+}
+
+TEST(Parse, Kernel) {
+  const auto all = all_kernels();
+  EXPECT_EQ(all.size(), 8u);
+  std::set<std::string> names;
+  for (Kernel k : all) {
+    EXPECT_EQ(parse_kernel(to_string(k)), k);
+    names.insert(to_string(k));
+  }
+  EXPECT_EQ(names.size(), all.size());
+  EXPECT_THAT(spec_error([] { parse_kernel("wtconv_fwd"); }),
+              AllOf(HasSubstr("'wtconv_fwd'"), HasSubstr("wtconv_fwd_plane"), HasSubstr("wtconv_fold")));
+  EXPECT_THAT(spec_error([] { parse_kernel("WTCONV_FOLD"); }), HasSubstr("'WTCONV_FOLD'"));
+}
+
+TEST(Print, SpecTileShape) {
+  EXPECT_EQ(spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 5, 3).to_string(), "wtconv_fwd_plane f32 k=5 L=3 sm_90");
+  EXPECT_EQ(spec_of(Kernel::kWTConvFwdLevel, DType::kF16, 7, 0, false, 80).to_string(),
+            "wtconv_fwd_level f16 k=7 L=0 deeper sm_80");
+  EXPECT_EQ((Tile{0, 0, 2, 4, 256}).to_string(), "p2_v4_w256");
+  EXPECT_EQ((Tile{32, 32, 0, 4, 256}).to_string(), "t32x32_v4_w256");
+  EXPECT_EQ((Tile{0, 0, 0, 0, 256}).to_string(), "w256");
+  EXPECT_EQ((Shape{64, 96, 56, 56, 1}).to_string(), "64x96x56x56");
+  EXPECT_EQ((Shape{1, 2, 3, 4, 2}).to_string(), "1x2x3x4/s2");
+  EXPECT_EQ((Shape{1, 2, 5, 4, 2}).H_out(), 3);
+  // Equality sees every field.
+  const OpSpec a = spec_of(Kernel::kWTConvFwdLevel);
+  for (OpSpec b : {a, a, a, a, a, a}) EXPECT_EQ(a, b);
+  OpSpec b = a;
+  b.first = false;
+  EXPECT_NE(a, b);
+  b = a;
+  b.arch = 80;
+  EXPECT_NE(a, b);
+  b = a;
+  b.dtype = DType::kBF16;
+  EXPECT_NE(a, b);
+  Tile t{16, 16, 0, 4, 128}, u = t;
+  u.vy = 2;
+  EXPECT_NE(t, u);
+}
+
+TEST(DeviceLimits, KnownArchsAndUnknownArchError) {
+  for (int a : {80, 86, 87, 89, 90, 100, 103, 120, 121}) {
+    const DeviceLimits d = DeviceLimits::for_arch(a);
+    EXPECT_EQ(d.arch, a);
+    EXPECT_GT(d.sm_count, 0);
+    EXPECT_EQ(d.max_threads_per_block, 1024);
+    EXPECT_GT(d.max_smem_per_block, 48 * 1024);
+    EXPECT_LE(d.max_smem_per_block, d.smem_per_sm);
+  }
+  EXPECT_EQ(DeviceLimits::for_arch(80).max_smem_per_block, 163 * 1024);
+  EXPECT_EQ(DeviceLimits::for_arch(90).max_smem_per_block, 227 * 1024);
+  for (int a : {0, 70, 75, 91})
+    EXPECT_THAT(spec_error([&] { DeviceLimits::for_arch(a); }),
+                AllOf(HasSubstr("sm_" + std::to_string(a)), HasSubstr("sm_80"), HasSubstr("sm_90"), Not(HasSubstr("sm_75,"))))
+        << a;
+}
+
+}  // namespace

@@ -1,0 +1,125 @@
+// WTConv forward on the GPU against the float64 reference: every problem x dtype x path, outputs
+// NaN-poisoned first, per-dtype tolerances.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "lkjit/error.h"
+#include "lkjit/numeric.h"
+#include "lkjit/testing.h"
+#include "tests/gpu/gpu_fixture.h"
+#include "tests/gpu/problems.h"
+
+namespace lkjit::testing {
+namespace {
+
+using Param = std::tuple<Problem, DType, WTConvPath>;
+
+std::vector<float> run_forward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
+                               const std::vector<float>& x) {
+  WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+  layer.set_path(path);
+  auto dp = upload_params(params);
+  layer.set_weights(dp.weights);
+  const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
+  const size_t nout = size_t(sh.B * sh.C * sh.H_out() * sh.W_out());
+  const auto xb = encode(dt, x);
+  DeviceBuffer dx(xb.size()), dout(nout * dtype_bytes(dt) + 4);
+  dx.upload(xb.data(), xb.size());
+  dout.fill_u32(0xffffffffu);
+  layer.forward(dx.data(), dout.data(), pb.B, pb.H, pb.W);
+  synchronize();
+  std::vector<uint8_t> raw(nout * dtype_bytes(dt));
+  dout.download(raw.data(), raw.size());
+  std::vector<float> got(nout);
+  for (size_t i = 0; i < nout; ++i) got[i] = decode_one(dt, raw.data(), i);
+  return got;
+}
+
+class WTConvForward : public GpuTestP<Param> {};
+
+TEST_P(WTConvForward, MatchesFloat64Reference) {
+  const auto& [pb, dt, path] = GetParam();
+  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 7);
+  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
+  const auto x = random_tensor(size_t(s4.numel()), dt, 11);
+  if (path == WTConvPath::kPlane) {
+    // Only where the planes fit; the plan says so without launching.
+    try {
+      WTConv probe({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+      probe.set_path(path);
+      probe.plan(pb.B, pb.H, pb.W);
+    } catch (const SpecError& e) {
+      GTEST_SKIP() << e.what();
+    }
+  }
+  const auto got = run_forward(pb, dt, path, params, x);
+  const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), s4, params, pb.stride);
+  const auto cmp = compare(got, want, tolerance(dt));
+  EXPECT_TRUE(cmp.ok) << cmp.to_string();
+}
+
+std::vector<Param> params() {
+  std::vector<Param> v;
+  for (const auto& p : wtconv_problems())
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16})
+      for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) v.emplace_back(p, t, path);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Problems, WTConvForward, ::testing::ValuesIn(params()),
+                         [](const ::testing::TestParamInfo<Param>& i) {
+                           return problem_name(std::get<0>(i.param), std::get<1>(i.param), std::get<2>(i.param));
+                         });
+
+class WTConvForwardLarge : public GpuTest {};
+
+// Sampled planes of tensors past 2^31 elements (64-bit indexing) and of 65536 planes (grid limits).
+void check_sampled(const Problem& pb, DType dt) {
+  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 3);
+  WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+  auto dp = upload_params(params);
+  layer.set_weights(dp.weights);
+  const int64_t hw = pb.H * pb.W, planes = pb.B * pb.C;
+  const size_t eb = dtype_bytes(dt);
+  DeviceBuffer dx(size_t(planes * hw) * eb), dout(size_t(planes * hw) * eb);
+  // A deterministic pattern per plane, uploaded for the sampled planes only; others zero.
+  dx.fill_u32(0);
+  dout.fill_u32(0xffffffffu);
+  const std::vector<int64_t> sample = {0, 1, planes / 2, planes - 2, planes - 1};
+  std::vector<std::vector<float>> xs;
+  for (size_t i = 0; i < sample.size(); ++i) {
+    xs.push_back(random_tensor(size_t(hw), dt, 100 + i));
+    const auto b = encode(dt, xs.back());
+    dx.upload(b.data(), b.size(), size_t(sample[i] * hw) * eb);
+  }
+  layer.forward(dx.data(), dout.data(), pb.B, pb.H, pb.W);
+  synchronize();
+  for (size_t i = 0; i < sample.size(); ++i) {
+    std::vector<uint8_t> raw(size_t(hw) * eb);
+    dout.download(raw.data(), raw.size(), size_t(sample[i] * hw) * eb);
+    std::vector<float> got(hw);
+    for (int64_t j = 0; j < hw; ++j) got[j] = decode_one(dt, raw.data(), size_t(j));
+    const auto want = ref::wtconv_forward(std::vector<double>(xs[i].begin(), xs[i].end()), {1, 1, pb.H, pb.W},
+                                          slice_channel(params, sample[i] % pb.C), pb.stride);
+    const auto cmp = compare(got, want, tolerance(dt));
+    EXPECT_TRUE(cmp.ok) << "plane " << sample[i] << ": " << cmp.to_string();
+  }
+}
+
+TEST_F(WTConvForwardLarge, PastTwoTo31ElementsBF16) { check_sampled({2, 256, 2048, 2050, 5, 3, 1, true}, DType::kBF16); }
+TEST_F(WTConvForwardLarge, SixtyFiveThousandPlanes) { check_sampled({64, 1024, 7, 7, 5, 2, 1, true}, DType::kF32); }
+
+TEST_F(WTConvForwardLarge, RejectsBadShapesWithNamedValues) {
+  WTConv layer({4, 5, 2, DType::kF32, true, 1, 0});
+  EXPECT_THROW(layer.forward(nullptr, nullptr, 1, 4, 4), SpecError);
+  try {
+    layer.plan(0, 4, 4);
+    FAIL() << "B=0 accepted";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("B=0"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lkjit::testing

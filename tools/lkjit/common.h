@@ -1,0 +1,22 @@
+// Shared by the lkjit subcommands: error reporting, parsing of lists, random data.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lkjit/error.h"
+#include "lkjit/spec.h"
+
+namespace lkjit::tool {
+
+std::vector<std::string> split(const std::string& s, char sep);
+std::vector<int> parse_ints(const std::string& s, const char* what);
+
+// Subcommands: whether the command line chose it, and its entry point (returns the exit code).
+bool run_cmd();
+int run_main();
+bool compile_cmd();
+int compile_main();
+int dispatch();
+
+}  // namespace lkjit::tool

@@ -1,0 +1,78 @@
+// lkjit: the command-line tool. Subcommands dispatch through llvm::cl::SubCommand; each keeps its own
+// options. Exit codes come from lkjit::ErrorCode (0 ok, 1 usage, 2 bad input, 3 compile, 4 driver, 5 cache).
+#include <llvm/Support/CommandLine.h>
+
+#include <iostream>
+
+#include "lkjit/error.h"
+#include "lkjit/generator.h"
+#include "lkjit/runtime.h"
+#include "lkjit/spec.h"
+#include "lkjit/version.h"
+#include "tools/lkjit/common.h"
+
+namespace cl = llvm::cl;
+
+namespace lkjit::tool {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+std::vector<int> parse_ints(const std::string& s, const char* what) {
+  std::vector<int> v;
+  for (const auto& t : split(s, ',')) {
+    try {
+      size_t pos = 0;
+      v.push_back(std::stoi(t, &pos));
+      if (pos != t.size()) throw std::invalid_argument(t);
+    } catch (const std::exception&) {
+      throw Error(ErrorCode::kUsage, "lkjit: error: --" + std::string(what) + ": '" + t + "' is not an integer");
+    }
+  }
+  return v;
+}
+
+int dispatch() {
+  if (run_cmd()) return run_main();
+  if (compile_cmd()) return compile_main();
+  llvm::errs() << "lkjit: error: no subcommand given; see lkjit --help\n";
+  return 1;
+}
+
+}  // namespace lkjit::tool
+
+int main(int argc, char** argv) {
+  cl::SetVersionPrinter([](llvm::raw_ostream& os) {
+    os << "lkjit " << LKJIT_VERSION << " (generator v" << lkjit::kGeneratorVersion << ")\n";
+  });
+  if (argc < 2) {
+    // The main job: `lkjit` alone behaves as `lkjit run`.
+    static const char* run_argv[] = {argv[0], "run", nullptr};
+    argc = 2;
+    argv = const_cast<char**>(run_argv);
+  }
+  if (!cl::ParseCommandLineOptions(argc, argv, "lkjit: JIT kernels for large-receptive-field convolutions\n",
+                                   &llvm::errs()))
+    return 1;
+  try {
+    return lkjit::tool::dispatch();
+  } catch (const lkjit::Error& e) {
+    llvm::errs() << e.what() << "\n";
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    llvm::errs() << "lkjit: error: " << e.what() << "\n";
+    return 2;
+  }
+}
