@@ -104,12 +104,13 @@ std::optional<std::string> plane_reject(const OpSpec& s, const Tile& t, const De
   return std::nullopt;
 }
 Tile plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
-  // Enough pixels per block to keep 256 threads busy, as few planes as that takes (smem per block
-  // decides the occupancy).
+  // The kernel's phases are separated by barriers, so latency is hidden by other resident blocks:
+  // keep a block's shared memory near 40 KB (5+ blocks per SM) and add planes only up to that.
   Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 256};
-  const int64_t hw = sh.H * sh.W;
-  while (t.planes < 32 && hw * t.planes < 1024) t.planes *= 2;
-  while (t.planes > 1 && plane_smem_floats(s, t, sh) * 4 > d.max_smem_per_block / 2) t.planes /= 2;
+  const int64_t one = plane_smem_floats(s, t, sh) * 4;
+  while (t.planes < 32 && one * t.planes * 2 <= 40 * 1024) t.planes *= 2;
+  if (sh.H * sh.W * t.planes >= 2048) t.threads = 512;
+  (void)d;
   return t;
 }
 LaunchGeometry plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {

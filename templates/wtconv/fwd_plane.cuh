@@ -61,6 +61,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
       xs(q)[r] = v;
     }
   }
+  __syncthreads();
 
   // 2. Levels: Haar analysis of the previous low band, then Z_l = conv(Y_l, W~_l).
   int zoff = 0;
@@ -117,13 +118,34 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
     __syncthreads();
   }
 
-  // 3. Base taps, then out = dw(X, W~0) + b~ + sum_l 2^-l (LL + sy LH + sx HL + sy sx HH) (Eq. 7).
+  // 3. Synthesis, coarse to fine: Z_{l-1}[LL] += crop(Synth(Z_l)) for l = L..2 (the recurrence behind
+  //    Eq. 7; each coarse position is read once and feeds its 2x2 block). Base taps load meanwhile.
   for (int e = tid; e < np * K * K; e += NT) {
     const int q = e / (K * K), r = e - q * (K * K);
     const int c = (int)((plane0 + q) % p.C);
     ws(q)[r] = __ldg(p.wfold + fold_base_w(c, K * K) + r);
   }
-  __syncthreads();
+  int zend = zoff;  // end of level l within zs, walking down from the deepest level
+#pragma unroll 1
+  for (int l = Cfg::L; l >= 2; --l) {
+    const int h = p.lh[l], w = p.lw[l], hw = h * w, hf = p.lh[l - 1], wf = p.lw[l - 1];
+    const int zl = zend - 4 * hw, zf = zl - 4 * hf * wf;
+    zend = zl;
+    for (int e = tid; e < np * hw; e += NT) {
+      const int q = e / hw, r = e - q * hw;
+      const int i = r / w, j = r - i * w;
+      const float* z = zs(q) + zl + r;
+      const float ll = z[0], lh = z[hw], hl = z[2 * hw], hh = z[3 * hw];
+      float* f = zs(q) + zf + (2 * i) * wf + 2 * j;  // LL band of level l-1
+      const bool r1 = 2 * i + 1 < hf, c1 = 2 * j + 1 < wf;   // crop odd sizes
+      f[0] += 0.5f * (ll + lh + hl + hh);
+      if (c1) f[1] += 0.5f * (ll + lh - hl - hh);
+      if (r1) f[wf] += 0.5f * (ll - lh + hl - hh);
+      if (r1 && c1) f[wf + 1] += 0.5f * (ll - lh - hl + hh);
+    }
+    __syncthreads();
+  }
+  if (Cfg::L < 2) __syncthreads();
   T* __restrict__ out = static_cast<T*>(p.out);
   const int S = p.stride, Ho = p.H_out, Wo = p.W_out;
   const int strips = ceil_div(Ho, V);
@@ -152,20 +174,13 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const int oy = oy0 + v;
-      if (oy >= Ho) break;
+      if (oy >= Ho) continue;
       const int y = oy * S, xx = ox * S;
-      int zo = 0;
-      float sc = 0.5f;
-#pragma unroll 1
-      for (int l = 1; l <= Cfg::L; ++l) {
-        const int h = p.lh[l], w = p.lw[l];
-        const float* z = zs(q) + zo + (y >> l) * w + (xx >> l);
-        const float sy = ((y >> (l - 1)) & 1) ? -1.f : 1.f;
-        const float sx = ((xx >> (l - 1)) & 1) ? -1.f : 1.f;
-        const int hw = h * w;
-        acc[v] += sc * (z[0] + sy * z[hw] + sx * z[2 * hw] + sy * sx * z[3 * hw]);
-        zo += 4 * hw;
-        sc *= 0.5f;
+      if (Cfg::L >= 1) {  // level 1 of Eq. 7; deeper levels were folded into its LL band above
+        const int w1 = p.lw[1], hw1 = p.lh[1] * w1;
+        const float* z = zs(q) + (y >> 1) * w1 + (xx >> 1);
+        const float sy = (y & 1) ? -1.f : 1.f, sx = (xx & 1) ? -1.f : 1.f;
+        acc[v] += 0.5f * (z[0] + sy * z[hw1] + sx * z[2 * hw1] + sy * sx * z[3 * hw1]);
       }
       out[(plane0 + q) * (long long)(Ho * Wo) + oy * Wo + ox] = from_f32<T>(acc[v]);
     }
