@@ -87,30 +87,42 @@ int64_t plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
   int64_t yb = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * (lw[2] + 2 * r) : 0;
   int64_t zs = 0;
   for (int l = 1; l <= s.L; ++l) zs += 4 * lh[l] * lw[l];
-  return (xs + ya + yb + zs + 4 * s.k * s.k) * t.planes;
+  const int64_t ws = s.k * s.k + 1 + 4 * s.k * s.k * int64_t(s.L);
+  return (xs + ya + yb + zs + ws) * t.planes;
 }
 
 TileSpace plane_space(const OpSpec&) {
-  return {{{"planes", {1, 2, 4, 8, 16, 32}, "(b,c) planes per block"},
+  return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
            {"vy", {1, 2, 4}, "output rows per thread"},
-           {"threads", {128, 256, 512}, "threads per block"}}};
+           {"threads", {64, 128, 256, 512}, "threads per block (threads/planes per plane)"}}};
 }
 std::optional<std::string> plane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d,
                                         const Shape* sh) {
   if (auto r = reject_threads(t, d)) return r;
-  if (t.planes < 1 || t.planes > 64) return fmt::format("planes={} is out of range; supported: [1, 64]", t.planes);
+  if (t.planes < 1 || t.planes > 32) return fmt::format("planes={} is out of range; supported: [1, 32]", t.planes);
+  if (t.threads % (32 * t.planes) != 0)
+    return fmt::format("threads={} is not a whole number of warps per plane for planes={}", t.threads, t.planes);
+  if (t.threads / t.planes > 32 && t.planes > 15)
+    return fmt::format("planes={} with multi-warp groups exceeds the 15 named barriers", t.planes);
   if (t.vy < 1 || t.vy > 8) return fmt::format("vy={} is out of range; supported: [1, 8]", t.vy);
-  if (sh) return reject_smem(plane_smem_floats(s, t, *sh) * 4, d);
+  if (sh) {
+    if (sh->H > 1024 || sh->W > 1024) return fmt::format("planes of {}x{} exceed 1024x1024", sh->H, sh->W);
+    return reject_smem(plane_smem_floats(s, t, *sh) * 4, d);
+  }
   return std::nullopt;
 }
-Tile plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
-  // The kernel's phases are separated by barriers, so latency is hidden by other resident blocks:
-  // keep a block's shared memory near 40 KB (5+ blocks per SM) and add planes only up to that.
-  Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 256};
+Tile plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
+  // One warp group per plane, sized to ~6-12 pixels per thread; a block of about 256 threads,
+  // with at most ~48 KB of shared memory so several blocks share an SM.
+  const int64_t hw = sh.H * sh.W;
+  int warps = 1;
+  while (warps < 16 && hw > 192 * warps) warps *= 2;
+  Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 32 * warps};
   const int64_t one = plane_smem_floats(s, t, sh) * 4;
-  while (t.planes < 32 && one * t.planes * 2 <= 40 * 1024) t.planes *= 2;
-  if (sh.H * sh.W * t.planes >= 2048) t.threads = 512;
-  (void)d;
+  while (t.threads * 2 <= 256 && one * t.planes * 2 <= 48 * 1024) {
+    t.planes *= 2;
+    t.threads *= 2;
+  }
   return t;
 }
 LaunchGeometry plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
@@ -140,8 +152,12 @@ int64_t level_smem_floats(const OpSpec& s, const Tile& t) {
 }
 int64_t synth_smem_floats(const OpSpec& s, const Tile& t, int stride) {
   const int r = R(s);
-  return int64_t((t.tile_h - 1) * stride + 1 + 2 * r + t.vy) * ((t.tile_w - 1) * stride + 1 + 2 * r) +
-         s.k * s.k;
+  int64_t n = int64_t((t.tile_h - 1) * stride + 1 + 2 * r + t.vy) * ((t.tile_w - 1) * stride + 1 + 2 * r) +
+              s.k * s.k;
+  // Z_l under the tile: at most ((extent-1) >> l) + 2 rows/cols per level (alignment adds one).
+  for (int l = 1; l <= s.L; ++l)
+    n += 4 * int64_t((((t.tile_h - 1) * stride) >> l) + 2) * ((((t.tile_w - 1) * stride) >> l) + 2);
+  return n;
 }
 std::optional<std::string> tiled_reject_common(const Tile& t, const DeviceLimits& d) {
   if (auto r = reject_threads(t, d)) return r;
