@@ -341,7 +341,7 @@ TEST(Enumerate, PlaneTilesRespectSharedMemoryForTheShape) {
 TEST(DefaultTile, IsEnumeratedAndFitsTheShape) {
   const Shape shapes[] = {{64, 96, 7, 7, 1}, {64, 384, 14, 14, 1}, {64, 96, 56, 56, 1},
                           {1, 8, 256, 256, 1}, {64, 768, 7, 7, 1}, {2, 3, 57, 31, 2}};
-  int checked = 0, plane_shapes_without_fit = 0;
+  int checked = 0, plane_checked = 0;
   for (Kernel kn : kGenerated)
     for (DType dt : kDTypes)
       for (int k : {1, 5, 31})
@@ -354,21 +354,30 @@ TEST(DefaultTile, IsEnumeratedAndFitsTheShape) {
               const Tile t = default_tile(s, sh, lim);
               SCOPED_TRACE(s.to_string() + " " + sh.to_string() + " -> " + t.to_string());
               EXPECT_EQ(t, default_tile(s, sh, lim)) << "not pure";
-              EXPECT_TRUE(contains(space, t));
-              if (kn == Kernel::kWTConvFwdPlane && enumerate(s, lim, &sh).empty()) {
-                // No plane tile fits this shape at all (only 256x256 is that large).
-                EXPECT_EQ(sh.H, 256);
-                ++plane_shapes_without_fit;
-                continue;
-              }
+              EXPECT_TRUE(contains(space, t)) << "the default tile is not a point of enumerate()";
+              const bool any_fits = !enumerate(s, lim, &sh).empty();
+              // Only whole-plane kernels can be too large for a shape (the op then runs the tiled path).
+              if (kn != Kernel::kWTConvFwdPlane) EXPECT_TRUE(any_fits);
+              if (!any_fits) continue;
               const auto why = reject_reason(s, t, lim, &sh);
               EXPECT_FALSE(why.has_value()) << *why;
               EXPECT_LE(launch_geometry(s, t, sh).smem_bytes, unsigned(lim.max_smem_per_block));
               ++checked;
+              plane_checked += kn == Kernel::kWTConvFwdPlane;
             }
           }
-  EXPECT_GT(checked, 0);
-  EXPECT_EQ(plane_shapes_without_fit, 3 * 3 * 3 * 2);  // every plane spec at 256x256, nothing else
+  EXPECT_GT(plane_checked, 0);
+  EXPECT_GT(checked, plane_checked);
+}
+
+TEST(DefaultTile, PlanesOf256x256NeverFit) {
+  // One 256x256 fp32 plane with its halo is over 256 KiB: more than any arch's block maximum.
+  const Shape sh{1, 8, 256, 256, 1};
+  for (int arch : {80, 90})
+    for (int k : {1, 31}) {
+      const OpSpec s = spec_of(Kernel::kWTConvFwdPlane, DType::kF16, k, 1, true, arch);
+      EXPECT_TRUE(enumerate(s, DeviceLimits::for_arch(arch), &sh).empty()) << s.to_string();
+    }
 }
 
 // ---- launch geometry -------------------------------------------------------------------------------
@@ -387,28 +396,35 @@ void expect_valid_grid(const LaunchGeometry& g, const DeviceLimits& lim) {
 TEST(LaunchGeometry, PlaneGridIsOneBlockPerPlaneGroup) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
   const OpSpec s = spec_of(Kernel::kWTConvFwdPlane, DType::kF16, 5, 2);
-  const Shape sh{64, 1024, 7, 7, 1};  // 65536 planes: more than a 2-D grid's y or z could hold
-  for (int planes : {1, 2, 3, 32}) {
-    const Tile t{0, 0, planes, 4, 256};
+  // 64x1024 = 65536 planes, one per block: a 1-D grid (y and z would stop at 65535).
+  const Shape big{64, 1024, 7, 7, 1};
+  const Tile one{0, 0, 1, 4, 256};
+  ASSERT_FALSE(reject_reason(s, one, lim, &big).has_value());
+  const LaunchGeometry g = launch_geometry(s, one, big);
+  EXPECT_EQ(g.grid[0], 65536u);
+  EXPECT_EQ(g.grid[1], 1u);
+  EXPECT_EQ(g.grid[2], 1u);
+  EXPECT_EQ(g.block[0], 256u);
+  EXPECT_EQ(g.block[1], 1u);
+  expect_valid_grid(g, lim);
+  // 3x1001 = 3003 planes: the last block is partial, so the count rounds up.
+  const Shape odd{3, 1001, 7, 7, 1};
+  int tested = 0;
+  for (const Tile& t : enumerate(s, lim, &odd)) {
     SCOPED_TRACE(t.to_string());
-    ASSERT_FALSE(reject_reason(s, t, lim, &sh).has_value());
-    const LaunchGeometry g = launch_geometry(s, t, sh);
-    EXPECT_EQ(g.grid[0], unsigned((65536 + planes - 1) / planes));
-    EXPECT_EQ(g.grid[1], 1u);
-    EXPECT_EQ(g.grid[2], 1u);
-    EXPECT_EQ(g.block[0], 256u);
-    EXPECT_EQ(g.block[1], 1u);
-    expect_valid_grid(g, lim);
+    const LaunchGeometry h = launch_geometry(s, t, odd);
+    EXPECT_EQ(h.grid[0], unsigned((3003 + t.planes - 1) / t.planes));
+    EXPECT_EQ(h.block[0], unsigned(t.threads));
+    expect_valid_grid(h, lim);
+    tested += t.planes > 1;
   }
-  EXPECT_EQ(launch_geometry(s, Tile{0, 0, 1, 4, 256}, sh).grid[0], 65536u);
-  // The default tile groups planes of a 7x7 layer; its grid still covers every plane exactly.
-  const Tile d = default_tile(s, sh, lim);
-  EXPECT_GT(d.planes, 1);
-  EXPECT_EQ(launch_geometry(s, d, sh).grid[0], unsigned((65536 + d.planes - 1) / d.planes));
+  EXPECT_GT(tested, 0) << "no multi-plane tile was tested";
+  const Tile d = default_tile(s, big, lim);
+  EXPECT_EQ(launch_geometry(s, d, big).grid[0], unsigned((65536 + d.planes - 1) / d.planes)) << d.to_string();
   // Shared memory is per plane: twice the planes, twice the bytes.
-  const unsigned one = launch_geometry(s, Tile{0, 0, 1, 4, 256}, sh).smem_bytes;
-  EXPECT_GT(one, 0u);
-  EXPECT_EQ(launch_geometry(s, Tile{0, 0, 2, 4, 256}, sh).smem_bytes, 2 * one);
+  const unsigned bytes = launch_geometry(s, one, big).smem_bytes;
+  EXPECT_GT(bytes, 0u);
+  EXPECT_EQ(launch_geometry(s, Tile{0, 0, 2, 4, 256}, big).smem_bytes, 2 * bytes);
 }
 
 TEST(LaunchGeometry, TiledGridsCoverTheOutput) {

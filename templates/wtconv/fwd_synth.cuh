@@ -8,7 +8,7 @@
 // Shared memory: xs ((TH-1)S+1+2R+vy) x ((TW-1)S+1+2R), ws k*k, then per level l the 4 subbands of
 // rows (y_first >> l)..(y_last >> l) x cols likewise (see synth_smem_floats in the generator).
 #pragma once
-#include "wtconv/common.cuh"
+#include "wtconv/plane_common.cuh"  // FastDiv
 
 namespace lkjit {
 
@@ -37,8 +37,10 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
 
   // Stage X (with halo), the base taps and, per level, the Z_l coefficients under the tile.
   for (int e = tid; e < K * K; e += NT) ws[e] = __ldg(p.wfold + fold_base_w(c, K * K) + e);
+  const FastDiv fpitch(pitch);  // staged extents stay below 2^16
   for (int r = tid; r < prow * pitch; r += NT) {
-    const int i = ya0 - R + r / pitch, j = xa0 - R + r % pitch;
+    const int ri = fpitch.div(r);
+    const int i = ya0 - R + ri, j = xa0 - R + (r - ri * pitch);
     xs[r] = (i >= 0 && i < H && j >= 0 && j < W) ? ldg_f32(x + (long long)i * W + j) : 0.f;
   }
   int zoff[Cfg::L + 1];
@@ -50,8 +52,9 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
       const int h = p.lh[l], w = p.lw[l];
       const float* z = p.z + p.z_off[l - 1] + plane * 4LL * h * w;
       zoff[l] = o;
+      const FastDiv fn(rl * cl), fc(cl);
       for (int e = tid; e < 4 * rl * cl; e += NT) {
-        const int s = e / (rl * cl), r = e - s * rl * cl, i = r0 + r / cl, j = c0 + r % cl;
+        const int s = fn.div(e), r = e - s * rl * cl, ri = fc.div(r), i = r0 + ri, j = c0 + (r - ri * cl);
         zr[o + e] = (i < h && j < w) ? __ldg(z + (long long)s * h * w + (long long)i * w + j) : 0.f;
       }
       o += 4 * rl * cl;
@@ -68,8 +71,9 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
     const int hf = p.lh[l - 1], wf = p.lw[l - 1];
     const float* z = zr + zoff[l];
     float* f = zr + zoff[l - 1];
+    const FastDiv fc(cl);
     for (int e = tid; e < rl * cl; e += NT) {
-      const int i = e / cl, j = e - i * cl;
+      const int i = fc.div(e), j = e - i * cl;
       const float ll = z[e], lh = z[rl * cl + e], hl = z[2 * rl * cl + e], hh = z[3 * rl * cl + e];
       const float v[4] = {0.5f * (ll + lh + hl + hh), 0.5f * (ll + lh - hl - hh), 0.5f * (ll - lh + hl - hh),
                           0.5f * (ll - lh - hl + hh)};
