@@ -115,7 +115,58 @@ void BM_WTConvFwd(benchmark::State& st, Row r, lkjit::WTConvPath path) {
   time_loop(st, [&] { layer.forward(x.data(), out.data(), r.B, r.H, r.H); }, 2.0 * n * eb);
 }
 
-void BM_CudnnDepthwiseFwd(benchmark::State& st, Row r, int k) {
+// Training step: forward + backward (dX and every parameter gradient). Traffic floor counted: read X,
+// write out, read dOut, read X, write dX (5N elements).
+void BM_WTConvTrain(benchmark::State& st, Row r, lkjit::WTConvPath path) {
+  using namespace lkjit;
+  const DType dt = parse_dtype(r.dtype);
+  const Shape sh{r.B, r.C, r.H, r.H, 1};
+  WTConv layer({r.C, 5, r.L, dt, true, 1, 0});
+  layer.set_path(path);
+  try {
+    layer.plan(r.B, r.H, r.H, true);
+  } catch (const std::exception& e) {
+    st.SkipWithError(e.what());
+    return;
+  }
+  const auto params = ref::init_params(int(r.C), 5, r.L, true, 1);
+  auto dp = testing::upload_params(params, true);
+  layer.set_weights(dp.weights);
+  const size_t n = size_t(sh.numel()), eb = dtype_bytes(dt);
+  DeviceBuffer x(n * eb), out(n * eb), g(n * eb), dx(n * eb);
+  const auto xb = encode(dt, testing::random_tensor(n, dt, 5));
+  x.upload(xb.data(), xb.size());
+  g.upload(xb.data(), xb.size());
+  layer.prepare(r.B, r.H, r.H, true);
+  std::string kernels;
+  for (const auto& pk : layer.plan(r.B, r.H, r.H, true))
+    if (pk.spec.kernel != Kernel::kWTConvFold) kernels += (kernels.empty() ? "" : " ") + kernel_name(pk.spec, pk.tile);
+  st.SetLabel(kernels);
+  time_loop(st, [&] {
+    layer.forward(x.data(), out.data(), r.B, r.H, r.H);
+    layer.backward(x.data(), g.data(), dx.data(), dp.grads, r.B, r.H, r.H);
+  }, 5.0 * n * eb);
+}
+
+// Backward alone (dX + parameter gradients): read X, read dOut, write dX (3N).
+void BM_WTConvBwd(benchmark::State& st, Row r) {
+  using namespace lkjit;
+  const DType dt = parse_dtype(r.dtype);
+  const Shape sh{r.B, r.C, r.H, r.H, 1};
+  WTConv layer({r.C, 5, r.L, dt, true, 1, 0});
+  const auto params = ref::init_params(int(r.C), 5, r.L, true, 1);
+  auto dp = testing::upload_params(params, true);
+  layer.set_weights(dp.weights);
+  const size_t n = size_t(sh.numel()), eb = dtype_bytes(dt);
+  DeviceBuffer x(n * eb), g(n * eb), dx(n * eb);
+  const auto xb = encode(dt, testing::random_tensor(n, dt, 5));
+  x.upload(xb.data(), xb.size());
+  g.upload(xb.data(), xb.size());
+  layer.prepare(r.B, r.H, r.H, true);
+  time_loop(st, [&] { layer.backward(x.data(), g.data(), dx.data(), dp.grads, r.B, r.H, r.H); }, 3.0 * n * eb);
+}
+
+void BM_CudnnDepthwiseFwd(benchmark::State& st, Row r, int k, bool train) {
   const cudnnDataType_t dt = std::string(r.dtype) == "f32" ? CUDNN_DATA_FLOAT
                              : std::string(r.dtype) == "f16" ? CUDNN_DATA_HALF
                                                              : CUDNN_DATA_BFLOAT16;
@@ -144,6 +195,9 @@ void BM_CudnnDepthwiseFwd(benchmark::State& st, Row r, int k) {
   CK(cudaMemset(x, 0, n * eb));
   CK(cudaMemset(w, 0, size_t(C) * k * k * eb));
   // Like cudnn.benchmark=True: time every algorithm, keep the fastest.
+  void *dx = nullptr, *dw = nullptr;
+  CK(cudaMalloc(&dx, n * eb));
+  CK(cudaMalloc(&dw, size_t(C) * k * k * eb));
   int got = 0;
   cudnnConvolutionFwdAlgoPerf_t perf[8];
   size_t ws_size = size_t(1) << 30;
@@ -155,15 +209,33 @@ void BM_CudnnDepthwiseFwd(benchmark::State& st, Row r, int k) {
       best = i;
       break;
     }
-  if (best < 0) {
+  cudnnConvolutionBwdDataAlgoPerf_t dperf[8];
+  cudnnConvolutionBwdFilterAlgoPerf_t fperf[8];
+  int dbest = -1, fbest = -1;
+  if (train) {
+    int gd = 0, gf = 0;
+    CKDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd, w, yd, y, cd, xd, dx, 8, &gd, dperf, ws, ws_size));
+    CKDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd, x, yd, y, cd, wd, dw, 8, &gf, fperf, ws, ws_size));
+    for (int i = 0; i < gd && dbest < 0; ++i)
+      if (dperf[i].status == CUDNN_STATUS_SUCCESS) dbest = i;
+    for (int i = 0; i < gf && fbest < 0; ++i)
+      if (fperf[i].status == CUDNN_STATUS_SUCCESS) fbest = i;
+  }
+  if (best < 0 || (train && (dbest < 0 || fbest < 0))) {
     st.SkipWithError("no cuDNN algorithm");
   } else {
     const float one = 1.f, zero = 0.f;
     st.SetLabel(fmt::format("cudnn algo {}", int(perf[best].algo)));
     time_loop(st, [&] {
       CKDNN(cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, perf[best].algo, ws, ws_size, &zero, yd, y));
-    }, 2.0 * n * eb);
+      if (train) {
+        CKDNN(cudnnConvolutionBackwardData(h, &one, wd, w, yd, y, cd, dperf[dbest].algo, ws, ws_size, &zero, xd, dx));
+        CKDNN(cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, y, cd, fperf[fbest].algo, ws, ws_size, &zero, wd, dw));
+      }
+    }, (train ? 5.0 : 2.0) * n * eb);
   }
+  cudaFree(dx);
+  cudaFree(dw);
   cudaFree(x);
   cudaFree(y);
   cudaFree(w);
@@ -235,11 +307,14 @@ int main(int argc, char** argv) {
     reg("wtconv_fwd/" + row_name(r), [r](benchmark::State& st) { BM_WTConvFwd(st, r, lkjit::WTConvPath::kAuto); });
     if (r.H <= 64)  // the tiled path on small maps: the plane kernel's baseline
       reg("wtconv_fwd_tiled/" + row_name(r), [r](benchmark::State& st) { BM_WTConvFwd(st, r, lkjit::WTConvPath::kTiled); });
-    for (int k : {5, 7}) {
-      Row rr = r;
-      reg(fmt::format("cudnn_dw{}_fwd/{}/{}x{}x{}x{}", k, r.dtype, r.B, r.C, r.H, r.H),
-          [rr, k](benchmark::State& st) { BM_CudnnDepthwiseFwd(st, rr, k); });
-    }
+    reg("wtconv_train/" + row_name(r), [r](benchmark::State& st) { BM_WTConvTrain(st, r, lkjit::WTConvPath::kAuto); });
+    reg("wtconv_bwd/" + row_name(r), [r](benchmark::State& st) { BM_WTConvBwd(st, r); });
+    for (int k : {5, 7})
+      for (bool train : {false, true}) {
+        Row rr = r;
+        reg(fmt::format("cudnn_dw{}_{}/{}/{}x{}x{}x{}", k, train ? "train" : "fwd", r.dtype, r.B, r.C, r.H, r.H),
+            [rr, k, train](benchmark::State& st) { BM_CudnnDepthwiseFwd(st, rr, k, train); });
+      }
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

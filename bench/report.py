@@ -55,6 +55,24 @@ def main(argv):
             row += f" {o / r['ms']:.2f}x |" if o else " - |"
         print(row)
     print("\nRatios > 1 mean lkjit is faster. GB/s counts the 2N floor (read X, write out).")
+    print("\n### WTConv training step (forward + backward, every gradient)\n")
+    print("| dtype | B x C x H x W | L | lkjit train ms | bwd ms | bwd GB/s | dw5 train ms | dw7 train ms | vs dw5 | vs dw7 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in m.items():
+        if not name.startswith("wtconv_train/"):
+            continue
+        _, dt, shape, lv = name.split("/")
+        if "error" in r:
+            print(f"| {dt} | {shape} | {lv[1:]} | error: {r['error']} |")
+            continue
+        b = m.get(f"wtconv_bwd/{dt}/{shape}/{lv}", {})
+        d5 = m.get(f"cudnn_dw5_train/{dt}/{shape}", {}).get("ms")
+        d7 = m.get(f"cudnn_dw7_train/{dt}/{shape}", {}).get("ms")
+        f = lambda v: f"{v:.3f}" if v else "-"
+        ratio = lambda base: f"{base / r['ms']:.2f}x" if base else "-"
+        print(f"| {dt} | {shape} | {lv[1:]} | {r['ms']:.3f} | {f(b.get('ms'))} | {b.get('gbs', 0):.0f} | {f(d5)} | {f(d7)} | "
+              f"{ratio(d5)} | {ratio(d7)} |")
+    print("\nbwd GB/s counts 3N (read X and dOut, write dX).")
 
 
 if __name__ == "__main__":

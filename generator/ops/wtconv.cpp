@@ -4,60 +4,11 @@
 
 #include <algorithm>
 
-#include "generator/family.h"
+#include "generator/ops/wtconv_common.h"
 #include "lkjit/error.h"
 
 namespace lkjit::gen {
-namespace {
-
-constexpr int kMaxK = 31, kMaxL = 8;
-
-int cdiv(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
-int R(const OpSpec& s) { return (s.k - 1) / 2; }
-
-const char* ctype(DType t) {
-  switch (t) {
-    case DType::kF32: return "float";
-    case DType::kF16: return "lkjit::f16";
-    case DType::kBF16: return "lkjit::bf16";
-  }
-  return "?";
-}
-
-void validate_common(const OpSpec& s, std::vector<std::string>& e) {
-  if (s.k < 1 || s.k > kMaxK || s.k % 2 == 0)
-    e.push_back(fmt::format("k={} is out of range; supported: odd k in [1, {}]", s.k, kMaxK));
-  if (s.L < 0 || s.L > kMaxL)
-    e.push_back(fmt::format("L={} is out of range; supported: L in [0, {}]", s.L, kMaxL));
-  if (s.arch < 80) e.push_back(fmt::format("arch sm_{} is not supported; supported: sm_80 and newer", s.arch));
-}
-
-// Level sizes: lh[0] = H, lh[l] = ceil(lh[l-1] / 2) (odd sizes are zero-padded by one).
-std::vector<int64_t> level_sizes(int64_t n, int L) {
-  std::vector<int64_t> v{n};
-  for (int l = 1; l <= L; ++l) v.push_back((v.back() + 1) / 2);
-  return v;
-}
-
-std::string base_cfg(const OpSpec& s, const Tile& t) {
-  return fmt::format("  using T = {};\n  static constexpr int k = {}, R = {}, L = {}, vy = {}, threads = {};\n",
-                     ctype(s.dtype), s.k, R(s), s.L, t.vy, t.threads);
-}
-
-std::optional<std::string> reject_threads(const Tile& t, const DeviceLimits& d) {
-  if (t.threads < 32 || t.threads > d.max_threads_per_block || t.threads % 32 != 0)
-    return fmt::format("threads={} is out of range; supported: a multiple of 32 in [32, {}]", t.threads,
-                       d.max_threads_per_block);
-  return std::nullopt;
-}
-
-std::optional<std::string> reject_smem(int64_t bytes, const DeviceLimits& d) {
-  if (bytes > d.max_smem_per_block)
-    return fmt::format("shared memory {} B exceeds the {} limit of {} B per block", bytes,
-                       arch_name(d.arch), d.max_smem_per_block);
-  return std::nullopt;
-}
-
+namespace wtconv {
 // ---- fold -------------------------------------------------------------------------------------
 TileSpace fold_space(const OpSpec&) { return {{{"threads", {256}, "threads per block"}}}; }
 std::optional<std::string> fold_reject(const OpSpec&, const Tile& t, const DeviceLimits& d, const Shape*) {
@@ -220,10 +171,13 @@ std::string fwd_synth_name(const OpSpec& s, const Tile& t) {
   return fmt::format("wtconv_fwd_synth_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
 }
 
-}  // namespace
+}  // namespace wtconv
+
+std::vector<KernelTraits> wtconv_bwd_kernels();  // ops/wtconv_bwd.cpp
 
 std::vector<KernelTraits> wtconv_kernels() {
-  return {
+  using namespace wtconv;
+  std::vector<KernelTraits> v = {
       {Kernel::kWTConvFold, "wtconv/fold.cuh", "wtconv_fold", "WTConvParams", validate_common,
        fold_space, fold_reject, fold_default, fold_geometry, fold_cfg, fold_name},
       {Kernel::kWTConvFwdPlane, "wtconv/fwd_plane.cuh", "wtconv_fwd_plane", "WTConvParams",
@@ -236,6 +190,8 @@ std::vector<KernelTraits> wtconv_kernels() {
        validate_common, tiled_space, synth_reject, synth_default, synth_geometry, synth_cfg,
        fwd_synth_name},
   };
+  for (auto& t : wtconv_bwd_kernels()) v.push_back(t);
+  return v;
 }
 
 }  // namespace lkjit::gen

@@ -25,7 +25,7 @@
 namespace lkjit {
 
 constexpr int kMaxLevels = 8;
-struct WTConvFwdPlan;
+struct WTConvLaunchList;
 
 struct WTConvOptions {
   int64_t C = 1;        // channels in = channels out, >= 1
@@ -103,7 +103,10 @@ class WTConv {
  private:
   struct Impl;
   Shape shape_of(int64_t B, int64_t H, int64_t W) const;
-  WTConvFwdPlan build_forward(int64_t B, int64_t H, int64_t W);
+  void ensure_impl();
+  const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward);
+  void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out,
+                const WTConvGradients* grads, Stream s);
   WTConvOptions opt_;
   WTConvPath path_ = WTConvPath::kAuto;
   std::string last_origin_;

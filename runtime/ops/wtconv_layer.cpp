@@ -1,4 +1,5 @@
-// The WTConv op layer: validates shapes, plans kernels, owns the folded weights and scratch, launches.
+// The WTConv op layer: validates shapes, turns a plan into launches once per shape, owns the folded
+// weights and scratch, and launches without host syncs or per-call allocations (graph friendly).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,98 +10,51 @@
 #include "abi/wtconv_params.h"
 #include "lkjit/error.h"
 #include "lkjit/wtconv.h"
+#include "runtime/ops/wtconv_internal.h"
 
 namespace lkjit {
 
-static_assert(sizeof(WTConvParams) % 8 == 0, "WTConvParams must keep 8-byte alignment on both sides");
 static_assert(kMaxLevels == kWTConvMaxLevels, "public and ABI level limits differ");
 
 namespace {
 
-std::vector<int64_t> level_sizes(int64_t n, int L) {
-  std::vector<int64_t> v{n};
-  for (int l = 1; l <= L; ++l) v.push_back((v.back() + 1) / 2);
-  return v;
-}
+// Scratch pointers are stored as float offsets (the scratch buffer may be reallocated); -1 = none.
+struct ScratchRefs {
+  int64_t low_in = -1, low_out = -1, low2_in = -1, low2_out = -1;
+};
 
-void validate_options(const WTConvOptions& o) {
-  std::vector<std::string> e;
-  if (o.C < 1 || o.C > (int64_t(1) << 24)) e.push_back(fmt::format("C={} is out of range; supported: [1, 2^24]", o.C));
-  if (o.k < 1 || o.k > 31 || o.k % 2 == 0) e.push_back(fmt::format("k={} is out of range; supported: odd k in [1, 31]", o.k));
-  if (o.L < 0 || o.L > kMaxLevels) e.push_back(fmt::format("L={} is out of range; supported: L in [0, {}]", o.L, kMaxLevels));
-  if (o.stride < 1 || o.stride > 64) e.push_back(fmt::format("stride={} is out of range; supported: [1, 64]", o.stride));
-  if (o.device < 0) e.push_back(fmt::format("device={} is out of range; supported: >= 0", o.device));
-  if (e.empty()) return;
-  std::string msg = "lkjit: error: wtconv: ";
-  for (size_t i = 0; i < e.size(); ++i) msg += (i ? "; " : "") + e[i];
-  throw SpecError(msg);
-}
-
-bool plane_fits(const OpSpec& spec, const Shape& sh, const DeviceLimits& lim, Tile* tile) {
-  *tile = default_tile(spec, sh, lim);
-  // Plane-resident kernels need at least two resident blocks per SM to hide their phases' barriers.
-  const auto g = launch_geometry(spec, *tile, sh);
-  return !reject_reason(spec, *tile, lim, &sh) && g.smem_bytes <= static_cast<unsigned>(lim.max_smem_per_block / 2);
-}
-
-}  // namespace
-
-std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, const DeviceLimits& lim,
-                                       bool backward, WTConvPath path) {
-  validate_options(o);
-  std::vector<PlannedKernel> plan;
-  OpSpec fold{Kernel::kWTConvFold, DType::kF32, o.k, o.L, true, lim.arch};
-  plan.push_back({fold, default_tile(fold, sh, lim), sh});
-  if (backward) throw SpecError("lkjit: error: wtconv backward is not available in this build");
-  OpSpec plane{Kernel::kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch};
-  Tile pt;
-  const bool fits = plane_fits(plane, sh, lim, &pt);
-  if (path == WTConvPath::kPlane && !fits)
-    throw SpecError(fmt::format("lkjit: error: wtconv: {} planes do not fit in shared memory for the plane path",
-                                sh.to_string()));
-  if (path == WTConvPath::kPlane || (path == WTConvPath::kAuto && fits)) {
-    plan.push_back({plane, pt, sh});
-    return plan;
-  }
-  const auto lh = level_sizes(sh.H, o.L), lw = level_sizes(sh.W, o.L);
-  for (int l = 1; l <= o.L; ++l) {
-    OpSpec lv{Kernel::kWTConvFwdLevel, l == 1 ? o.dtype : DType::kF32, o.k, 0, l == 1, lim.arch};
-    Shape ls{sh.B, sh.C, lh[l - 1], lw[l - 1], 1};
-    plan.push_back({lv, default_tile(lv, ls, lim), ls, l});
-  }
-  OpSpec syn{Kernel::kWTConvFwdSynth, o.dtype, o.k, o.L, true, lim.arch};
-  plan.push_back({syn, default_tile(syn, sh, lim), sh});
-  return plan;
-}
-
-namespace {
-
-// One launch of a forward plan, with scratch pointers stored as offsets (the scratch may move).
-struct FwdLaunch {
+struct PlannedLaunch {
   const LoadedKernel* k = nullptr;
   LaunchGeometry g;
   WTConvParams q;
-  int64_t low_in = -1, low_out = -1;  // float offsets into scratch, -1 = none
+  ScratchRefs refs;
 };
+
+const std::string& worse(const std::string& a, const std::string& b) {
+  auto rank = [](const std::string& s) { return s == "compiled" ? 2 : s == "disk" ? 1 : 0; };
+  return rank(a) >= rank(b) ? a : b;
+}
 
 }  // namespace
 
-struct WTConvFwdPlan {
-  std::vector<FwdLaunch> launches;
-  size_t scratch_bytes = 0;
-  std::string origin;
+struct WTConvLaunchList {
+  std::vector<PlannedLaunch> launches;
+  size_t scratch_floats = 0;
+  int64_t partial_off = 0;  // float offset of the partial-gradient area in scratch
+  bool tiled = false;
+  std::string origin = "memory";
 };
 
 struct WTConv::Impl {
   DeviceInfo dev;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, WTConvFwdPlan> fwd_plans;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool>, WTConvLaunchList> lists;
   DeviceBuffer wfold;
-  DeviceBuffer scratch;  // z levels + two low bands
+  DeviceBuffer scratch;
   WTConvWeights raw;
   bool have_weights = false;
 };
 
-WTConv::WTConv(const WTConvOptions& options) : opt_(options) { validate_options(opt_); }
+WTConv::WTConv(const WTConvOptions& options) : opt_(options) { detail::validate_options(opt_); }
 WTConv::~WTConv() { delete impl_; }
 
 Shape WTConv::shape_of(int64_t B, int64_t H, int64_t W) const {
@@ -118,39 +72,23 @@ Shape WTConv::shape_of(int64_t B, int64_t H, int64_t W) const {
   return Shape{B, opt_.C, H, W, opt_.stride};
 }
 
-std::vector<PlannedKernel> WTConv::plan(int64_t B, int64_t H, int64_t W, bool backward) const {
-  const Shape sh = shape_of(B, H, W);
-  DeviceLimits lim = impl_ ? impl_->dev.limits : device_info(opt_.device).limits;
-  return wtconv_plan(opt_, sh, lim, backward, path_);
-}
-
-namespace {
-
-const char* worse(const std::string& a, const std::string& b) {
-  auto rank = [](const std::string& s) { return s == "compiled" ? 2 : s == "disk" ? 1 : 0; };
-  return rank(a) >= rank(b) ? a.c_str() : b.c_str();
-}
-
-struct Ready {
-  const LoadedKernel* k;
-  LaunchGeometry g;
-  PlannedKernel p;
-};
-
-}  // namespace
-
-void WTConv::prepare(int64_t B, int64_t H, int64_t W, bool backward) {
+void WTConv::ensure_impl() {
   if (!impl_) {
     impl_ = new Impl;
     impl_->dev = device_info(opt_.device);
   }
-  std::string origin = "memory";
-  for (const auto& pk : plan(B, H, W, backward)) {
-    const auto ck = compile_kernel(pk.spec, pk.tile);
-    origin = worse(origin, ck.origin);
-    load_kernel(ck, opt_.device);
-  }
-  last_origin_ = origin;
+}
+
+std::vector<PlannedKernel> WTConv::plan(int64_t B, int64_t H, int64_t W, bool backward) const {
+  const Shape sh = shape_of(B, H, W);
+  const DeviceLimits lim = impl_ ? impl_->dev.limits : device_info(opt_.device).limits;
+  return wtconv_plan(opt_, sh, lim, backward, path_);
+}
+
+void WTConv::prepare(int64_t B, int64_t H, int64_t W, bool backward) {
+  ensure_impl();
+  last_origin_ = launch_list(B, H, W, false).origin;
+  if (backward) last_origin_ = worse(last_origin_, launch_list(B, H, W, true).origin);
 }
 
 void WTConv::set_weights(const WTConvWeights& w, Stream s) {
@@ -158,18 +96,15 @@ void WTConv::set_weights(const WTConvWeights& w, Stream s) {
   if (opt_.bias && !w.base_b) throw SpecError("lkjit: error: wtconv: bias=true but base_b is null");
   for (int l = 0; l < opt_.L; ++l)
     if (!w.level_w[l] || !w.level_s[l])
-      throw SpecError(fmt::format("lkjit: error: wtconv: level_w[{}] / level_s[{}] must be non-null for L={}", l, l, opt_.L));
-  if (!impl_) {
-    impl_ = new Impl;
-    impl_->dev = device_info(opt_.device);
-  }
+      throw SpecError(fmt::format("lkjit: error: wtconv: level_w[{}] and level_s[{}] must be non-null for L={}", l, l, opt_.L));
+  ensure_impl();
   const int64_t n = opt_.C * opt_.k * opt_.k * (1 + 4 * int64_t(opt_.L)) + opt_.C;
   if (impl_->wfold.bytes() < size_t(n) * 4) impl_->wfold = DeviceBuffer(size_t(n) * 4, opt_.device);
   impl_->raw = w;
   if (!opt_.bias) impl_->raw.base_b = nullptr;
   impl_->have_weights = true;
 
-  OpSpec fold{Kernel::kWTConvFold, DType::kF32, opt_.k, opt_.L, true, impl_->dev.arch};
+  const OpSpec fold{Kernel::kWTConvFold, DType::kF32, opt_.k, opt_.L, true, impl_->dev.arch};
   const Shape sh{1, opt_.C, 1, 1, 1};
   const Tile t = default_tile(fold, sh, impl_->dev.limits);
   const auto& k = load_kernel(compile_kernel(fold, t), opt_.device);
@@ -187,32 +122,14 @@ void WTConv::set_weights(const WTConvWeights& w, Stream s) {
   launch(k, launch_geometry(fold, t, sh), &p, sizeof(p), s);
 }
 
-void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s) {
-  if (!x || !out) throw SpecError("lkjit: error: wtconv forward: x and out must be non-null device pointers");
-  if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv forward: call set_weights() first");
-  const auto key = std::make_tuple(B, H, W, static_cast<int>(path_));
-  auto it = impl_->fwd_plans.find(key);
-  if (it == impl_->fwd_plans.end()) it = impl_->fwd_plans.emplace(key, build_forward(B, H, W)).first;
-  const WTConvFwdPlan& fp = it->second;
-  if (impl_->scratch.bytes() < fp.scratch_bytes) impl_->scratch = DeviceBuffer(fp.scratch_bytes, opt_.device);
-  float* scratch = static_cast<float*>(impl_->scratch.data());
-  for (const auto& l : fp.launches) {
-    WTConvParams q = l.q;
-    q.x = x;
-    q.out = out;
-    q.wfold = static_cast<const float*>(impl_->wfold.data());
-    q.z = scratch;
-    q.low_in = l.low_in >= 0 ? scratch + l.low_in : nullptr;
-    q.low_out = l.low_out >= 0 ? scratch + l.low_out : nullptr;
-    launch(*l.k, l.g, &q, sizeof(q), s);
-  }
-  last_origin_ = fp.origin;
-}
+const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, bool backward) {
+  const auto key = std::make_tuple(B, H, W, static_cast<int>(path_), backward);
+  if (auto it = impl_->lists.find(key); it != impl_->lists.end()) return it->second;
 
-WTConvFwdPlan WTConv::build_forward(int64_t B, int64_t H, int64_t W) {
   const Shape sh = shape_of(B, H, W);
-  const auto pl = wtconv_plan(opt_, sh, impl_->dev.limits, false, path_);
-  const auto lh = level_sizes(H, kMaxLevels), lw = level_sizes(W, kMaxLevels);
+  const auto pl = wtconv_plan(opt_, sh, impl_->dev.limits, backward, path_);
+  const auto lh = detail::level_sizes(H, kMaxLevels), lw = detail::level_sizes(W, kMaxLevels);
+  const int L = opt_.L, KK = opt_.k * opt_.k;
   WTConvParams p;
   std::memset(&p, 0, sizeof(p));
   p.B = static_cast<int>(B);
@@ -228,49 +145,141 @@ WTConvFwdPlan WTConv::build_forward(int64_t B, int64_t H, int64_t W) {
     p.lw[l] = static_cast<int>(std::min<int64_t>(lw[l], INT32_MAX));
   }
   const int64_t BC = B * opt_.C;
-  // Scratch (tiled path): every level's Z_l, then two low bands (odd levels write A, even B).
+  // Scratch (floats): [Z_l or dY_l per level | X low bands A, B | dR low bands A, B | partials].
   int64_t off = 0;
-  for (int l = 1; l <= opt_.L; ++l) {
+  for (int l = 1; l <= L; ++l) {
     p.z_off[l - 1] = off;
     off += 4 * BC * lh[l] * lw[l];
   }
-  const int64_t lowA = off, lowB = lowA + (opt_.L >= 2 ? BC * lh[1] * lw[1] : 0);
-  const int64_t end = lowB + (opt_.L >= 3 ? BC * lh[2] * lw[2] : 0);
+  const int64_t lowA = off, lowB = lowA + (L >= 2 ? BC * lh[1] * lw[1] : 0);
+  const int64_t low2A = lowB + (L >= 3 ? BC * lh[2] * lw[2] : 0);
+  const int64_t low2B = low2A + (backward && L >= 2 ? BC * lh[1] * lw[1] : 0);
+  const int64_t tiled_end = low2B + (backward && L >= 3 ? BC * lh[2] * lw[2] : 0);
 
-  WTConvFwdPlan fp;
-  fp.origin = "memory";
-  bool tiled = false;
+  WTConvLaunchList list;
+  for (const auto& pk : pl)
+    if (pk.spec.kernel == Kernel::kWTConvFwdLevel || pk.spec.kernel == Kernel::kWTConvBwdLevel) list.tiled = true;
+  // Partial-gradient layout (backward): group 0 = base, group l = level l; tiles per plane each.
+  int64_t part = 0;
+  if (backward) {
+    for (const auto& pk : pl) {
+      int tiles = 0, g = -1;
+      if (pk.spec.kernel == Kernel::kWTConvBwdPlane) {
+        for (int l = 0; l <= L; ++l) p.part_tiles[l] = 1;
+      } else if (pk.spec.kernel == Kernel::kWTConvBwdLevel) {
+        g = pk.level;
+        tiles = static_cast<int>(((lh[g] + pk.tile.tile_h - 1) / pk.tile.tile_h) * ((lw[g] + pk.tile.tile_w - 1) / pk.tile.tile_w));
+      } else if (pk.spec.kernel == Kernel::kWTConvBwdSynth) {
+        g = 0;
+        tiles = static_cast<int>(((H + pk.tile.tile_h - 1) / pk.tile.tile_h) * ((W + pk.tile.tile_w - 1) / pk.tile.tile_w));
+      }
+      if (g >= 0) p.part_tiles[g] = tiles;
+    }
+    for (int g = 0; g <= L; ++g) {
+      p.part_off[g] = part;
+      part += BC * p.part_tiles[g] * (g == 0 ? KK + 1 : 4 * KK);
+    }
+  }
+  list.partial_off = list.tiled ? tiled_end : 0;
+  list.scratch_floats = size_t(list.partial_off + part);
+
   for (const auto& pk : pl) {
     if (pk.spec.kernel == Kernel::kWTConvFold) continue;
     const auto ck = compile_kernel(pk.spec, pk.tile);
-    fp.origin = worse(fp.origin, ck.origin);
-    FwdLaunch l;
+    list.origin = worse(list.origin, ck.origin);
+    PlannedLaunch l;
     l.k = &load_kernel(ck, opt_.device);
     l.g = launch_geometry(pk.spec, pk.tile, pk.shape);
     l.q = p;
-    if (pk.spec.kernel == Kernel::kWTConvFwdLevel) {
-      tiled = true;
-      const int lv = pk.level;
-      l.q.level = lv;
-      l.q.h_in = p.lh[lv - 1];
-      l.q.w_in = p.lw[lv - 1];
-      l.q.tiles_h = (p.lh[lv] + pk.tile.tile_h - 1) / pk.tile.tile_h;
-      l.q.tiles_w = (p.lw[lv] + pk.tile.tile_w - 1) / pk.tile.tile_w;
-      l.low_in = lv == 1 ? -1 : ((lv & 1) ? lowB : lowA);
-      l.low_out = lv == opt_.L ? -1 : ((lv & 1) ? lowA : lowB);
-    } else if (pk.spec.kernel == Kernel::kWTConvFwdSynth) {
-      tiled = true;
-      l.q.tiles_h = static_cast<int>((sh.H_out() + pk.tile.tile_h - 1) / pk.tile.tile_h);
-      l.q.tiles_w = static_cast<int>((sh.W_out() + pk.tile.tile_w - 1) / pk.tile.tile_w);
+    switch (pk.spec.kernel) {
+      case Kernel::kWTConvFwdLevel:
+      case Kernel::kWTConvBwdLevel: {
+        const int lv = pk.level;
+        l.q.level = lv;
+        l.q.h_in = p.lh[lv - 1];
+        l.q.w_in = p.lw[lv - 1];
+        l.q.tiles_h = (p.lh[lv] + pk.tile.tile_h - 1) / pk.tile.tile_h;
+        l.q.tiles_w = (p.lw[lv] + pk.tile.tile_w - 1) / pk.tile.tile_w;
+        // Odd levels write band A, even levels band B; the deepest level writes none.
+        l.refs.low_in = lv == 1 ? -1 : ((lv & 1) ? lowB : lowA);
+        l.refs.low_out = lv == L ? -1 : ((lv & 1) ? lowA : lowB);
+        if (backward) {
+          l.refs.low2_in = lv == 1 ? -1 : ((lv & 1) ? low2B : low2A);
+          l.refs.low2_out = lv == L ? -1 : ((lv & 1) ? low2A : low2B);
+        }
+        break;
+      }
+      case Kernel::kWTConvFwdSynth:
+        l.q.tiles_h = static_cast<int>((sh.H_out() + pk.tile.tile_h - 1) / pk.tile.tile_h);
+        l.q.tiles_w = static_cast<int>((sh.W_out() + pk.tile.tile_w - 1) / pk.tile.tile_w);
+        break;
+      case Kernel::kWTConvBwdSynth:
+        l.q.tiles_h = static_cast<int>((H + pk.tile.tile_h - 1) / pk.tile.tile_h);
+        l.q.tiles_w = static_cast<int>((W + pk.tile.tile_w - 1) / pk.tile.tile_w);
+        break;
+      default:
+        break;
     }
-    fp.launches.push_back(l);
+    list.launches.push_back(l);
   }
-  fp.scratch_bytes = tiled ? size_t(end) * 4 + 256 : 0;
-  return fp;
+  return impl_->lists.emplace(key, std::move(list)).first->second;
 }
 
-void WTConv::backward(const void*, const void*, void*, const WTConvGradients&, int64_t, int64_t, int64_t, Stream) {
-  throw SpecError("lkjit: error: wtconv backward is not available in this build");
+void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out,
+                      const WTConvGradients* grads, Stream s) {
+  if (impl_->scratch.bytes() < list.scratch_floats * 4)
+    impl_->scratch = DeviceBuffer(list.scratch_floats * 4 + 256, opt_.device);
+  float* scratch = static_cast<float*>(impl_->scratch.data());
+  auto ref = [&](int64_t o) { return o >= 0 ? scratch + o : nullptr; };
+  for (const auto& l : list.launches) {
+    WTConvParams q = l.q;
+    q.x = x;
+    q.g = g;
+    q.out = out;
+    q.wfold = static_cast<const float*>(impl_->wfold.data());
+    q.z = scratch;
+    q.low_in = ref(l.refs.low_in);
+    q.low_out = ref(l.refs.low_out);
+    q.low2_in = ref(l.refs.low2_in);
+    q.low2_out = ref(l.refs.low2_out);
+    q.partial = scratch + list.partial_off;
+    q.base_w = impl_->raw.base_w;
+    q.base_b = impl_->raw.base_b;
+    q.base_s = impl_->raw.base_s;
+    for (int i = 0; i < opt_.L; ++i) {
+      q.level_w[i] = impl_->raw.level_w[i];
+      q.level_s[i] = impl_->raw.level_s[i];
+    }
+    if (grads) {
+      q.grad_base_w = grads->base_w;
+      q.grad_base_b = opt_.bias ? grads->base_b : nullptr;
+      q.grad_base_s = grads->base_s;
+      for (int i = 0; i < opt_.L; ++i) {
+        q.grad_level_w[i] = grads->level_w[i];
+        q.grad_level_s[i] = grads->level_s[i];
+      }
+    }
+    launch(*l.k, l.g, &q, sizeof(q), s);
+  }
+  last_origin_ = list.origin;
+}
+
+void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s) {
+  if (!x || !out) throw SpecError("lkjit: error: wtconv forward: x and out must be non-null device pointers");
+  if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv forward: call set_weights() first");
+  run_list(launch_list(B, H, W, false), x, nullptr, out, nullptr, s);
+}
+
+void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
+                      int64_t H, int64_t W, Stream s) {
+  if (!x || !dout || !dx) throw SpecError("lkjit: error: wtconv backward: x, dout and dx must be non-null device pointers");
+  if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv backward: call set_weights() first");
+  if (!grads.base_w || !grads.base_s) throw SpecError("lkjit: error: wtconv backward: grads.base_w and grads.base_s must be non-null");
+  if (opt_.bias && !grads.base_b) throw SpecError("lkjit: error: wtconv backward: bias=true but grads.base_b is null");
+  for (int l = 0; l < opt_.L; ++l)
+    if (!grads.level_w[l] || !grads.level_s[l])
+      throw SpecError(fmt::format("lkjit: error: wtconv backward: grads.level_w[{}] and grads.level_s[{}] must be non-null for L={}", l, l, opt_.L));
+  run_list(launch_list(B, H, W, true), x, dout, dx, &grads, s);
 }
 
 }  // namespace lkjit

@@ -30,9 +30,13 @@ struct WTConvParams {
   const float* low2_in;  // backward: second low-band chain (dR_l)
   float* low2_out;
 
-  // Per-block partial parameter gradients (backward) and their reduced results.
-  float* partial;        // (rows, C, per_channel) fp32
-  float* grad_out;       // reduced: same layout as wfold (dW~0, db~, dW~_l), before Eq. 9
+  // Per-block partial parameter gradients (backward), fp32. Group g = 0 (base: dW~0 then db~, k*k+1
+  // values) or g = l (level l: dW~_l for the 4 subbands, 4*k*k values); the value idx of plane pl,
+  // tile t is at partial[part_off[g] + (pl * part_tiles[g] + t) * nvals(g) + idx]. Reduced in a
+  // fixed order (no float atomics), then Eq. 9 gives the parameter gradients below.
+  float* partial;
+  long long part_off[kWTConvMaxLevels + 1];
+  int part_tiles[kWTConvMaxLevels + 1];
   float* grad_base_w;    // outputs of Eq. 9: (C,k,k)
   float* grad_base_b;    // (C) or null
   float* grad_base_s;    // (C)
@@ -50,8 +54,6 @@ struct WTConvParams {
   int level;             // level kernels: l in 1..L
   int h_in, w_in;        // level kernels: size of the input low band (lh[l-1], lw[l-1])
   int tiles_h, tiles_w;  // tiled kernels: tiles per plane
-  int rows;              // reduce: partial rows per channel
-  int per_channel;       // reduce: partial values per (row, channel)
   int pad_;
 };
 

@@ -1,0 +1,161 @@
+// The WTConv backward kernels: plane-resident and tiled dgrad/wgrad, and the deterministic reduction.
+// Shared-memory formulas mirror templates/wtconv/bwd_*.cuh and reduce.cuh.
+#include "generator/ops/wtconv_common.h"
+
+namespace lkjit::gen {
+namespace wtconv {
+namespace {
+
+// ---- plane-resident ------------------------------------------------------------------------------
+int64_t bwd_plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
+  const int r = R(s), v = t.vy;
+  const auto lh = level_sizes(sh.H, std::max(s.L, 2)), lw = level_sizes(sh.W, std::max(s.L, 2));
+  const int64_t xs = (sh.H + 2 * r + v) * (sh.W + 2 * r);
+  const int64_t l1 = s.L >= 1 ? 4 * (lh[1] + 2 * r + v) * (lw[1] + 2 * r) : 0;
+  const int64_t l2 = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * (lw[2] + 2 * r) : 0;
+  int64_t dys = 0;
+  for (int l = 1; l <= s.L; ++l) dys += 4 * lh[l] * lw[l];
+  const int64_t wf = int64_t(s.k) * s.k * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1);
+  return (2 * xs + 2 * l1 + 2 * l2 + dys + wf + red) * t.planes;
+}
+TileSpace bwd_plane_space(const OpSpec&) {
+  return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
+           {"vy", {1, 2, 4}, "output rows per thread"},
+           {"threads", {64, 128, 256, 512}, "threads per block"}}};
+}
+std::optional<std::string> bwd_plane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape* sh) {
+  if (auto r = reject_threads(t, d)) return r;
+  if (t.planes < 1 || t.planes > 32) return fmt::format("planes={} is out of range; supported: [1, 32]", t.planes);
+  if (t.threads % (32 * t.planes) != 0)
+    return fmt::format("threads={} is not a whole number of warps per plane for planes={}", t.threads, t.planes);
+  if (t.threads / t.planes > 32 && t.planes > 15)
+    return fmt::format("planes={} with multi-warp groups exceeds the 15 named barriers", t.planes);
+  if (t.vy < 1 || t.vy > 8) return fmt::format("vy={} is out of range; supported: [1, 8]", t.vy);
+  if (sh) {
+    if (sh->H > 1024 || sh->W > 1024) return fmt::format("planes of {}x{} exceed 1024x1024", sh->H, sh->W);
+    return reject_smem(bwd_plane_smem_floats(s, t, *sh) * 4, d);
+  }
+  return std::nullopt;
+}
+Tile bwd_plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
+  const int64_t hw = sh.H * sh.W;
+  int warps = 1;
+  while (warps < 16 && hw > 192 * warps) warps *= 2;
+  Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 32 * warps};
+  const int64_t one = bwd_plane_smem_floats(s, t, sh) * 4;
+  while (t.threads * 2 <= 256 && one * t.planes * 2 <= 64 * 1024) {
+    t.planes *= 2;
+    t.threads *= 2;
+  }
+  return t;
+}
+LaunchGeometry bwd_plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;
+  g.grid[0] = static_cast<unsigned>(cdiv(sh.B * sh.C, t.planes));
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>(bwd_plane_smem_floats(s, t, sh) * 4);
+  return g;
+}
+std::string bwd_plane_cfg(const OpSpec& s, const Tile& t) {
+  return base_cfg(s, t) + fmt::format("  static constexpr int planes = {};\n", t.planes);
+}
+std::string bwd_plane_name(const OpSpec& s, const Tile& t) {
+  return fmt::format("wtconv_bwd_plane_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+}
+
+// ---- tiled ---------------------------------------------------------------------------------------
+int64_t bwd_level_smem_floats(const OpSpec& s, const Tile& t) {
+  const int r = R(s);
+  return 8 * int64_t(t.tile_h + 2 * r + t.vy) * (t.tile_w + 2 * r) + 4 * s.k * s.k + t.threads;
+}
+int64_t bwd_synth_smem_floats(const OpSpec& s, const Tile& t) {
+  const int r = R(s);
+  int64_t n = 2 * int64_t(t.tile_h + 2 * r + t.vy) * (t.tile_w + 2 * r) + s.k * s.k + t.threads;
+  for (int l = 1; l <= s.L; ++l) n += 4 * int64_t(((t.tile_h - 1) >> l) + 2) * (((t.tile_w - 1) >> l) + 2);
+  return n;
+}
+std::optional<std::string> bwd_level_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape*) {
+  if (auto r = tiled_reject_common(t, d)) return r;
+  return reject_smem(bwd_level_smem_floats(s, t) * 4, d);
+}
+std::optional<std::string> bwd_synth_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape*) {
+  if (auto r = tiled_reject_common(t, d)) return r;
+  return reject_smem(bwd_synth_smem_floats(s, t) * 4, d);
+}
+Tile bwd_tiled_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
+  if (s.k > 11) return Tile{16, 32, 0, 2, 256};
+  return sh.H <= 32 ? Tile{16, 16, 0, 4, 128} : Tile{32, 32, 0, 4, 256};
+}
+// Level kernel: `shape` is its input low band (h_{l-1} x w_{l-1}).
+LaunchGeometry bwd_level_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;
+  const int64_t h = (sh.H + 1) / 2, w = (sh.W + 1) / 2;
+  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(h, t.tile_h) * cdiv(w, t.tile_w));
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>(bwd_level_smem_floats(s, t) * 4);
+  return g;
+}
+LaunchGeometry bwd_synth_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;
+  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(sh.H, t.tile_h) * cdiv(sh.W, t.tile_w));
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>(bwd_synth_smem_floats(s, t) * 4);
+  return g;
+}
+std::string bwd_level_cfg(const OpSpec& s, const Tile& t) {
+  return fmt::format(
+      "  using TIn = {};\n  static constexpr bool first = {};\n"
+      "  static constexpr int k = {}, R = {}, vy = {}, tile_h = {}, tile_w = {}, threads = {};\n",
+      s.first ? ctype(s.dtype) : "float", s.first ? "true" : "false", s.k, R(s), t.vy, t.tile_h, t.tile_w,
+      t.threads);
+}
+std::string bwd_synth_cfg(const OpSpec& s, const Tile& t) {
+  return base_cfg(s, t) + fmt::format("  static constexpr int tile_h = {}, tile_w = {};\n", t.tile_h, t.tile_w);
+}
+std::string bwd_level_name(const OpSpec& s, const Tile& t) {
+  return fmt::format("wtconv_bwd_level{}_{}_nchw_k{}_{}", s.first ? "1" : "N", s.first ? to_string(s.dtype) : "f32",
+                     s.k, t.to_string());
+}
+std::string bwd_synth_name(const OpSpec& s, const Tile& t) {
+  return fmt::format("wtconv_bwd_synth_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+}
+
+// ---- reduce --------------------------------------------------------------------------------------
+TileSpace reduce_space(const OpSpec&) { return {{{"threads", {128, 256}, "threads per block (one block per channel)"}}}; }
+std::optional<std::string> reduce_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape*) {
+  if (auto r = reject_threads(t, d)) return r;
+  return reject_smem(int64_t(s.k) * s.k * (1 + 4 * s.L) * 4 + 4, d);
+}
+Tile reduce_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 128}; }
+LaunchGeometry reduce_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;
+  g.grid[0] = static_cast<unsigned>(sh.C);
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>((int64_t(s.k) * s.k * (1 + 4 * s.L) + 1) * 4);
+  return g;
+}
+std::string reduce_cfg(const OpSpec& s, const Tile& t) {
+  return fmt::format("  static constexpr int k = {}, L = {}, threads = {};\n", s.k, s.L, t.threads);
+}
+std::string reduce_name(const OpSpec& s, const Tile& t) {
+  return fmt::format("wtconv_reduce_k{}_L{}_{}", s.k, s.L, t.to_string());
+}
+
+}  // namespace
+}  // namespace wtconv
+
+std::vector<KernelTraits> wtconv_bwd_kernels() {
+  using namespace wtconv;
+  return {
+      {Kernel::kWTConvBwdPlane, "wtconv/bwd_plane.cuh", "wtconv_bwd_plane", "WTConvParams", validate_common,
+       bwd_plane_space, bwd_plane_reject, bwd_plane_default, bwd_plane_geometry, bwd_plane_cfg, bwd_plane_name},
+      {Kernel::kWTConvBwdLevel, "wtconv/bwd_level.cuh", "wtconv_bwd_level", "WTConvParams", validate_common,
+       tiled_space, bwd_level_reject, bwd_tiled_default, bwd_level_geometry, bwd_level_cfg, bwd_level_name},
+      {Kernel::kWTConvBwdSynth, "wtconv/bwd_synth.cuh", "wtconv_bwd_synth", "WTConvParams", validate_common,
+       tiled_space, bwd_synth_reject, bwd_tiled_default, bwd_synth_geometry, bwd_synth_cfg, bwd_synth_name},
+      {Kernel::kWTConvReduce, "wtconv/reduce.cuh", "wtconv_reduce", "WTConvParams", validate_common, reduce_space,
+       reduce_reject, reduce_default, reduce_geometry, reduce_cfg, reduce_name},
+  };
+}
+
+}  // namespace lkjit::gen

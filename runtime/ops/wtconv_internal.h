@@ -1,0 +1,15 @@
+// Internal to the WTConv op layer.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "lkjit/wtconv.h"
+
+namespace lkjit::detail {
+
+// lh[0] = n, lh[l] = ceil(lh[l-1] / 2): padded level sizes.
+std::vector<int64_t> level_sizes(int64_t n, int L);
+// SpecError naming every bad option.
+void validate_options(const WTConvOptions& o);
+
+}  // namespace lkjit::detail

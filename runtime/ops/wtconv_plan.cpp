@@ -1,0 +1,75 @@
+// Which kernels run a WTConv shape (pure: no CUDA calls), for the layer, prewarm and reports.
+#include <fmt/format.h>
+
+#include "lkjit/error.h"
+#include "lkjit/wtconv.h"
+#include "runtime/ops/wtconv_internal.h"
+
+namespace lkjit {
+namespace detail {
+
+std::vector<int64_t> level_sizes(int64_t n, int L) {
+  std::vector<int64_t> v{n};
+  for (int l = 1; l <= L; ++l) v.push_back((v.back() + 1) / 2);
+  return v;
+}
+
+void validate_options(const WTConvOptions& o) {
+  std::vector<std::string> e;
+  if (o.C < 1 || o.C > (int64_t(1) << 24)) e.push_back(fmt::format("C={} is out of range; supported: [1, 2^24]", o.C));
+  if (o.k < 1 || o.k > 31 || o.k % 2 == 0) e.push_back(fmt::format("k={} is out of range; supported: odd k in [1, 31]", o.k));
+  if (o.L < 0 || o.L > kMaxLevels) e.push_back(fmt::format("L={} is out of range; supported: L in [0, {}]", o.L, kMaxLevels));
+  if (o.stride < 1 || o.stride > 64) e.push_back(fmt::format("stride={} is out of range; supported: [1, 64]", o.stride));
+  if (o.device < 0) e.push_back(fmt::format("device={} is out of range; supported: >= 0", o.device));
+  if (e.empty()) return;
+  std::string msg = "lkjit: error: wtconv: ";
+  for (size_t i = 0; i < e.size(); ++i) msg += (i ? "; " : "") + e[i];
+  throw SpecError(msg);
+}
+
+}  // namespace detail
+
+namespace {
+
+// Plane-resident kernels need at least two resident blocks per SM to overlap their phases.
+bool plane_fits(const OpSpec& spec, const Shape& sh, const DeviceLimits& lim, Tile* tile) {
+  *tile = default_tile(spec, sh, lim);
+  const auto g = launch_geometry(spec, *tile, sh);
+  return !reject_reason(spec, *tile, lim, &sh) && g.smem_bytes <= static_cast<unsigned>(lim.max_smem_per_block / 2);
+}
+
+}  // namespace
+
+std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, const DeviceLimits& lim,
+                                       bool backward, WTConvPath path) {
+  detail::validate_options(o);
+  std::vector<PlannedKernel> plan;
+  const OpSpec fold{Kernel::kWTConvFold, DType::kF32, o.k, o.L, true, lim.arch};
+  plan.push_back({fold, default_tile(fold, sh, lim), sh});
+  const OpSpec plane{backward ? Kernel::kWTConvBwdPlane : Kernel::kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch};
+  Tile pt;
+  const bool fits = plane_fits(plane, sh, lim, &pt);
+  if (path == WTConvPath::kPlane && !fits)
+    throw SpecError(fmt::format("lkjit: error: wtconv: {} planes do not fit in shared memory for the plane path",
+                                sh.to_string()));
+  if (path == WTConvPath::kPlane || (path == WTConvPath::kAuto && fits)) {
+    plan.push_back({plane, pt, sh});
+  } else {
+    const auto lh = detail::level_sizes(sh.H, o.L), lw = detail::level_sizes(sh.W, o.L);
+    const Kernel lk = backward ? Kernel::kWTConvBwdLevel : Kernel::kWTConvFwdLevel;
+    for (int l = 1; l <= o.L; ++l) {
+      const OpSpec lv{lk, l == 1 ? o.dtype : DType::kF32, o.k, 0, l == 1, lim.arch};
+      const Shape ls{sh.B, sh.C, lh[l - 1], lw[l - 1], l == 1 ? sh.stride : 1};
+      plan.push_back({lv, default_tile(lv, ls, lim), ls, l});
+    }
+    const OpSpec syn{backward ? Kernel::kWTConvBwdSynth : Kernel::kWTConvFwdSynth, o.dtype, o.k, o.L, true, lim.arch};
+    plan.push_back({syn, default_tile(syn, sh, lim), sh});
+  }
+  if (backward) {
+    const OpSpec red{Kernel::kWTConvReduce, DType::kF32, o.k, o.L, true, lim.arch};
+    plan.push_back({red, default_tile(red, sh, lim), sh});
+  }
+  return plan;
+}
+
+}  // namespace lkjit

@@ -1,0 +1,218 @@
+// WTConv backward, plane-resident: one warp group per (b,c) plane reads X and dOut once and writes
+// dX once, plus this plane's partial parameter gradients (reduced deterministically by wtconv_reduce).
+//   dR_1 = G (dOut scattered by the stride); per level: dZ_l = Haar(pad(dR_l)), dR_{l+1} = dZ_l[LL]
+//   (analysis is the transpose of synthesis); Y_l = Haar(pad(X_{l-1})) recomputed from X;
+//   dY_l = dw^T(dZ_l, W~_l);  dW~_l = corr(Y_l, dZ_l);  dX = dw^T(G, W~0) + Synth-chain(dY_l)
+//   (the closed form of Eq. 7 again, folded coarse to fine);  dW~0 = corr(X, G);  db~ = sum G.
+// Shared memory per plane (fp32): xs, gs (H+2R+vy) x (W+2R); ya, da level-1 images; yb, db level-2
+// images (4 subbands each, zero halo R, vy spare rows); dys sum_l 4 h_l w_l; wf flipped taps
+// k*k*(1+4L); red: one float per thread of the group (wgrad chunk sums).
+#pragma once
+#include "wtconv/bwd_common.cuh"
+#include "wtconv/plane_common.cuh"
+
+namespace lkjit {
+
+template <class Cfg>
+struct BwdPlaneLayout {
+  static constexpr int R = Cfg::R, K = Cfg::k, V = Cfg::vy;
+  int xs_pitch, xs_size, l1_size, l2_size, dys_size, wf_size, red_size, per_plane;
+  __device__ explicit BwdPlaneLayout(const WTConvParams& p) {
+    xs_pitch = p.W + 2 * R;
+    xs_size = (p.H + 2 * R + V) * xs_pitch;
+    l1_size = Cfg::L >= 1 ? 4 * (p.lh[1] + 2 * R + V) * (p.lw[1] + 2 * R) : 0;
+    l2_size = Cfg::L >= 2 ? 4 * (p.lh[2] + 2 * R + V) * (p.lw[2] + 2 * R) : 0;
+    dys_size = 0;
+    for (int l = 1; l <= Cfg::L; ++l) dys_size += 4 * p.lh[l] * p.lw[l];
+    wf_size = K * K * (1 + 4 * Cfg::L);
+    red_size = Cfg::threads / Cfg::planes;
+    per_plane = 2 * xs_size + 2 * l1_size + 2 * l2_size + dys_size + wf_size + red_size;
+  }
+};
+
+// Deterministic wgrad of n tap sets over an h x w region, written to dst[0..n*K*K). With fewer taps
+// than threads, `chunks` threads share a tap (rows split by residue) and their sums are added in
+// chunk order; otherwise each thread owns whole taps.
+template <class Cfg, class G>
+__device__ __forceinline__ void plane_wgrad(const G& g, const float* img, int img_size, int pitch,
+                                            const float* gz, int gz_size, int gpitch, int h, int w, int n,
+                                            float* red, float* __restrict__ dst) {
+  constexpr int K = Cfg::k, KK = K * K, GT = G::kThreads;
+  const int nv = n * KK;
+  auto tap = [&](int idx, int ch, int chunks) {
+    const int s = idx / KK, r = idx - s * KK, u = r / K, v = r - u * K;
+    return wgrad_tap_rows<K>(img + s * img_size, pitch, gz + s * gz_size, gpitch, h, w, u, v, ch, chunks);
+  };
+  if (nv >= GT) {
+    for (int idx = g.t; idx < nv; idx += GT) dst[idx] = tap(idx, 0, 1);
+    return;
+  }
+  const int chunks = GT / nv;
+  red[g.t] = g.t < nv * chunks ? tap(g.t % nv, g.t / nv, chunks) : 0.f;
+  g.sync();
+  if (g.t < nv) {
+    float sum = 0.f;
+    for (int ch = 0; ch < chunks; ++ch) sum += red[ch * nv + g.t];
+    dst[g.t] = sum;
+  }
+  g.sync();
+}
+
+template <class Cfg>
+__device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
+  using T = typename Cfg::T;
+  constexpr int K = Cfg::k, R = Cfg::R, V = Cfg::vy, KK = K * K;
+  using G = PlaneGroup<Cfg>;
+  constexpr int GT = G::kThreads;
+  extern __shared__ float smem[];
+  const G g;
+  const BwdPlaneLayout<Cfg> lay(p);
+  const long long plane = (long long)blockIdx.x * Cfg::planes + g.q;
+  if (plane >= (long long)p.B * p.C) return;
+  const int c = (int)(plane % p.C);
+  const int H = p.H, W = p.W, t = g.t;
+
+  float* xs = smem + g.q * lay.per_plane;
+  float* gs = xs + lay.xs_size;
+  float* ya = gs + lay.xs_size;
+  float* da = ya + lay.l1_size;
+  float* yb = da + lay.l1_size;
+  float* db = yb + lay.l2_size;
+  float* dys = db + lay.l2_size;
+  float* wf = dys + lay.dys_size;  // flipped [W~0 | W~_1 (4 subbands) | ...]
+  float* red = wf + lay.wf_size;
+
+  // 1. One round trip: X and the scattered dOut (zero halos), and every tap, flipped.
+  {
+    const T* __restrict__ x = static_cast<const T*>(p.x) + plane * H * W;
+    const T* __restrict__ go = static_cast<const T*>(p.g) + plane * p.H_out * p.W_out;
+    const FastDiv fp(lay.xs_pitch);
+    for (int r = t; r < lay.xs_size; r += GT) {
+      const int i = fp.div(r), j = r - i * lay.xs_pitch, y = i - R, xx = j - R;
+      const bool in = y >= 0 && y < H && xx >= 0 && xx < W;
+      xs[r] = in ? ldg_f32(x + y * W + xx) : 0.f;
+      gs[r] = g_full(go, y, xx, H, W, p.stride, p.W_out);
+    }
+    for (int r = t; r < KK; r += GT) wf[r] = __ldg(p.wfold + fold_base_w(c, KK) + KK - 1 - r);
+    for (int l = 1; l <= Cfg::L; ++l)
+      for (int r = t; r < 4 * KK; r += GT) {
+        const int s = r / KK, q = r - s * KK;
+        wf[KK + (l - 1) * 4 * KK + r] = __ldg(p.wfold + fold_level_w(p.C, l, c, s, KK) + KK - 1 - q);
+      }
+  }
+  g.sync();
+
+  // 2. Levels, fine to coarse: both Haar chains, the transposed conv, and the level's wgrad.
+  int zoff = 0;
+#pragma unroll 1
+  for (int l = 1; l <= Cfg::L; ++l) {
+    const int h = p.lh[l], w = p.lw[l], hin = p.lh[l - 1], win = p.lw[l - 1];
+    const int pitch = w + 2 * R, img = (h + 2 * R + V) * pitch;
+    const int spitch = (l == 1) ? lay.xs_pitch : (win + 2 * R);
+    const float* sx = ((l == 1) ? xs : ((l & 1) ? yb : ya)) + R * spitch + R;
+    const float* sg = ((l == 1) ? gs : ((l & 1) ? db : da)) + R * spitch + R;
+    float* dy_img = (l & 1) ? ya : yb;
+    float* dz_img = (l & 1) ? da : db;
+    const FastDiv fp(pitch);
+    for (int r = t; r < img; r += GT) {
+      const int i = fp.div(r) - R, j = r - (i + R) * pitch - R;
+      float y[4] = {0.f, 0.f, 0.f, 0.f}, dz[4] = {0.f, 0.f, 0.f, 0.f};
+      if (i >= 0 && i < h && j >= 0 && j < w) {
+        const int i0 = 2 * i, j0 = 2 * j, o = i0 * spitch + j0;
+        const bool r1 = i0 + 1 < hin, c1 = j0 + 1 < win;
+        haar4(sx[o], c1 ? sx[o + 1] : 0.f, r1 ? sx[o + spitch] : 0.f, (r1 && c1) ? sx[o + spitch + 1] : 0.f, y);
+        haar4(sg[o], c1 ? sg[o + 1] : 0.f, r1 ? sg[o + spitch] : 0.f, (r1 && c1) ? sg[o + spitch + 1] : 0.f, dz);
+      }
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        dy_img[s * img + r] = y[s];
+        dz_img[s * img + r] = dz[s];
+      }
+    }
+    g.sync();
+    // dY_l = dw^T(dZ_l, W~_l) over the level (dZ is zero outside it).
+    const int strips = ceil_div(h, V), per_s = strips * w;
+    const FastDiv fs(per_s), fw(w);
+    for (int e = t; e < 4 * per_s; e += GT) {
+      const int s = fs.div(e), r2 = e - s * per_s, si = fw.div(r2), j = r2 - si * w, i0 = si * V;
+      float acc[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[v] = 0.f;
+      conv_strip<K, V>(dz_img + s * img + i0 * pitch + j, pitch, wf + KK + (l - 1) * 4 * KK + s * KK, acc);
+      float* d = dys + zoff + s * h * w;
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        if (i0 + v < h) d[(i0 + v) * w + j] = acc[v];
+    }
+    // dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j]
+    float* part = p.partial + p.part_off[l] + plane * (4 * KK);
+    plane_wgrad<Cfg>(g, dy_img, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4, red, part);
+    zoff += 4 * h * w;
+  }
+  g.sync();
+
+  // 3. dY synthesis, coarse to fine (same recurrence as the forward output).
+  int zend = zoff;
+#pragma unroll 1
+  for (int l = Cfg::L; l >= 2; --l) {
+    const int h = p.lh[l], w = p.lw[l], hw = h * w, hf = p.lh[l - 1], wf_ = p.lw[l - 1];
+    const int zl = zend - 4 * hw, zf = zl - 4 * hf * wf_;
+    zend = zl;
+    const FastDiv fw(w);
+    for (int r = t; r < hw; r += GT) {
+      const int i = fw.div(r), j = r - i * w;
+      const float* z = dys + zl + r;
+      const float ll = z[0], lh = z[hw], hl = z[2 * hw], hh = z[3 * hw];
+      float* f = dys + zf + (2 * i) * wf_ + 2 * j;
+      const bool r1 = 2 * i + 1 < hf, c1 = 2 * j + 1 < wf_;
+      f[0] += 0.5f * (ll + lh + hl + hh);
+      if (c1) f[1] += 0.5f * (ll + lh - hl - hh);
+      if (r1) f[wf_] += 0.5f * (ll - lh + hl - hh);
+      if (r1 && c1) f[wf_ + 1] += 0.5f * (ll - lh - hl + hh);
+    }
+    g.sync();
+  }
+
+  // 4. dX = dw^T(G, W~0) + level-1 synthesis of dY; then the base wgrad dW~0 = corr(X, G), db~ = sum G.
+  T* __restrict__ dx = static_cast<T*>(p.out) + plane * H * W;
+  const int strips = ceil_div(H, V);
+  const FastDiv fwd(W);
+  for (int e = t; e < strips * W; e += GT) {
+    const int si = fwd.div(e), x0 = e - si * W, y0 = si * V;
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = 0.f;
+    conv_strip<K, V>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int y = y0 + v;
+      if (y >= H) continue;
+      if (Cfg::L >= 1) {
+        const int w1 = p.lw[1], hw1 = p.lh[1] * w1;
+        const float* z = dys + (y >> 1) * w1 + (x0 >> 1);
+        const float sy = (y & 1) ? -1.f : 1.f, sx = (x0 & 1) ? -1.f : 1.f;
+        acc[v] += 0.5f * (z[0] + sy * z[hw1] + sx * z[2 * hw1] + sy * sx * z[3 * hw1]);
+      }
+      dx[y * W + x0] = from_f32<T>(acc[v]);
+    }
+  }
+  float* part0 = p.partial + p.part_off[0] + plane * (KK + 1);
+  plane_wgrad<Cfg>(g, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, red, part0);
+  // db~ = sum of G over the plane, chunked by thread then added in thread order.
+  {
+    float acc = 0.f;
+    for (int r = t; r < H * W; r += GT) {
+      const int i = fwd.div(r), j = r - i * W;
+      acc += gs[(i + R) * lay.xs_pitch + j + R];
+    }
+    red[t] = acc;
+    g.sync();
+    if (t == 0) {
+      float s = 0.f;
+      for (int i = 0; i < GT; ++i) s += red[i];
+      part0[KK] = s;
+    }
+  }
+}
+
+}  // namespace lkjit

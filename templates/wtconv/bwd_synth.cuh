@@ -1,0 +1,141 @@
+// WTConv backward output pass (tiled path), on a tile of dX (full resolution):
+//   dX = dw^T(G, W~0) + closed-form synthesis of dY_1..L (Eq. 7 applied to dY, folded coarse to fine
+//   on the tile in shared memory), plus the tile's partials of dW~0 = corr(X, G) and db~ = sum G.
+// G is dOut scattered by the stride. Shared memory: gs, xs (TH+2R+vy) x (TW+2R); wf k k (flipped);
+// per level the 4 subbands of dY under the tile; red (threads).
+#pragma once
+#include "wtconv/bwd_common.cuh"
+#include "wtconv/plane_common.cuh"
+
+namespace lkjit {
+
+template <class Cfg>
+__device__ __forceinline__ void wtconv_bwd_synth(const WTConvParams& p) {
+  using T = typename Cfg::T;
+  constexpr int K = Cfg::k, R = Cfg::R, V = Cfg::vy, TH = Cfg::tile_h, TW = Cfg::tile_w, NT = Cfg::threads;
+  constexpr int KK = K * K, PITCH = TW + 2 * R, PROW = TH + 2 * R + V;
+  static_assert(TH % V == 0, "tile_h must be a multiple of vy");
+  extern __shared__ float smem[];
+  float* gs = smem;
+  float* xs = gs + PROW * PITCH;
+  float* wf = xs + PROW * PITCH;
+  float* red = wf + KK;
+  float* zr = red + NT;
+
+  const int H = p.H, W = p.W;
+  const int tiles = p.tiles_h * p.tiles_w;
+  const long long plane = blockIdx.x / tiles;
+  const int t = blockIdx.x - (int)(plane * tiles);
+  const int y0 = (t / p.tiles_w) * TH, x0 = (t % p.tiles_w) * TW;
+  const int y1 = min(y0 + TH, H) - 1, x1 = min(x0 + TW, W) - 1;
+  const int c = (int)(plane % p.C);
+  const int tid = threadIdx.x;
+  const T* __restrict__ x = static_cast<const T*>(p.x) + plane * (long long)H * W;
+  const T* __restrict__ go = static_cast<const T*>(p.g) + plane * (long long)p.H_out * p.W_out;
+
+  for (int e = tid; e < KK; e += NT) wf[e] = __ldg(p.wfold + fold_base_w(c, KK) + KK - 1 - e);
+  for (int r = tid; r < PROW * PITCH; r += NT) {
+    const int i = y0 - R + r / PITCH, j = x0 - R + r % PITCH;
+    gs[r] = g_full(go, i, j, H, W, p.stride, p.W_out);
+    xs[r] = (i >= 0 && i < H && j >= 0 && j < W) ? ldg_f32(x + (long long)i * W + j) : 0.f;
+  }
+  int zoff[Cfg::L + 1];
+  {
+    int o = 0;
+#pragma unroll
+    for (int l = 1; l <= Cfg::L; ++l) {
+      const int r0 = y0 >> l, c0 = x0 >> l, rl = (y1 >> l) - r0 + 1, cl = (x1 >> l) - c0 + 1;
+      const int h = p.lh[l], w = p.lw[l];
+      const float* z = p.z + p.z_off[l - 1] + plane * 4LL * h * w;
+      zoff[l] = o;
+      const FastDiv fn(rl * cl), fc(cl);
+      for (int e = tid; e < 4 * rl * cl; e += NT) {
+        const int s = fn.div(e), r = e - s * rl * cl, ri = fc.div(r), i = r0 + ri, j = c0 + (r - ri * cl);
+        zr[o + e] = (i < h && j < w) ? __ldg(z + (long long)s * h * w + (long long)i * w + j) : 0.f;
+      }
+      o += 4 * rl * cl;
+    }
+  }
+  __syncthreads();
+
+#pragma unroll
+  for (int l = Cfg::L; l >= 2; --l) {
+    const int r0 = y0 >> l, c0 = x0 >> l, rl = (y1 >> l) - r0 + 1, cl = (x1 >> l) - c0 + 1;
+    const int f0 = y0 >> (l - 1), g0 = x0 >> (l - 1);
+    const int rf = (y1 >> (l - 1)) - f0 + 1, cf = (x1 >> (l - 1)) - g0 + 1;
+    const int hf = p.lh[l - 1], wf_ = p.lw[l - 1];
+    const float* z = zr + zoff[l];
+    float* f = zr + zoff[l - 1];
+    const FastDiv fc(cl);
+    for (int e = tid; e < rl * cl; e += NT) {
+      const int i = fc.div(e), j = e - i * cl;
+      const float ll = z[e], lh = z[rl * cl + e], hl = z[2 * rl * cl + e], hh = z[3 * rl * cl + e];
+      const float v[4] = {0.5f * (ll + lh + hl + hh), 0.5f * (ll + lh - hl - hh), 0.5f * (ll - lh + hl - hh),
+                          0.5f * (ll - lh - hl + hh)};
+#pragma unroll
+      for (int pq = 0; pq < 4; ++pq) {
+        const int fi = 2 * (r0 + i) + (pq >> 1), fj = 2 * (c0 + j) + (pq & 1);
+        if (fi >= f0 && fi < f0 + rf && fj >= g0 && fj < g0 + cf && fi < hf && fj < wf_)
+          f[(fi - f0) * cf + (fj - g0)] += v[pq];
+      }
+    }
+    __syncthreads();
+  }
+
+  T* __restrict__ dx = static_cast<T*>(p.out) + plane * (long long)H * W;
+  constexpr int STRIPS = TH / V, ITEMS = STRIPS * TW;
+  const int r01 = y0 >> 1, c01 = x0 >> 1, cl1 = (x1 >> 1) - c01 + 1, n1 = ((y1 >> 1) - r01 + 1) * cl1;
+  for (int e = tid; e < ITEMS; e += NT) {
+    const int lo0 = (e / TW) * V, lx = e % TW, xx = x0 + lx;
+    if (xx >= W || y0 + lo0 >= H) continue;
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = 0.f;
+    conv_strip<K, V>(gs + lo0 * PITCH + lx, PITCH, wf, acc);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int y = y0 + lo0 + v;
+      if (y >= H) continue;
+      if (Cfg::L >= 1) {
+        const float* z = zr + ((y >> 1) - r01) * cl1 + ((xx >> 1) - c01);
+        const float sy = (y & 1) ? -1.f : 1.f, sx = (xx & 1) ? -1.f : 1.f;
+        acc[v] += 0.5f * (z[0] + sy * z[n1] + sx * z[2 * n1] + sy * sx * z[3 * n1]);
+      }
+      dx[(long long)y * W + xx] = from_f32<T>(acc[v]);
+    }
+  }
+
+  // Tile partials of dW~0 (taps x row chunks, added in chunk order) and db~ (thread order).
+  const int hh = y1 - y0 + 1, ww = x1 - x0 + 1;
+  float* part = p.partial + p.part_off[0] + ((long long)plane * tiles + t) * (KK + 1);
+  const float* gz = gs + R * PITCH + R;
+  constexpr int CH = NT >= KK ? NT / KK : 1;
+  float acc = 0.f;
+  if (tid < KK * CH) {
+    const int idx = tid % KK, u = idx / K, v = idx - u * K;
+    acc = wgrad_tap_rows<K>(xs, PITCH, gz, PITCH, hh, ww, u, v, tid / KK, CH);
+  }
+  for (int idx = NT + tid; NT < KK && idx < KK; idx += NT) {  // taps beyond the thread count (k > 15)
+    const int u = idx / K, v = idx - u * K;
+    part[idx] = wgrad_tap_rows<K>(xs, PITCH, gz, PITCH, hh, ww, u, v, 0, 1);
+  }
+  red[tid] = acc;
+  __syncthreads();
+  if (tid < min(KK, NT)) {
+    float sum = 0.f;
+    for (int ch = 0; ch < CH; ++ch) sum += red[ch * KK + tid];
+    part[tid] = sum;
+  }
+  __syncthreads();
+  float gsum = 0.f;
+  for (int r = tid; r < hh * ww; r += NT) gsum += gz[(r / ww) * PITCH + r % ww];
+  red[tid] = gsum;
+  __syncthreads();
+  if (tid == 0) {
+    float s = 0.f;
+    for (int i = 0; i < NT; ++i) s += red[i];
+    part[KK] = s;
+  }
+}
+
+}  // namespace lkjit

@@ -1,0 +1,132 @@
+// WTConv backward on the GPU against the float64 reference backward: dX and every parameter gradient,
+// every problem x dtype x path, outputs NaN-poisoned first; and bit-identical gradients across runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+#include "lkjit/error.h"
+#include "lkjit/numeric.h"
+#include "lkjit/testing.h"
+#include "tests/gpu/gpu_fixture.h"
+#include "tests/gpu/problems.h"
+
+namespace lkjit::testing {
+namespace {
+
+using Param = std::tuple<Problem, DType, WTConvPath>;
+
+struct BwdResult {
+  std::vector<float> dx;
+  ref::WTConvGrads grads;
+  std::vector<uint8_t> dx_bits;
+};
+
+BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
+                       const std::vector<float>& x, const std::vector<float>& g) {
+  WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+  layer.set_path(path);
+  auto dp = upload_params(params, /*with_grads=*/true);
+  layer.set_weights(dp.weights);
+  const auto xb = encode(dt, x), gb = encode(dt, g);
+  DeviceBuffer dx(xb.size() + 4), dxin(xb.size()), dg(gb.size() + 4);
+  dxin.upload(xb.data(), xb.size());
+  dg.upload(gb.data(), gb.size());
+  dx.fill_u32(0xffffffffu);
+  dp.poison_grads();
+  layer.backward(dxin.data(), dg.data(), dx.data(), dp.grads, pb.B, pb.H, pb.W);
+  synchronize();
+  BwdResult r;
+  r.dx_bits.resize(xb.size());
+  dx.download(r.dx_bits.data(), r.dx_bits.size());
+  r.dx.resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r.dx[i] = decode_one(dt, r.dx_bits.data(), i);
+  r.grads = download_grads(dp, params);
+  return r;
+}
+
+// Parameter gradients are fp32 sums over B*H*W terms: tolerance relative to the tensor's scale.
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, const char* what, DType dt) {
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  const double rel = dt == DType::kF32 ? 2e-4 : 2e-3;
+  const auto cmp = compare(std::vector<float>(got.begin(), got.end()), want, {rel * (scale + 1e-3), rel});
+  EXPECT_TRUE(cmp.ok) << what << ": " << cmp.to_string();
+}
+
+class WTConvBackward : public GpuTestP<Param> {};
+
+TEST_P(WTConvBackward, MatchesFloat64Reference) {
+  const auto& [pb, dt, path] = GetParam();
+  if (path == WTConvPath::kPlane) {
+    try {
+      WTConv probe({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+      probe.set_path(path);
+      probe.plan(pb.B, pb.H, pb.W, true);
+    } catch (const SpecError& e) {
+      GTEST_SKIP() << e.what();
+    }
+  }
+  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 17);
+  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
+  const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
+  const auto x = random_tensor(size_t(s4.numel()), dt, 19);
+  const auto g = random_tensor(size_t(sh.B * sh.C * sh.H_out() * sh.W_out()), dt, 23);
+  const auto r = run_backward(pb, dt, path, params, x, g);
+  const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
+                                         std::vector<double>(g.begin(), g.end()), pb.stride);
+  const auto cmp = compare(r.dx, want.dx, tolerance(dt));
+  EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
+  expect_close(r.grads.base_w, want.base_w, "base_w", dt);
+  if (pb.bias) expect_close(r.grads.base_b, want.base_b, "base_b", dt);
+  expect_close(r.grads.base_s, want.base_s, "base_s", dt);
+  for (int l = 0; l < pb.L; ++l) {
+    expect_close(r.grads.level_w[l], want.level_w[l], ("level_w[" + std::to_string(l) + "]").c_str(), dt);
+    expect_close(r.grads.level_s[l], want.level_s[l], ("level_s[" + std::to_string(l) + "]").c_str(), dt);
+  }
+}
+
+std::vector<Param> params() {
+  std::vector<Param> v;
+  for (const auto& p : wtconv_problems())
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16})
+      for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) v.emplace_back(p, t, path);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Problems, WTConvBackward, ::testing::ValuesIn(params()),
+                         [](const ::testing::TestParamInfo<Param>& i) {
+                           return problem_name(std::get<0>(i.param), std::get<1>(i.param), std::get<2>(i.param));
+                         });
+
+class WTConvBackwardDeterminism : public GpuTest {};
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](double x, double y) {
+           return std::memcmp(&x, &y, sizeof x) == 0;
+         });
+}
+
+TEST_F(WTConvBackwardDeterminism, TwoRunsGiveIdenticalBits) {
+  for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) {
+    const Problem pb{4, 8, 56, 56, 5, 3, 1, true};
+    const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 5);
+    const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), DType::kF32, 6);
+    const auto g = random_tensor(x.size(), DType::kF32, 7);
+    const auto a = run_backward(pb, DType::kF32, path, params, x, g);
+    const auto b = run_backward(pb, DType::kF32, path, params, x, g);
+    EXPECT_EQ(a.dx_bits, b.dx_bits);
+    EXPECT_TRUE(same_bits(a.grads.base_w, b.grads.base_w));
+    EXPECT_TRUE(same_bits(a.grads.base_b, b.grads.base_b));
+    EXPECT_TRUE(same_bits(a.grads.base_s, b.grads.base_s));
+    for (int l = 0; l < pb.L; ++l) {
+      EXPECT_TRUE(same_bits(a.grads.level_w[l], b.grads.level_w[l])) << "level " << l;
+      EXPECT_TRUE(same_bits(a.grads.level_s[l], b.grads.level_s[l])) << "level " << l;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lkjit::testing
