@@ -7,15 +7,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lkjit/error.h"
@@ -111,6 +114,41 @@ void expect_cubin(const std::string& cubin, int arch, const std::string& kernel_
   EXPECT_NE(cubin.find(kernel_name), std::string::npos) << "the entry symbol is missing";
 }
 
+// Compiles every selected case once, on all cores, into the in-process cache (compile_kernel is
+// meant for concurrent callers); serially the sm_90 matrix alone takes minutes. Each test then gets
+// its cubin from memory, or recompiles and reports the error itself: failures stay per test.
+void prewarm_selected_cases() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::set<std::string> selected;
+    const auto* unit = ::testing::UnitTest::GetInstance();
+    for (int i = 0; i < unit->total_test_suite_count(); ++i) {
+      const auto* suite = unit->GetTestSuite(i);
+      for (int j = 0; j < suite->total_test_count(); ++j) {
+        const std::string name = suite->GetTestInfo(j)->name();  // "ProducesACubin/<kernel name>"
+        if (suite->GetTestInfo(j)->should_run() && name.find('/') != std::string::npos)
+          selected.insert(name.substr(name.find('/') + 1));
+      }
+    }
+    std::vector<CompileCase> todo;
+    for (const auto& cases : {full_matrix(90), sample(80)})
+      for (const auto& c : cases)
+        if (selected.count(c.name)) todo.push_back(c);
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
+      pool.emplace_back([&] {
+        for (size_t i; (i = next++) < todo.size();) {
+          try {
+            compile_kernel(todo[i].spec, todo[i].tile);
+          } catch (...) {  // the test of this case compiles again and reports it
+          }
+        }
+      });
+    for (auto& th : pool) th.join();
+  });
+}
+
 class CompileMatrix : public ::testing::TestWithParam<CompileCase> {
  protected:
   // In-memory cache only: these tests are about NVRTC, and must not depend on a disk cache.
@@ -119,6 +157,7 @@ class CompileMatrix : public ::testing::TestWithParam<CompileCase> {
 };
 
 TEST_P(CompileMatrix, ProducesACubin) {
+  prewarm_selected_cases();
   const CompileCase& c = GetParam();
   const CompiledKernel ck = compile_kernel(c.spec, c.tile);
   EXPECT_EQ(ck.kernel_name, c.name);

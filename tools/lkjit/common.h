@@ -17,6 +17,12 @@ bool run_cmd();
 int run_main();
 bool compile_cmd();
 int compile_main();
+bool tune_cmd();
+int tune_main();
+bool prewarm_cmd();
+int prewarm_main();
+bool cache_cmd();
+int cache_main();
 int dispatch();
 
 }  // namespace lkjit::tool

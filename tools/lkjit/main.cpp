@@ -47,6 +47,9 @@ std::vector<int> parse_ints(const std::string& s, const char* what) {
 int dispatch() {
   if (run_cmd()) return run_main();
   if (compile_cmd()) return compile_main();
+  if (tune_cmd()) return tune_main();
+  if (prewarm_cmd()) return prewarm_main();
+  if (cache_cmd()) return cache_main();
   llvm::errs() << "lkjit: error: no subcommand given; see lkjit --help\n";
   return 1;
 }
