@@ -200,7 +200,7 @@ void BM_CudnnDepthwiseFwd(benchmark::State& st, Row r, int k, bool train) {
   CK(cudaMalloc(&dw, size_t(C) * k * k * eb));
   int got = 0;
   cudnnConvolutionFwdAlgoPerf_t perf[8];
-  size_t ws_size = size_t(1) << 30;
+  size_t ws_size = size_t(256) << 20;
   CK(cudaMalloc(&ws, ws_size));
   CKDNN(cudnnFindConvolutionForwardAlgorithmEx(h, xd, x, wd, w, cd, yd, y, 8, &got, perf, ws, ws_size));
   int best = -1;
@@ -244,6 +244,36 @@ void BM_CudnnDepthwiseFwd(benchmark::State& st, Row r, int k, bool train) {
   cudnnDestroyTensorDescriptor(yd);
   cudnnDestroyFilterDescriptor(wd);
   cudnnDestroyConvolutionDescriptor(cd);
+}
+
+// Per-kernel time and achieved bandwidth (traffic model / time) of one forward and one backward.
+void print_kernel_profiles() {
+  using namespace lkjit;
+  std::printf("\n### Per-kernel profile (one call each, CUDA events; GB/s from each kernel's traffic model)\n\n");
+  std::printf("| problem | pass | kernel | ms | GB/s | %%copy |\n|---|---|---|---|---|---|\n");
+  for (const auto& r : kRows) {
+    if (!(r.H == 256 && r.L == 3) && !(r.B == 64 && std::string(r.dtype) == "f32") && !(r.B == 64 && r.H == 7)) continue;
+    const DType dt = parse_dtype(r.dtype);
+    WTConv layer({r.C, 5, r.L, dt, true, 1, 0});
+    const auto params = ref::init_params(int(r.C), 5, r.L, true, 1);
+    auto dp = testing::upload_params(params, true);
+    layer.set_weights(dp.weights);
+    const size_t n = size_t(r.B * r.C * r.H * r.H), eb = dtype_bytes(dt);
+    DeviceBuffer x(n * eb), g(n * eb), out(n * eb);
+    x.fill_u32(0);
+    g.fill_u32(0);
+    for (int pass = 0; pass < 2; ++pass) {
+      const void* dout = pass ? g.data() : nullptr;
+      const WTConvGradients* gr = pass ? &dp.grads : nullptr;
+      for (int i = 0; i < 3; ++i) layer.profile(x.data(), dout, out.data(), gr, r.B, r.H, r.H);  // warm
+      for (const auto& k : layer.profile(x.data(), dout, out.data(), gr, r.B, r.H, r.H)) {
+        const double gbs = k.bytes / (k.ms * 1e-3) / 1e9;
+        std::printf("| %s %s/L%d | %s | %s | %.4f | %.0f | %.0f%% |\n", r.dtype,
+                    fmt::format("{}x{}x{}x{}", r.B, r.C, r.H, r.H).c_str(), r.L, pass ? "bwd" : "fwd",
+                    k.kernel_name.c_str(), k.ms, k.bytes ? gbs : 0.0, k.bytes ? gbs / g_copy_gbs * 100 : 0.0);
+      }
+    }
+  }
 }
 
 std::string row_name(const Row& r) {
@@ -297,16 +327,14 @@ int main(int argc, char** argv) {
     return benchmark::RegisterBenchmark(name.c_str(), fn)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
-        ->MinWarmUpTime(0.05)
-        ->MinTime(0.2)
-        ->Repetitions(5)
+        ->MinWarmUpTime(0.02)
+        ->MinTime(0.1)
+        ->Repetitions(3)
         ->ReportAggregatesOnly(true);
   };
   reg("copy/2GiB", BM_Copy);
   for (const auto& r : kRows) {
     reg("wtconv_fwd/" + row_name(r), [r](benchmark::State& st) { BM_WTConvFwd(st, r, lkjit::WTConvPath::kAuto); });
-    if (r.H <= 64)  // the tiled path on small maps: the plane kernel's baseline
-      reg("wtconv_fwd_tiled/" + row_name(r), [r](benchmark::State& st) { BM_WTConvFwd(st, r, lkjit::WTConvPath::kTiled); });
     reg("wtconv_train/" + row_name(r), [r](benchmark::State& st) { BM_WTConvTrain(st, r, lkjit::WTConvPath::kAuto); });
     reg("wtconv_bwd/" + row_name(r), [r](benchmark::State& st) { BM_WTConvBwd(st, r); });
     for (int k : {5, 7})
@@ -318,5 +346,6 @@ int main(int argc, char** argv) {
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  print_kernel_profiles();
   return 0;
 }

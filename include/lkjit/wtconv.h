@@ -62,6 +62,14 @@ struct PlannedKernel {
   Tile tile;
   Shape shape;  // the problem this kernel sees (a level kernel: its input low band)
   int level = 0;  // level kernels: l in 1..L
+  double bytes = 0;  // device traffic model of one launch (reads + writes), for achieved GB/s
+};
+
+// Per-kernel CUDA-event timing of one forward or backward call (WTConv::profile).
+struct KernelTiming {
+  std::string kernel_name;
+  double ms = 0;
+  double bytes = 0;  // traffic model (PlannedKernel::bytes)
 };
 
 // Pure: the kernels forward (and backward, if asked) would run. Used by prewarm without a GPU.
@@ -90,6 +98,11 @@ class WTConv {
   void backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
                 int64_t H, int64_t W, Stream s = nullptr);
 
+  // Runs forward (dout == nullptr) or backward once with an event pair around every kernel, and returns
+  // each kernel's time and traffic model. Synchronizes the stream; for benchmarks and reports.
+  std::vector<KernelTiming> profile(const void* x, const void* dout, void* out, const WTConvGradients* grads,
+                                    int64_t B, int64_t H, int64_t W, Stream s = nullptr);
+
   // Compiles and loads every kernel a shape needs, so later calls do no JIT work.
   void prepare(int64_t B, int64_t H, int64_t W, bool backward = false);
 
@@ -106,7 +119,7 @@ class WTConv {
   void ensure_impl();
   const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward);
   void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out,
-                const WTConvGradients* grads, Stream s);
+                const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings = nullptr);
   WTConvOptions opt_;
   WTConvPath path_ = WTConvPath::kAuto;
   std::string last_origin_;

@@ -25,6 +25,7 @@ struct ScratchRefs {
 
 struct PlannedLaunch {
   const LoadedKernel* k = nullptr;
+  double bytes = 0;
   LaunchGeometry g;
   WTConvParams q;
   ScratchRefs refs;
@@ -189,6 +190,7 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
     list.origin = worse(list.origin, ck.origin);
     PlannedLaunch l;
     l.k = &load_kernel(ck, opt_.device);
+    l.bytes = pk.bytes;
     l.g = launch_geometry(pk.spec, pk.tile, pk.shape);
     l.q = p;
     switch (pk.spec.kernel) {
@@ -226,7 +228,7 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
 }
 
 void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out,
-                      const WTConvGradients* grads, Stream s) {
+                      const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings) {
   if (impl_->scratch.bytes() < list.scratch_floats * 4)
     impl_->scratch = DeviceBuffer(list.scratch_floats * 4 + 256, opt_.device);
   float* scratch = static_cast<float*>(impl_->scratch.data());
@@ -259,9 +261,25 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
         q.grad_level_s[i] = grads->level_s[i];
       }
     }
-    launch(*l.k, l.g, &q, sizeof(q), s);
+    if (timings) {
+      EventTimer timer;
+      timer.start(s);
+      launch(*l.k, l.g, &q, sizeof(q), s);
+      timings->push_back({l.k->kernel_name, timer.stop_ms(s), l.bytes});
+    } else {
+      launch(*l.k, l.g, &q, sizeof(q), s);
+    }
   }
   last_origin_ = list.origin;
+}
+
+std::vector<KernelTiming> WTConv::profile(const void* x, const void* dout, void* out, const WTConvGradients* grads,
+                                          int64_t B, int64_t H, int64_t W, Stream s) {
+  if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv profile: call set_weights() first");
+  if (dout && !grads) throw SpecError("lkjit: error: wtconv profile: backward needs gradient buffers");
+  std::vector<KernelTiming> t;
+  run_list(launch_list(B, H, W, dout != nullptr), x, dout, out, grads, s, &t);
+  return t;
 }
 
 void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s) {

@@ -31,6 +31,28 @@ void validate_options(const WTConvOptions& o) {
 
 namespace {
 
+// Device traffic of one launch: what it must read and write (halo re-reads and partials ignored).
+double traffic_bytes(const PlannedKernel& pk, const WTConvOptions& o, const Shape& sh) {
+  const double eb = dtype_bytes(o.dtype), BC = double(sh.B * sh.C);
+  const auto lh = detail::level_sizes(sh.H, o.L), lw = detail::level_sizes(sh.W, o.L);
+  auto n = [&](int l) { return BC * double(lh[l]) * double(lw[l]); };
+  const double nout = BC * double(sh.H_out() * sh.W_out());
+  double zsum = 0;
+  for (int l = 1; l <= o.L; ++l) zsum += 4 * n(l) * 4;
+  const int l = pk.level;
+  switch (pk.spec.kernel) {
+    case Kernel::kWTConvFwdPlane: return n(0) * eb + nout * eb;
+    case Kernel::kWTConvBwdPlane: return 2 * n(0) * eb + nout * eb;
+    case Kernel::kWTConvFwdLevel:
+      return n(l - 1) * (l == 1 ? eb : 4) + 4 * n(l) * 4 + (l < o.L ? n(l) * 4 : 0);
+    case Kernel::kWTConvBwdLevel:
+      return (l == 1 ? n(0) * eb + nout * eb : 2 * n(l - 1) * 4) + 4 * n(l) * 4 + (l < o.L ? 2 * n(l) * 4 : 0);
+    case Kernel::kWTConvFwdSynth: return n(0) * eb + zsum + nout * eb;
+    case Kernel::kWTConvBwdSynth: return 2 * n(0) * eb + zsum;
+    default: return 0;
+  }
+}
+
 // Plane-resident kernels need at least two resident blocks per SM to overlap their phases.
 bool plane_fits(const OpSpec& spec, const Shape& sh, const DeviceLimits& lim, Tile* tile) {
   *tile = default_tile(spec, sh, lim);
@@ -65,6 +87,7 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
     const OpSpec syn{backward ? Kernel::kWTConvBwdSynth : Kernel::kWTConvFwdSynth, o.dtype, o.k, o.L, true, lim.arch};
     plan.push_back({syn, default_tile(syn, sh, lim), sh});
   }
+  for (auto& pk : plan) pk.bytes = traffic_bytes(pk, o, sh);
   if (backward) {
     const OpSpec red{Kernel::kWTConvReduce, DType::kF32, o.k, o.L, true, lim.arch};
     plan.push_back({red, default_tile(red, sh, lim), sh});

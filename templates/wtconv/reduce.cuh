@@ -12,19 +12,28 @@ __device__ __forceinline__ void wtconv_reduce(const WTConvParams& p) {
   extern __shared__ float dwt[];  // [dW~0 (KK) | db~ | dW~_1 (4KK) | ...]
   const int c = blockIdx.x, C = p.C, B = p.B, tid = threadIdx.x;
 
-  auto sum_group = [&](int g, int nvals, int idx) {
-    const int tiles = p.part_tiles[g];
+  // One warp per value: lanes take rows (b, tile) in a fixed stride, then a fixed butterfly adds the
+  // 32 lane sums. The order never depends on scheduling, so results are bit-reproducible.
+  const int warp = tid / 32, lane = tid % 32, nwarps = NT / 32;
+  auto warp_sum = [&](int g, int nvals, int idx) {
+    const int tiles = p.part_tiles[g], rows = B * tiles;
     const float* base = p.partial + p.part_off[g] + idx;
     float s = 0.f;
-    for (int b = 0; b < B; ++b) {
-      const long long row0 = ((long long)b * C + c) * tiles;
-      for (int t = 0; t < tiles; ++t) s += base[(row0 + t) * nvals];
+    for (int r = lane; r < rows; r += 32) {
+      const int b = r / tiles, t = r - b * tiles;
+      s += base[(((long long)b * C + c) * tiles + t) * nvals];
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     return s;
   };
-  for (int i = tid; i < KK + 1; i += NT) dwt[i] = sum_group(0, KK + 1, i);
-  for (int l = 1; l <= Cfg::L; ++l)
-    for (int i = tid; i < 4 * KK; i += NT) dwt[KK + 1 + (l - 1) * 4 * KK + i] = sum_group(l, 4 * KK, i);
+  const int total = KK + 1 + 4 * KK * Cfg::L;
+  for (int v = warp; v < total; v += nwarps) {
+    const int g = v < KK + 1 ? 0 : 1 + (v - KK - 1) / (4 * KK);
+    const int idx = g == 0 ? v : (v - KK - 1) % (4 * KK);
+    const float s = warp_sum(g, g == 0 ? KK + 1 : 4 * KK, idx);
+    if (lane == 0) dwt[v] = s;
+  }
   __syncthreads();
 
   const float s0 = p.base_s[c];
