@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -34,6 +35,24 @@ struct PlannedLaunch {
 const std::string& worse(const std::string& a, const std::string& b) {
   auto rank = [](const std::string& s) { return s == "compiled" ? 2 : s == "disk" ? 1 : 0; };
   return rank(a) >= rank(b) ? a : b;
+}
+
+// Blocks a planned kernel launches, computed in floating point so it cannot wrap.
+double launch_blocks(const PlannedKernel& pk, const Shape& sh) {
+  const double planes = double(sh.B) * double(sh.C);
+  const Tile& t = pk.tile;
+  switch (pk.spec.kernel) {
+    case Kernel::kWTConvFwdPlane:
+    case Kernel::kWTConvBwdPlane: return std::ceil(planes / t.planes);
+    case Kernel::kWTConvFwdLevel:
+    case Kernel::kWTConvBwdLevel: {
+      const double h = std::ceil(pk.shape.H / 2.0), w = std::ceil(pk.shape.W / 2.0);
+      return planes * std::ceil(h / t.tile_h) * std::ceil(w / t.tile_w);
+    }
+    case Kernel::kWTConvFwdSynth: return planes * std::ceil(double(sh.H_out()) / t.tile_h) * std::ceil(double(sh.W_out()) / t.tile_w);
+    case Kernel::kWTConvBwdSynth: return planes * std::ceil(double(sh.H) / t.tile_h) * std::ceil(double(sh.W) / t.tile_w);
+    default: return 1;
+  }
 }
 
 }  // namespace
@@ -192,6 +211,11 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
     l.k = &load_kernel(ck, opt_.device);
     l.bytes = pk.bytes;
     l.g = launch_geometry(pk.spec, pk.tile, pk.shape);
+    // 1-D grids of planes x tiles: the x dimension allows 2^31-1 blocks.
+    const double blocks = launch_blocks(pk, sh);
+    if (blocks > 2147483647.0)
+      throw SpecError(fmt::format("lkjit: error: wtconv: {} needs {:.0f} blocks for {}, above the grid limit 2^31-1",
+                                  ck.kernel_name, blocks, sh.to_string()));
     l.q = p;
     switch (pk.spec.kernel) {
       case Kernel::kWTConvFwdLevel:
