@@ -124,7 +124,8 @@ int parse_arch(const std::string& s) {
   std::string v = lower(s);
   if (v.rfind("sm_", 0) == 0) v = v.substr(3);
   else if (v.rfind("sm", 0) == 0) v = v.substr(2);
-  if (v.size() == 3 && v[1] == '.') v = std::string() + v[0] + v[2];
+  if (const auto dot = v.find('.'); dot != std::string::npos && dot + 2 == v.size())
+    v = v.substr(0, dot) + v.substr(dot + 1);  // "9.0" -> "90", "10.0" -> "100"
   if (v.empty() || v.size() > 3 || !std::all_of(v.begin(), v.end(), ::isdigit))
     throw SpecError(fmt::format("lkjit: error: arch '{}' is not of the form sm_XY (e.g. sm_90)", s));
   const int a = std::stoi(v);
