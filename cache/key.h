@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lkjit::cache {
@@ -22,6 +23,23 @@ struct KeyInputs {
 std::string make_key(const KeyInputs& in);
 
 // Hex SHA-256 of bytes (entry checksums).
-std::string sha256_hex(const std::string& bytes);
+std::string sha256_hex(std::string_view bytes);
+
+// What went into a key, small enough to keep in every entry: digests instead of texts. Two
+// summaries that differ name the input that made two keys differ (`lkjit cache explain`).
+struct KeySummary {
+  std::string kernel_name;
+  int arch = 0;
+  std::string nvrtc_version;
+  int generator_version = 0;
+  std::vector<std::string> options;
+  std::string source_sha256;
+  std::map<std::string, std::string> header_sha256;  // header name -> SHA-256 of its bytes
+};
+KeySummary summarize(const KeyInputs& in);
+
+// One line per differing input, "nvrtc: 12.8 -> 13.0", "header wtconv/fold.cuh: changed", ...;
+// empty when the summaries agree.
+std::vector<std::string> key_differences(const KeySummary& from, const KeySummary& to);
 
 }  // namespace lkjit::cache

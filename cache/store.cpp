@@ -2,26 +2,34 @@
 
 #include <fmt/format.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/JSON.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/Path.h>
-#include <llvm/Support/raw_ostream.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
 
-#include "cache/key.h"
+#include "cache/file_io.h"
 #include "lkjit/error.h"
 
 namespace lkjit::cache {
 namespace {
 
-constexpr const char* kMagic = "LKJIT-KERNEL-CACHE";
-
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return (v && *v) ? std::string(v) : fallback;
+}
+
+struct Pins {
+  std::mutex mu;
+  std::multiset<std::string> keys;
+};
+Pins& pins() {
+  static Pins p;
+  return p;
 }
 
 }  // namespace
@@ -33,68 +41,59 @@ std::string default_cache_dir() {
   return xdg + "/lkjit";
 }
 
-std::string encode_entry(const EntryMeta& m, const std::string& payload) {
-  llvm::json::Object o{{"format", kEntryFormatVersion},
-                       {"key", m.key},
-                       {"kernel", m.kernel_name},
-                       {"spec", m.spec},
-                       {"arch", m.arch},
-                       {"nvrtc", m.nvrtc_version},
-                       {"size", static_cast<int64_t>(payload.size())},
-                       {"sha256", sha256_hex(payload)}};
-  std::string head;
-  llvm::raw_string_ostream os(head);
-  os << llvm::json::Value(std::move(o));
-  os.flush();
-  return fmt::format("{} {}\n{}\n", kMagic, kEntryFormatVersion, head) + payload;
-}
-
-std::optional<Entry> decode_entry(const std::string& bytes, const std::string& expected_key, std::string* why) {
-  auto fail = [&](const std::string& w) -> std::optional<Entry> {
-    if (why) *why = w;
-    return std::nullopt;
+uint64_t parse_byte_size(const std::string& text, const char* what) {
+  auto bad = [&] {
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("lkjit: error: {}='{}' is not a size; supported: a byte count in [0, 2^62] with an "
+                             "optional K, M, G or T suffix (powers of 1024), 0 for no limit", what, text));
   };
-  const size_t nl1 = bytes.find('\n');
-  if (nl1 == std::string::npos) return fail("truncated header");
-  const std::string magic = fmt::format("{} {}", kMagic, kEntryFormatVersion);
-  if (bytes.compare(0, nl1, magic) != 0) return fail(fmt::format("bad magic or format version (expected '{}')", magic));
-  const size_t nl2 = bytes.find('\n', nl1 + 1);
-  if (nl2 == std::string::npos) return fail("truncated metadata");
-  auto parsed = llvm::json::parse(llvm::StringRef(bytes).substr(nl1 + 1, nl2 - nl1 - 1));
-  if (!parsed) {
-    const std::string msg = llvm::toString(parsed.takeError());
-    return fail("metadata is not JSON: " + msg);
-  }
-  const llvm::json::Object* o = parsed->getAsObject();
-  if (!o) return fail("metadata is not a JSON object");
-  Entry e;
-  auto str = [&](const char* k) { auto v = o->getString(k); return v ? v->str() : std::string(); };
-  e.meta.key = str("key");
-  e.meta.kernel_name = str("kernel");
-  e.meta.spec = str("spec");
-  e.meta.nvrtc_version = str("nvrtc");
-  e.meta.sha256 = str("sha256");
-  e.meta.arch = static_cast<int>(o->getInteger("arch").getValueOr(0));
-  e.meta.size = static_cast<uint64_t>(o->getInteger("size").getValueOr(-1));
-  if (!expected_key.empty() && e.meta.key != expected_key)
-    return fail(fmt::format("key echo {} does not match the requested key {}", e.meta.key, expected_key));
-  const uint64_t have = bytes.size() - nl2 - 1;
-  if (have != e.meta.size) return fail(fmt::format("payload is {} bytes, header says {}", have, e.meta.size));
-  e.payload = bytes.substr(nl2 + 1);
-  if (sha256_hex(e.payload) != e.meta.sha256) return fail("payload checksum mismatch");
-  return e;
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 19) throw bad();
+  const uint64_t n = std::stoull(text.substr(0, i));
+  std::string unit;
+  for (size_t j = i; j < text.size(); ++j)
+    if (text[j] != ' ') unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[j])));
+  int shift = 0;
+  if (unit.empty() || unit == "B") shift = 0;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") shift = 10;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") shift = 20;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") shift = 30;
+  else if (unit == "T" || unit == "TB" || unit == "TIB") shift = 40;
+  else throw bad();
+  if (n > (uint64_t(1) << (62 - shift))) throw bad();
+  return n << shift;
 }
 
-DiskStore::DiskStore(std::string dir) : dir_(std::move(dir)) {}
+DiskStore::Pin::Pin(std::string key) : key_(std::move(key)) {
+  std::lock_guard<std::mutex> lock(pins().mu);
+  pins().keys.insert(key_);
+}
+
+DiskStore::Pin::~Pin() {
+  std::lock_guard<std::mutex> lock(pins().mu);
+  pins().keys.erase(pins().keys.find(key_));
+}
+
+bool DiskStore::pinned(const std::string& key) {
+  std::lock_guard<std::mutex> lock(pins().mu);
+  return pins().keys.count(key) != 0;
+}
+
+DiskStore::DiskStore(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
 
 std::string DiskStore::path_for(const std::string& key) const { return dir_ + "/" + key + ".lkjit"; }
+std::string DiskStore::lock_path_for(const std::string& key) const { return dir_ + "/" + key + ".lock"; }
 
 void DiskStore::ensure_dir() const {
   if (auto ec = llvm::sys::fs::create_directories(dir_, true, llvm::sys::fs::perms::owner_all))
     throw CacheError(fmt::format("lkjit: error: {}: cannot create cache directory: {}", dir_, ec.message()));
   struct stat st {};
   if (::stat(dir_.c_str(), &st) != 0)
-    throw CacheError(fmt::format("lkjit: error: {}: cannot stat cache directory", dir_));
+    throw CacheError(fmt::format("lkjit: error: {}: cannot stat cache directory: {}", dir_, std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    throw CacheError(fmt::format("lkjit: error: {}: cache path is not a directory", dir_));
+  // Another user who can write here could plant a cubin under any key: refuse rather than load it.
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     throw CacheError(fmt::format(
         "lkjit: error: {}: cache directory is writable by other users (mode {:o}); refusing to load "
@@ -104,70 +103,41 @@ void DiskStore::ensure_dir() const {
                                  dir_, st.st_uid, ::getuid()));
 }
 
-std::optional<std::string> DiskStore::load(const std::string& key, std::string* why) const {
+std::optional<Entry> DiskStore::read(const std::string& key, std::string* why) const {
   ensure_dir();
+  const Pin pin(key);
   const std::string path = path_for(key);
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buf) return std::nullopt;  // a miss
-  std::string problem;
-  auto e = decode_entry((*buf)->getBuffer().str(), key, &problem);
-  if (!e) {
-    llvm::sys::fs::remove(path);  // corrupt: drop it so it gets rebuilt
-    if (why) *why = fmt::format("{}: {}; entry removed", path, problem);
+  std::string bytes, problem;
+  if (!read_whole_file(path, &bytes, &problem)) {
+    if (!problem.empty() && why) *why = problem;  // unreadable (not merely absent)
     return std::nullopt;
   }
+  auto e = decode_entry(bytes, key, &problem);
+  if (!e) {
+    // Corrupt: drop it so that it gets rebuilt. A writer renames whole files only, so what we read
+    // is what is there; at worst we remove a good entry published since, and it is rebuilt.
+    llvm::sys::fs::remove(path);
+    if (why) *why = fmt::format("{}: {}; entry removed", path, problem);
+  }
+  return e;
+}
+
+std::optional<std::string> DiskStore::load(const std::string& key, std::string* why) const {
+  auto e = read(key, why);
+  if (!e) return std::nullopt;
+  stamp_now(path_for(key));
   return std::move(e->payload);
 }
 
 void DiskStore::store(const EntryMeta& meta, const std::string& payload) const {
   ensure_dir();
+  const Pin pin(meta.key);
   const std::string path = path_for(meta.key);
-  const std::string bytes = encode_entry(meta, payload);
-  int fd = -1;
-  llvm::SmallString<256> tmp;
-  if (auto ec = llvm::sys::fs::createUniqueFile(dir_ + "/.tmp-%%%%%%%%%%%%", fd, tmp,
-                                                llvm::sys::fs::OF_None, 0600))
-    throw CacheError(fmt::format("lkjit: error: {}: cannot create a temporary file: {}", dir_, ec.message()));
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << bytes;
-    os.flush();
-    if (os.has_error()) {
-      const std::string msg = os.error().message();
-      os.clear_error();
-      llvm::sys::fs::remove(tmp);
-      throw CacheError(fmt::format("lkjit: error: {}: write failed: {}", tmp.str().str(), msg));
-    }
-  }
-  if (auto ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    throw CacheError(fmt::format("lkjit: error: {}: cannot publish cache entry: {}", path, ec.message()));
-  }
+  // No fsync: a torn file after a power loss fails its checksum on load and is rebuilt.
+  write_file_atomically(dir_, path, encode_entry(meta, payload));
+  if (max_bytes_) prune(max_bytes_);
 }
 
 void DiskStore::evict(const std::string& key) const { llvm::sys::fs::remove(path_for(key)); }
-
-std::vector<DiskStore::Listed> DiskStore::list() const {
-  std::vector<Listed> out;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(dir_, ec), end; it != end && !ec; it.increment(ec)) {
-    const std::string p = it->path();
-    if (llvm::sys::path::extension(p) != ".lkjit") continue;
-    Listed l;
-    l.path = p;
-    auto buf = llvm::MemoryBuffer::getFile(p, false, false);
-    if (!buf) {
-      l.problem = "unreadable";
-    } else {
-      const std::string key = llvm::sys::path::stem(p).str();
-      if (auto e = decode_entry((*buf)->getBuffer().str(), key, &l.problem)) {
-        l.meta = e->meta;
-        l.ok = true;
-      }
-    }
-    out.push_back(std::move(l));
-  }
-  return out;
-}
 
 }  // namespace lkjit::cache

@@ -1,66 +1,97 @@
-// On-disk store of compiled kernels: one self-describing file per entry, published by atomic rename,
-// verified (format, key echo, size, checksum) before its bytes are handed out. Bytes in, bytes out:
-// nothing here knows about CUDA.
+// On-disk store of compiled kernels: one self-describing file per entry (cache/entry.h), published by
+// atomic rename, verified before its bytes are handed out. Readers never lock; writers of one key
+// serialize on "<key>.lock" (cache/lock.h). A size cap evicts least-recently-used entries, by a
+// last-use stamp the store keeps itself (the entry's mtime, set on every hit: atimes are unreliable
+// under noatime/relatime). Bytes in, bytes out: nothing here knows about CUDA.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cache/entry.h"
+
 namespace lkjit::cache {
-
-// Bump on any change of the entry layout; tests/data holds a golden entry per version.
-constexpr int kEntryFormatVersion = 1;
-
-struct EntryMeta {
-  std::string key;          // 64 hex digits (cache/key.h)
-  std::string kernel_name;  // display name
-  std::string spec;         // OpSpec::to_string() + tile
-  int arch = 0;
-  std::string nvrtc_version;
-  uint64_t size = 0;        // payload bytes
-  std::string sha256;       // of the payload
-};
-
-struct Entry {
-  EntryMeta meta;
-  std::string payload;  // cubin
-};
-
-// Serialized entry: magic line, one JSON line of EntryMeta, payload.
-std::string encode_entry(const EntryMeta& meta, const std::string& payload);
-// Parses and verifies; the error names what is wrong (truncated, checksum, key echo...).
-std::optional<Entry> decode_entry(const std::string& bytes, const std::string& expected_key, std::string* why);
 
 class DiskStore {
  public:
   // dir is created lazily with mode 0700; a directory writable by group or others is refused.
-  explicit DiskStore(std::string dir);
+  // max_bytes caps the entries' total size after every store (0: no cap).
+  explicit DiskStore(std::string dir, uint64_t max_bytes = 0);
 
   const std::string& dir() const { return dir_; }
+  uint64_t max_bytes() const { return max_bytes_; }
   std::string path_for(const std::string& key) const;
+  std::string lock_path_for(const std::string& key) const;
+
+  // Creates the directory if needed and checks it is private to this user. Throws CacheError.
+  void ensure_dir() const;
 
   // nullopt on a miss. A corrupt entry is removed and reported through *why (then it is a miss).
+  // A hit stamps the entry as just used.
   std::optional<std::string> load(const std::string& key, std::string* why = nullptr) const;
-  // Atomic: temp file in the same directory, then rename. Throws CacheError with path and OS message.
+  // The whole verified entry (metadata too), without stamping it. nullopt: missing or corrupt.
+  std::optional<Entry> read(const std::string& key, std::string* why = nullptr) const;
+  // Atomic: temp file in the same directory, then rename; then enforces max_bytes, never evicting
+  // this key. Throws CacheError with path and OS message; a failed store leaves no partial entry.
   void store(const EntryMeta& meta, const std::string& payload) const;
   // Removes an entry (e.g. the driver rejected its image).
   void evict(const std::string& key) const;
 
   struct Listed {
     std::string path;
-    EntryMeta meta;
+    std::string key;          // from the file name
+    EntryMeta meta;           // valid when ok
     bool ok = false;
     std::string problem;
+    uint64_t file_bytes = 0;
+    int64_t last_used_ns = 0;  // the store's last-use stamp, ns since the epoch
+    bool locked = false;       // a process holds the key's lock (compiling it)
   };
-  std::vector<Listed> list() const;
+  // Every *.lkjit file. verify=true reads and checks whole entries; false reads only metadata.
+  std::vector<Listed> list(bool verify = true) const;
+
+  struct PruneResult {
+    size_t removed = 0;
+    uint64_t removed_bytes = 0;
+    size_t kept_in_use = 0;     // over the cap but pinned or locked, so kept
+    size_t remaining = 0;
+    uint64_t remaining_bytes = 0;
+    size_t stale_files = 0;     // leftover temp and lock files of dead writers removed
+    bool skipped = false;       // another process was pruning; nothing done
+  };
+  // Evicts least-recently-used entries until the total is at most max_bytes. Entries in use (pinned
+  // in this process, or locked by any) are never evicted. Also removes stale temp and lock files.
+  // wait_ms: how long to wait for another process's prune (0: skip if one is running).
+  PruneResult prune(uint64_t max_bytes, int wait_ms = 0) const;
+  // Removes every entry not in use, and stale files. Returns the number of entries removed.
+  size_t clear() const;
+
+  // Keeps a key from eviction while this process uses it (loading, storing).
+  class Pin {
+   public:
+    explicit Pin(std::string key);
+    ~Pin();
+    Pin(const Pin&) = delete;
+    Pin& operator=(const Pin&) = delete;
+
+   private:
+    std::string key_;
+  };
+  static bool pinned(const std::string& key);
 
  private:
-  void ensure_dir() const;
+  size_t sweep_stale() const;
   std::string dir_;
+  uint64_t max_bytes_ = 0;
 };
 
 // $LKJIT_CACHE_DIR, else $XDG_CACHE_HOME/lkjit, else $HOME/.cache/lkjit.
 std::string default_cache_dir();
+
+// The default size cap, and the parser of LKJIT_CACHE_MAX_BYTES-style values: a byte count with an
+// optional K, M, G or T suffix (powers of 1024, "KiB"/"KB" spellings too); 0 means no cap.
+constexpr uint64_t kDefaultMaxBytes = uint64_t(1) << 30;
+uint64_t parse_byte_size(const std::string& text, const char* what);
 
 }  // namespace lkjit::cache

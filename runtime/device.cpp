@@ -37,6 +37,7 @@ DeviceInfo device_info(int ordinal) {
   info.clock_mhz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) / 1000.0;
   info.mem_clock_mhz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) / 1000.0;
   info.mem_bus_bits = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+  info.l2_bytes = static_cast<size_t>(attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE));
   LKJIT_CU(cuDeviceTotalMem(&info.total_bytes, dev));
   LKJIT_CU(cuDriverGetVersion(&info.driver_version));
   return info;
@@ -118,7 +119,15 @@ const LoadedKernel& load_kernel(const CompiledKernel& k, int device) {
   if (auto it = loaded.find(key); it != loaded.end()) return it->second;
   const auto& d = rt::driver();
   CUmodule mod;
-  rt::check(d.cuModuleLoadData(&mod, k.cubin.data()), "cuModuleLoadData", k.kernel_name);
+  CUresult r = d.cuModuleLoadData(&mod, k.cubin.data());
+  if ((r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU) && k.tile != Tile{}) {
+    // A verified entry the driver still rejects (a foreign or stale image): drop it from both
+    // caches and rebuild once; a second rejection is a real error (e.g. the wrong arch).
+    evict_compiled(k);
+    const CompiledKernel fresh = compile_kernel(k.spec, k.tile);
+    r = d.cuModuleLoadData(&mod, fresh.cubin.data());
+  }
+  rt::check(r, "cuModuleLoadData", k.kernel_name);
   CUfunction fn;
   rt::check(d.cuModuleGetFunction(&fn, mod, k.kernel_name.c_str()), "cuModuleGetFunction", k.kernel_name);
   LoadedKernel lk;

@@ -11,8 +11,16 @@ const std::vector<EnvVar>& env_table() {
   static const std::vector<EnvVar> t = {
       {"LKJIT_CACHE_DIR", "", "kernel cache directory (default $XDG_CACHE_HOME/lkjit or ~/.cache/lkjit)"},
       {"LKJIT_CACHE_DISABLE", "0", "1: never read or write the on-disk cache (in-memory only)"},
+      {"LKJIT_CACHE_MAX_BYTES", "1G",
+       "size cap of the on-disk cache: bytes, or with a K/M/G/T suffix (powers of 1024); 0 = no cap. "
+       "Least recently used entries are evicted after each store"},
       {"LKJIT_LOG", "0", "1: log compiles and cache hits/misses to stderr"},
       {"LKJIT_DUMP_DIR", "", "write each generated source and NVRTC log there"},
+      {"LKJIT_TUNE", "",
+       "tile choice: off (heuristic only) | cached (tuning-database lookup) | tune (tune on a miss) | "
+       "retune (always tune); unset: layers use cached, the Tuner API tunes on a miss"},
+      {"LKJIT_TUNING_DB", "", "tuning database file (default <cache dir>/tuning.json)"},
+      {"LKJIT_TUNE_BUDGET", "10", "seconds per kernel a random/greedy tuning run may spend when the API gives none"},
   };
   return t;
 }

@@ -1,4 +1,5 @@
-// compile_kernel: generator -> key -> memory cache -> disk cache -> NVRTC -> both caches.
+// compile_kernel: generator -> key -> memory cache -> disk cache -> NVRTC (under the key's node-local
+// lock, so processes sharing a cache compile each key once) -> both caches.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -6,7 +7,9 @@
 #include <unordered_map>
 
 #include "cache/key.h"
+#include "cache/lock.h"
 #include "cache/store.h"
+#include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/runtime.h"
 #include "runtime/env.h"
@@ -15,9 +18,18 @@
 namespace lkjit {
 namespace {
 
+// How long to wait for another process compiling the same key before compiling it too. A dead
+// owner releases at once (flock); this only bounds a live but stuck one. Duplicate work is harmless:
+// both publish identical entries by atomic rename.
+constexpr auto kLockWait = std::chrono::seconds(120);
+
 struct MemoryCache {
   std::mutex mu;
   std::unordered_map<std::string, std::string> cubins;  // key -> cubin
+  // (spec, tile) -> (kernel name, key): a repeated call skips generation and hashing (~50 KB of
+  // headers), which would otherwise dominate a memory hit. Valid for the process: every other key
+  // input (headers, NVRTC, options, generator) is fixed once it runs.
+  std::unordered_map<std::string, std::pair<std::string, std::string>> keys;
 };
 MemoryCache& memory_cache() {
   static MemoryCache m;
@@ -34,82 +46,141 @@ std::mutex& key_mutex(const std::string& key) {
   return *p;
 }
 
+std::string spec_id(const OpSpec& s, const Tile& t) {
+  return fmt::format("{}/{}/{}/{}/{}/{}|{}/{}/{}/{}/{}", int(s.kernel), int(s.dtype), s.k, s.L, s.first, s.arch,
+                     t.tile_h, t.tile_w, t.planes, t.vy, t.threads);
+}
+
+cache::KeyInputs key_inputs(const GeneratedSource& src, int arch) {
+  cache::KeyInputs in;
+  in.kernel_name = src.kernel_name;
+  in.source = src.source;
+  in.headers = src.headers;
+  in.options = rt::nvrtc_options(arch);
+  in.arch = arch;
+  in.nvrtc_version = rt::nvrtc_version();
+  in.generator_version = kGeneratorVersion;
+  return in;
+}
+
+bool disk_enabled() { return rt::env("LKJIT_CACHE_DISABLE") != "1"; }
+
+std::optional<std::string> load_logged(const cache::DiskStore& store, const std::string& key) {
+  std::string why;
+  auto bytes = store.load(key, &why);
+  if (!bytes && !why.empty()) rt::log_line("warning: corrupt cache entry: " + why);
+  return bytes;
+}
+
+struct Built {
+  std::string cubin;
+  std::string origin;
+};
+
+// The disk entry, else NVRTC. Readers never lock; a miss takes the key's lock, looks again (another
+// process may have published it meanwhile) and only then compiles and publishes.
+Built load_or_compile(const cache::DiskStore* store, const GeneratedSource& src, const cache::KeyInputs& in,
+                      const OpSpec& spec, const Tile& tile, const std::string& key) {
+  cache::FileLock lock;
+  if (store) {
+    if (auto hit = load_logged(*store, key)) return {std::move(*hit), "disk"};
+    lock = cache::FileLock::acquire(store->lock_path_for(key), kLockWait);
+    if (lock.state() == cache::FileLock::State::kTimedOut)
+      rt::log_line(fmt::format("warning: {} is locked by another process for over {} s; compiling it here too",
+                               src.kernel_name, kLockWait.count()));
+    else if (lock.state() == cache::FileLock::State::kError)
+      rt::log_line("warning: " + lock.error() + "; compiling without the lock");
+    if (auto hit = load_logged(*store, key)) return {std::move(*hit), "disk"};
+  }
+  rt::log_line(fmt::format("compiling {} (key {})", src.kernel_name, key.substr(0, 16)));
+  auto r = rt::nvrtc_compile(src, spec.arch);
+  rt::log_line(fmt::format("compiled {} in {:.3f} s", src.kernel_name, r.seconds));
+  if (store) {
+    cache::EntryMeta meta;
+    cache::set_inputs(meta, cache::summarize(in));
+    meta.key = key;
+    meta.spec = spec.to_string() + " " + tile.to_string();
+    try {
+      store->store(meta, r.cubin);
+    } catch (const CacheError& e) {  // a full or read-only disk costs a recompile later, not this run
+      rt::log_line(std::string("warning: ") + e.what());
+    }
+  }
+  return {std::move(r.cubin), "compiled"};
+}
+
 }  // namespace
 
 std::string nvrtc_version() { return rt::nvrtc_version(); }
 std::vector<int> nvrtc_archs() { return rt::nvrtc_supported_archs(); }
 std::string cache_dir() { return cache::default_cache_dir(); }
 
+KeyInputsInfo kernel_key_inputs(const OpSpec& spec, const Tile& tile) {
+  const GeneratedSource src = generate(spec, tile);
+  const cache::KeyInputs in = key_inputs(src, spec.arch);
+  const cache::KeySummary s = cache::summarize(in);
+  return {cache::make_key(in), s.kernel_name, s.arch, s.nvrtc_version, s.generator_version, s.options,
+          s.source_sha256, s.header_sha256};
+}
+
 CompiledKernel compile_kernel(const OpSpec& spec, const Tile& tile) {
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  const GeneratedSource src = generate(spec, tile);
-  cache::KeyInputs in;
-  in.kernel_name = src.kernel_name;
-  in.source = src.source;
-  in.headers = src.headers;
-  in.options = rt::nvrtc_options(spec.arch);
-  in.arch = spec.arch;
-  in.nvrtc_version = rt::nvrtc_version();
-  in.generator_version = kGeneratorVersion;
   CompiledKernel out;
-  out.kernel_name = src.kernel_name;
-  out.key = cache::make_key(in);
+  out.spec = spec;
+  out.tile = tile;
   out.arch = spec.arch;
-
   auto& mem = memory_cache();
+  auto from_memory = [&]() {
+    std::lock_guard<std::mutex> lock(mem.mu);
+    auto it = mem.cubins.find(out.key);
+    if (it == mem.cubins.end()) return false;
+    out.cubin = it->second;
+    out.origin = "memory";
+    out.seconds = elapsed();
+    return true;
+  };
+  const std::string id = spec_id(spec, tile);
   {
     std::lock_guard<std::mutex> lock(mem.mu);
-    if (auto it = mem.cubins.find(out.key); it != mem.cubins.end()) {
-      out.cubin = it->second;
-      out.origin = "memory";
-      out.seconds = elapsed();
-      return out;
-    }
+    if (auto it = mem.keys.find(id); it != mem.keys.end()) std::tie(out.kernel_name, out.key) = it->second;
   }
-  std::lock_guard<std::mutex> key_lock(key_mutex(out.key));
+  if (!out.key.empty() && from_memory()) return out;
+
+  const GeneratedSource src = generate(spec, tile);
+  const cache::KeyInputs in = key_inputs(src, spec.arch);
+  out.kernel_name = src.kernel_name;
+  out.key = cache::make_key(in);
   {
-    std::lock_guard<std::mutex> lock(mem.mu);  // another thread may have compiled it meanwhile
-    if (auto it = mem.cubins.find(out.key); it != mem.cubins.end()) {
-      out.cubin = it->second;
-      out.origin = "memory";
-      out.seconds = elapsed();
-      return out;
-    }
+    std::lock_guard<std::mutex> lock(mem.mu);
+    mem.keys.emplace(id, std::make_pair(out.kernel_name, out.key));
   }
-  const bool use_disk = rt::env("LKJIT_CACHE_DISABLE") != "1";
+  if (from_memory()) return out;
+  std::lock_guard<std::mutex> key_lock(key_mutex(out.key));
+  if (from_memory()) return out;  // another thread compiled it meanwhile
+
   std::optional<cache::DiskStore> store;
-  if (use_disk) store.emplace(cache::default_cache_dir());
-  if (store) {
-    std::string why;
-    if (auto bytes = store->load(out.key, &why)) {
-      out.cubin = std::move(*bytes);
-      out.origin = "disk";
-    } else if (!why.empty()) {
-      rt::log_line("warning: corrupt cache entry: " + why);
-    }
-  }
-  if (out.origin.empty()) {
-    auto r = rt::nvrtc_compile(src, spec.arch);
-    out.cubin = std::move(r.cubin);
-    out.origin = "compiled";
-    rt::log_line(fmt::format("compiled {} in {:.3f} s", src.kernel_name, r.seconds));
-    if (store) {
-      cache::EntryMeta meta;
-      meta.key = out.key;
-      meta.kernel_name = src.kernel_name;
-      meta.spec = spec.to_string() + " " + tile.to_string();
-      meta.arch = spec.arch;
-      meta.nvrtc_version = in.nvrtc_version;
-      store->store(meta, out.cubin);
-    }
-  }
+  if (disk_enabled()) store.emplace(cache::default_cache_dir(), cache_max_bytes());
+  Built b = load_or_compile(store ? &*store : nullptr, src, in, spec, tile, out.key);
+  out.cubin = std::move(b.cubin);
+  out.origin = std::move(b.origin);
   {
     std::lock_guard<std::mutex> lock(mem.mu);
     mem.cubins.emplace(out.key, out.cubin);
   }
   out.seconds = elapsed();
   return out;
+}
+
+void evict_compiled(const CompiledKernel& k) {
+  {
+    auto& mem = memory_cache();
+    std::lock_guard<std::mutex> lock(mem.mu);
+    mem.cubins.erase(k.key);
+  }
+  rt::log_line(fmt::format("dropping {} (key {}) from the caches; its next lookup rebuilds it", k.kernel_name,
+                           k.key.substr(0, 16)));
+  if (disk_enabled()) cache::DiskStore(cache::default_cache_dir()).evict(k.key);
 }
 
 }  // namespace lkjit

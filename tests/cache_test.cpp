@@ -24,6 +24,7 @@
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
 #include "runtime/nvrtc_compiler.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -33,52 +34,12 @@ using ::testing::HasSubstr;
 using namespace lkjit;         // NOLINT
 using namespace lkjit::cache;  // NOLINT
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
+using lkjit::test::read_file;
+using lkjit::test::ScopedEnv;
+using lkjit::test::TempDir;
+using lkjit::test::write_file;
 
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
-
-// A fresh directory under $TMPDIR, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "lkjit-cache-test-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) ADD_FAILURE() << "mkdtemp failed";
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::string read_file(const std::string& path) {
-  std::stringstream ss;
-  ss << std::ifstream(path, std::ios::binary).rdbuf();
-  return ss.str();
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
+constexpr char kTmpPrefix[] = "lkjit-cache-test";
 
 unsigned mode_of(const std::string& path) {
   struct stat st {};
@@ -164,19 +125,51 @@ EntryMeta meta_for(const std::string& key) {
 const std::string kKeyA(64, 'a'), kKeyB(64, 'b');
 const std::string kPayload("\x7f" "ELF\0\n\"x", 8);  // NUL, newline and quote must survive
 
+// Inputs as compile_kernel records them (format 2), with stand-in digests.
+EntryMeta meta_with_inputs(const std::string& key) {
+  EntryMeta m = meta_for(key);
+  m.generator_version = 1;
+  m.options = {"--gpu-architecture=sm_90", "--std=c++17"};
+  m.source_sha256 = sha256_hex("source");
+  m.header_sha256 = {{"wtconv/fold.cuh", sha256_hex("fold")}, {"abi/wtconv_params.h", sha256_hex("abi")}};
+  return m;
+}
+
+std::string golden(const std::string& name) { return read_file(std::string(LKJIT_SOURCE_DIR) + "/tests/data/" + name); }
+
 TEST(CacheEntry, FormatIsPinned) {
-  // A change here changes what old caches hold: bump kEntryFormatVersion.
-  ASSERT_EQ(kEntryFormatVersion, 1);
-  const std::string golden =
-      "LKJIT-KERNEL-CACHE 1\n"
-      "{\"arch\":90,\"format\":1,\"kernel\":\"lkjit_wtconv_fold_k3_L1_w256_sm90\",\"key\":\"" + kKeyA +
-      "\",\"nvrtc\":\"13.0\",\"sha256\":\"e1d8d791a1b01e631029073d95fb7d8da504725e6cce225c9b29922bae13fa4c\","
-      "\"size\":8,\"spec\":\"wtconv_fold f32 k=3 L=1 sm_90 w256\"}\n" + kPayload;
-  EXPECT_EQ(encode_entry(meta_for(kKeyA), kPayload), golden);
+  // A change here changes what caches hold: bump kEntryFormatVersion and add a golden for it.
+  ASSERT_EQ(kEntryFormatVersion, 2);
+  const std::string v2 = golden("cache_entry_v2.lkjit");
+  ASSERT_FALSE(v2.empty()) << "tests/data/cache_entry_v2.lkjit is missing";
+  EXPECT_EQ(encode_entry(meta_with_inputs(kKeyA), kPayload), v2);
   std::string why;
-  const auto e = decode_entry(golden, kKeyA, &why);
+  const auto e = decode_entry(v2, kKeyA, &why);
   ASSERT_TRUE(e.has_value()) << why;
   EXPECT_EQ(e->payload, kPayload);
+  EXPECT_EQ(e->meta.format, 2);
+  const KeySummary in = inputs_of(e->meta), want = inputs_of(meta_with_inputs(kKeyA));
+  EXPECT_EQ(in.options, want.options);
+  EXPECT_EQ(in.source_sha256, want.source_sha256);
+  EXPECT_EQ(in.header_sha256, want.header_sha256);
+  EXPECT_EQ(in.generator_version, 1);
+}
+
+TEST(CacheEntry, StillReadsFormat1) {
+  // Keys are derived as before, so the entries of older caches stay valid: readable, not rebuilt.
+  const std::string v1 = golden("cache_entry_v1.lkjit");
+  ASSERT_FALSE(v1.empty()) << "tests/data/cache_entry_v1.lkjit is missing";
+  std::string why;
+  const auto e = decode_entry(v1, kKeyA, &why);
+  ASSERT_TRUE(e.has_value()) << why;
+  EXPECT_EQ(e->payload, kPayload);
+  EXPECT_EQ(e->meta.format, 1);
+  EXPECT_EQ(e->meta.kernel_name, meta_for(kKeyA).kernel_name);
+  EXPECT_TRUE(e->meta.header_sha256.empty());
+  std::string bad = v1;
+  bad.back() ^= 0x01;
+  EXPECT_FALSE(decode_entry(bad, kKeyA, &why));
+  EXPECT_THAT(why, HasSubstr("checksum"));
 }
 
 TEST(CacheEntry, RoundTrips) {
@@ -194,6 +187,10 @@ TEST(CacheEntry, RoundTrips) {
     EXPECT_EQ(e->meta.size, payload.size());
     EXPECT_EQ(e->meta.sha256, sha256_hex(payload));
   }
+  const std::string bytes = encode_entry(meta_with_inputs(kKeyA), kPayload);
+  const auto e = decode_entry(bytes, kKeyA, nullptr);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(key_differences(inputs_of(e->meta), inputs_of(meta_with_inputs(kKeyA))).empty());
 }
 
 TEST(CacheEntry, DetectsTruncationAtEveryLength) {
@@ -220,6 +217,17 @@ TEST(CacheEntry, DetectsAFlippedPayloadByte) {
   }
 }
 
+TEST(CacheEntry, DetectsAFlippedByteAnywhere) {
+  // The magic line's checksum covers the metadata too: a damaged kernel name or spec is caught.
+  const std::string bytes = encode_entry(meta_with_inputs(kKeyA), kPayload);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string bad = bytes, why;
+    bad[i] ^= 0x04;
+    EXPECT_FALSE(decode_entry(bad, kKeyA, &why).has_value()) << "byte " << i << " of " << bytes.size();
+    EXPECT_FALSE(why.empty()) << i;
+  }
+}
+
 TEST(CacheEntry, DetectsWrongKeyBadMagicAndBadMetadata) {
   const std::string bytes = encode_entry(meta_for(kKeyA), kPayload);
   std::string why;
@@ -230,7 +238,7 @@ TEST(CacheEntry, DetectsWrongKeyBadMagicAndBadMetadata) {
   EXPECT_FALSE(decode_entry(bad, kKeyA, &why));
   EXPECT_THAT(why, HasSubstr("bad magic"));
   bad = bytes;
-  bad.replace(bytes.find(" 1\n"), 3, " 2\n");  // a future format version
+  bad.replace(bytes.find(" 2 "), 3, " 9 ");  // a future format version
   EXPECT_FALSE(decode_entry(bad, kKeyA, &why));
   EXPECT_THAT(why, HasSubstr("format version"));
   bad = bytes;
@@ -246,7 +254,7 @@ TEST(CacheEntry, DetectsWrongKeyBadMagicAndBadMetadata) {
 // ---- disk store ------------------------------------------------------------------------------------
 
 TEST(DiskStore, StoresAndLoadsInAFreshPrivateDirectory) {
-  TempDir tmp;
+  TempDir tmp(kTmpPrefix);
   const std::string dir = tmp.path() + "/a/b/cache";  // created on first use, parents included
   DiskStore store(dir);
   EXPECT_EQ(store.path_for(kKeyA), dir + "/" + kKeyA + ".lkjit");
@@ -274,7 +282,7 @@ TEST(DiskStore, StoresAndLoadsInAFreshPrivateDirectory) {
 }
 
 TEST(DiskStore, CorruptEntriesAreRemovedAndReported) {
-  TempDir tmp;
+  TempDir tmp(kTmpPrefix);
   DiskStore store(tmp.path());
   const std::string path = store.path_for(kKeyA);
   const std::string good = encode_entry(meta_for(kKeyA), kPayload);
@@ -302,7 +310,7 @@ TEST(DiskStore, CorruptEntriesAreRemovedAndReported) {
 
 TEST(DiskStore, RefusesDirectoriesWritableByOthers) {
   for (unsigned mode : {0777u, 0720u, 0702u}) {
-    TempDir tmp;
+    TempDir tmp(kTmpPrefix);
     ASSERT_EQ(::chmod(tmp.path().c_str(), mode), 0);
     DiskStore store(tmp.path());
     for (int op = 0; op < 2; ++op) {
@@ -318,7 +326,7 @@ TEST(DiskStore, RefusesDirectoriesWritableByOthers) {
     EXPECT_FALSE(fs::exists(store.path_for(kKeyA)));
   }
   // Read and execute bits for others are fine; only write bits are refused.
-  TempDir ok;
+  TempDir ok(kTmpPrefix);
   ASSERT_EQ(::chmod(ok.path().c_str(), 0755), 0);
   DiskStore store(ok.path());
   EXPECT_NO_THROW(store.store(meta_for(kKeyA), kPayload));
@@ -326,7 +334,7 @@ TEST(DiskStore, RefusesDirectoriesWritableByOthers) {
 }
 
 TEST(DiskStore, ListsEntriesWithTheirProblems) {
-  TempDir tmp;
+  TempDir tmp(kTmpPrefix);
   DiskStore store(tmp.path());
   EntryMeta b = meta_for(kKeyB);
   b.kernel_name = "lkjit_other_sm80";
@@ -369,7 +377,7 @@ TEST(DiskStore, DefaultDirectoryFollowsTheEnvironment) {
 
 class CompileCache : public ::testing::Test {
  protected:
-  TempDir tmp_;
+  TempDir tmp_{kTmpPrefix};
   const std::string dir_ = tmp_.path() + "/kernels";
   ScopedEnv cache_dir_{"LKJIT_CACHE_DIR", dir_.c_str()};
   ScopedEnv enabled_{"LKJIT_CACHE_DISABLE", nullptr};

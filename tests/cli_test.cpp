@@ -16,6 +16,7 @@
 
 #include "lkjit/runtime.h"
 #include "lkjit/version.h"
+#include "tests/test_support.h"
 
 namespace {
 

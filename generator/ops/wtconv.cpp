@@ -45,7 +45,7 @@ int64_t plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
 TileSpace plane_space(const OpSpec&) {
   return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
            {"vy", {1, 2, 4}, "output rows per thread"},
-           {"threads", {64, 128, 256, 512}, "threads per block (threads/planes per plane)"}}};
+           {"threads", {32, 64, 128, 256, 512}, "threads per block (threads/planes per plane)"}}};
 }
 std::optional<std::string> plane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d,
                                         const Shape* sh) {
@@ -62,13 +62,15 @@ std::optional<std::string> plane_reject(const OpSpec& s, const Tile& t, const De
   }
   return std::nullopt;
 }
-Tile plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
+Tile plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
   // One warp group per plane, sized to ~6-12 pixels per thread; a block of about 256 threads,
   // with at most ~48 KB of shared memory so several blocks share an SM.
   const int64_t hw = sh.H * sh.W;
   int warps = 1;
   while (warps < 16 && hw > 192 * warps) warps *= 2;
   Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 32 * warps};
+  // Fewer spare rows where one plane would not fit otherwise (large k on mid-size planes).
+  while (t.vy > 1 && plane_smem_floats(s, t, sh) * 4 > d.max_smem_per_block) t.vy /= 2;
   const int64_t one = plane_smem_floats(s, t, sh) * 4;
   while (t.threads * 2 <= 256 && one * t.planes * 2 <= 48 * 1024) {
     t.planes *= 2;

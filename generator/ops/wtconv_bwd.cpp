@@ -21,7 +21,7 @@ int64_t bwd_plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
 TileSpace bwd_plane_space(const OpSpec&) {
   return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
            {"vy", {1, 2, 4}, "output rows per thread"},
-           {"threads", {64, 128, 256, 512}, "threads per block"}}};
+           {"threads", {32, 64, 128, 256, 512}, "threads per block"}}};
 }
 std::optional<std::string> bwd_plane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape* sh) {
   if (auto r = reject_threads(t, d)) return r;
@@ -37,11 +37,13 @@ std::optional<std::string> bwd_plane_reject(const OpSpec& s, const Tile& t, cons
   }
   return std::nullopt;
 }
-Tile bwd_plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
+Tile bwd_plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
   const int64_t hw = sh.H * sh.W;
   int warps = 1;
   while (warps < 16 && hw > 192 * warps) warps *= 2;
   Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 32 * warps};
+  // Fewer spare rows where one plane would not fit otherwise (large k on mid-size planes).
+  while (t.vy > 1 && bwd_plane_smem_floats(s, t, sh) * 4 > d.max_smem_per_block) t.vy /= 2;
   const int64_t one = bwd_plane_smem_floats(s, t, sh) * 4;
   while (t.threads * 2 <= 256 && one * t.planes * 2 <= 64 * 1024) {
     t.planes *= 2;

@@ -22,11 +22,17 @@ struct CompiledKernel {
   std::string origin;  // "memory" | "disk" | "compiled"
   double seconds = 0;  // time spent in this call (generate + lookup + compile)
   int arch = 0;
+  OpSpec spec;  // what it was compiled from (load_kernel rebuilds a rejected image from these)
+  Tile tile;
 };
 
 // Generates the source, then returns the cubin from the in-process cache, the on-disk cache
-// (LKJIT_CACHE_DIR) or NVRTC, storing what it compiled. Throws SpecError / CompileError / CacheError.
+// (LKJIT_CACHE_DIR) or NVRTC, storing what it compiled. Processes sharing the directory compile each
+// key once (a node-local lock per key). Throws SpecError / CompileError / CacheError.
 CompiledKernel compile_kernel(const OpSpec& spec, const Tile& tile);
+// Drops a kernel from the in-process and on-disk caches (the driver rejected its image), so that the
+// next compile_kernel rebuilds it.
+void evict_compiled(const CompiledKernel& k);
 
 std::string nvrtc_version();            // e.g. "13.0"
 std::vector<int> nvrtc_archs();          // archs the loaded NVRTC can target
@@ -45,6 +51,7 @@ struct DeviceInfo {
   int driver_version = 0;  // e.g. 13000
   double clock_mhz = 0, mem_clock_mhz = 0;
   int mem_bus_bits = 0;
+  size_t l2_bytes = 0;  // L2 cache size (timing harnesses flush twice this before each timed run)
 };
 DeviceInfo device_info(int ordinal = 0);  // DriverError without a GPU
 

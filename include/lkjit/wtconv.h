@@ -21,6 +21,7 @@
 
 #include "lkjit/runtime.h"
 #include "lkjit/spec.h"
+#include "lkjit/tuning.h"
 
 namespace lkjit {
 
@@ -63,6 +64,7 @@ struct PlannedKernel {
   Shape shape;  // the problem this kernel sees (a level kernel: its input low band)
   int level = 0;  // level kernels: l in 1..L
   double bytes = 0;  // device traffic model of one launch (reads + writes), for achieved GB/s
+  LookupTier tier = LookupTier::kDefault;  // where `tile` came from (WTConv::plan; wtconv_plan: default)
 };
 
 // Per-kernel CUDA-event timing of one forward or backward call (WTConv::profile).
@@ -110,8 +112,21 @@ class WTConv {
   std::vector<PlannedKernel> plan(int64_t B, int64_t H, int64_t W, bool backward = false) const;
 
   void set_path(WTConvPath p) { path_ = p; }
+
+  // Tile choice (lkjit/tuning.h). The layer's mode defaults to cached (a tuning-database lookup, never
+  // a measurement); LKJIT_TUNE overrides that default and an explicit options.mode overrides both. In
+  // tune/retune, prepare() or the first call on a shape tunes the kernels without an exact record, at
+  // the layer level (wtconv_tune: the whole pass is timed), synchronizing the device.
+  void set_tune_options(const TuneOptions& o);
+  void set_tune_mode(TuneMode m);
+  // Pins the tile of one plan entry (level: 1..L for level kernels, 0 otherwise), e.g. a tuner's
+  // candidate. Checked against each shape's tile space when its launches are built (SpecError).
+  void set_tile_override(Kernel kernel, int level, const Tile& tile);
+  void clear_tile_overrides();
   // Where the last prepare/forward found its kernels: "compiled", "disk" or "memory" (worst of all).
   const std::string& last_origin() const { return last_origin_; }
+  // Device memory the layer owns now (folded weights + scratch), bytes; 0 before the first call.
+  size_t workspace_bytes() const;
 
  private:
   struct Impl;
@@ -120,8 +135,18 @@ class WTConv {
   const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward);
   void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out,
                 const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings = nullptr);
+  struct TileOverride {
+    Kernel kernel;
+    int level;
+    Tile tile;
+  };
+  // wtconv_plan with each entry's tile from an override, the mode's lookup, or the default.
+  std::vector<PlannedKernel> choose_tiles(const Shape& sh, const DeviceInfo& dev, bool backward) const;
+  void invalidate_lists();
   WTConvOptions opt_;
   WTConvPath path_ = WTConvPath::kAuto;
+  std::vector<TileOverride> overrides_;
+  TuneOptions tune_;
   std::string last_origin_;
   Impl* impl_ = nullptr;
 };

@@ -11,6 +11,8 @@
 #include "abi/wtconv_params.h"
 #include "lkjit/error.h"
 #include "lkjit/wtconv.h"
+#include "lkjit/wtconv_tune.h"
+#include "runtime/env.h"
 #include "runtime/ops/wtconv_internal.h"
 
 namespace lkjit {
@@ -92,6 +94,8 @@ Shape WTConv::shape_of(int64_t B, int64_t H, int64_t W) const {
   return Shape{B, opt_.C, H, W, opt_.stride};
 }
 
+size_t WTConv::workspace_bytes() const { return impl_ ? impl_->wfold.bytes() + impl_->scratch.bytes() : 0; }
+
 void WTConv::ensure_impl() {
   if (!impl_) {
     impl_ = new Impl;
@@ -101,8 +105,65 @@ void WTConv::ensure_impl() {
 
 std::vector<PlannedKernel> WTConv::plan(int64_t B, int64_t H, int64_t W, bool backward) const {
   const Shape sh = shape_of(B, H, W);
-  const DeviceLimits lim = impl_ ? impl_->dev.limits : device_info(opt_.device).limits;
-  return wtconv_plan(opt_, sh, lim, backward, path_);
+  return choose_tiles(sh, impl_ ? impl_->dev : device_info(opt_.device), backward);
+}
+
+// ---- tile choice ----------------------------------------------------------------------------------
+// The plan's path (plane vs tiled) is decided by wtconv_plan with default tiles; only the tiles of its
+// entries change here, so a tuned tile never moves a shape to the other path.
+std::vector<PlannedKernel> WTConv::choose_tiles(const Shape& sh, const DeviceInfo& dev, bool backward) const {
+  auto pl = wtconv_plan(opt_, sh, dev.limits, backward, path_);
+  TuneOptions o = tune_;
+  o.mode = resolve_tune_mode(tune_.mode, TuneMode::kCached);
+  const Tuner tuner(o);
+  const DeviceClass cls = device_class(dev);
+  for (auto& pk : pl) {
+    if (pk.spec.kernel == Kernel::kWTConvFold) continue;  // one-point space, launched by set_weights
+    auto ov = std::find_if(overrides_.begin(), overrides_.end(),
+                           [&](const TileOverride& t) { return t.kernel == pk.spec.kernel && t.level == pk.level; });
+    if (ov != overrides_.end()) {
+      if (auto why = reject_reason(pk.spec, ov->tile, dev.limits, &pk.shape))
+        throw SpecError(fmt::format("lkjit: error: wtconv: tile override {} of {} (level {}) cannot run {}: {}",
+                                    ov->tile.to_string(), to_string(pk.spec.kernel), pk.level, pk.shape.to_string(), *why));
+      pk.tile = ov->tile;
+      pk.tier = LookupTier::kOverride;
+      continue;
+    }
+    const TileChoice c = tuner.lookup(pk.spec, pk.shape, cls, dev.limits);
+    pk.tile = c.tile;
+    pk.tier = c.tier;
+  }
+  return pl;
+}
+
+void WTConv::invalidate_lists() {
+  if (impl_) impl_->lists.clear();
+}
+
+void WTConv::set_tune_options(const TuneOptions& o) {
+  tune_ = o;
+  invalidate_lists();
+}
+
+void WTConv::set_tune_mode(TuneMode m) {
+  tune_.mode = m;
+  invalidate_lists();
+}
+
+void WTConv::set_tile_override(Kernel kernel, int level, const Tile& tile) {
+  if (level < 0 || level > opt_.L)
+    throw SpecError(fmt::format("lkjit: error: wtconv: tile override level={} is out of range; supported: [0, {}]",
+                                level, opt_.L));
+  auto ov = std::find_if(overrides_.begin(), overrides_.end(),
+                         [&](const TileOverride& t) { return t.kernel == kernel && t.level == level; });
+  if (ov != overrides_.end()) ov->tile = tile;
+  else overrides_.push_back({kernel, level, tile});
+  invalidate_lists();
+}
+
+void WTConv::clear_tile_overrides() {
+  overrides_.clear();
+  invalidate_lists();
 }
 
 void WTConv::prepare(int64_t B, int64_t H, int64_t W, bool backward) {
@@ -147,7 +208,28 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
   if (auto it = impl_->lists.find(key); it != impl_->lists.end()) return it->second;
 
   const Shape sh = shape_of(B, H, W);
-  const auto pl = wtconv_plan(opt_, sh, impl_->dev.limits, backward, path_);
+  auto pl = choose_tiles(sh, impl_->dev, backward);
+  // Tune on a miss only where the mode says so: the layer's default (cached) never measures here.
+  const TuneMode mode = resolve_tune_mode(tune_.mode, TuneMode::kCached);
+  if (mode == TuneMode::kTune || mode == TuneMode::kRetune) {
+    std::vector<KernelSelector> which;
+    for (const auto& pk : pl)
+      if (pk.spec.kernel != Kernel::kWTConvFold && pk.tier != LookupTier::kOverride &&
+          (mode == TuneMode::kRetune || pk.tier != LookupTier::kExact))
+        which.push_back({pk.spec.kernel, pk.level});
+    if (!which.empty()) {
+      TuneOptions o = tune_;
+      o.mode = mode;
+      const auto rep = wtconv_tune(WTConvTuneProblem{opt_, B, H, W, backward, path_}, which, o);
+      if (!rep.save_error.empty()) rt::log_line("warning: " + rep.save_error);
+      for (const auto& kr : rep.kernels)
+        for (auto& pk : pl)
+          if (pk.spec == kr.spec && pk.level == kr.level && kr.chosen != Tile{}) {
+            pk.tile = kr.chosen;
+            pk.tier = LookupTier::kTuned;
+          }
+    }
+  }
   const auto lh = detail::level_sizes(H, kMaxLevels), lw = detail::level_sizes(W, kMaxLevels);
   const int L = opt_.L, KK = opt_.k * opt_.k;
   WTConvParams p;

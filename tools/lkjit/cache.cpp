@@ -1,12 +1,245 @@
-// `lkjit cache`: placeholder until its issue lands.
+// `lkjit cache ACTION`: inspect and maintain the kernel cache (LKJIT_CACHE_DIR). No GPU needed.
+//   stat | ls | verify | prune [--max-bytes N] | clear | explain KEY|KERNEL [--kernel NAME]
+//   import FILE | export FILE
+#include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
 
+#include <algorithm>
+#include <cctype>
+#include <ctime>
+#include <iostream>
+#include <map>
+
+#include "lkjit/cache.h"
+#include "lkjit/error.h"
+#include "lkjit/runtime.h"
 #include "tools/lkjit/common.h"
+#include "tools/lkjit/kernel_names.h"
+
+namespace cl = llvm::cl;
 
 namespace lkjit::tool {
 namespace {
-llvm::cl::SubCommand kCmd("cache", "Inspect and maintain the kernel cache");
+
+cl::SubCommand kCmd("cache", "Inspect and maintain the kernel cache: stat | ls | verify | prune | clear | "
+                             "explain KEY | import FILE | export FILE");
+cl::OptionCategory kCat("lkjit cache options");
+cl::list<std::string> kArgs(cl::Positional, cl::desc("<action> [argument]"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kMaxBytes("max-bytes", cl::desc("prune: the size to prune down to (default LKJIT_CACHE_MAX_BYTES)"),
+                               cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kKernel("kernel", cl::desc("explain: for a key not in the cache, the kernel name it was looked up for"),
+                             cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+
+constexpr const char* kActions = "stat, ls, verify, prune, clear, explain, import, export";
+
+std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", b / 1048576.0); }
+
+std::string age(double when) {
+  const double s = std::difftime(std::time(nullptr), static_cast<std::time_t>(when));
+  if (s < 120) return fmt::format("{:.0f} s ago", std::max(0.0, s));
+  if (s < 7200) return fmt::format("{:.0f} min ago", s / 60);
+  if (s < 172800) return fmt::format("{:.0f} h ago", s / 3600);
+  return fmt::format("{:.0f} d ago", s / 86400);
+}
+
+int usage(const std::string& why) { throw Error(ErrorCode::kUsage, "lkjit: error: cache: " + why); }
+
+int stat_main(const KernelCache& c) {
+  const auto entries = c.list();
+  uint64_t bytes = 0;
+  size_t bad = 0, locked = 0;
+  std::map<std::string, size_t> by_toolchain;
+  for (const auto& e : entries) {
+    bytes += e.file_bytes;
+    bad += !e.ok;
+    locked += e.locked;
+    if (e.ok) ++by_toolchain[fmt::format("{} / NVRTC {}", arch_name(e.inputs.arch), e.inputs.nvrtc_version)];
+  }
+  std::cout << fmt::format("cache      {}\n", c.dir());
+  std::cout << fmt::format("entries    {}\n", entries.size());
+  std::cout << fmt::format("size       {} of {} cap{}\n", mib(bytes), c.max_bytes() ? mib(c.max_bytes()) : "no",
+                           c.max_bytes() ? fmt::format(" ({:.0f}%)", 100.0 * bytes / c.max_bytes()) : "");
+  std::cout << fmt::format("unreadable {}\n", bad);
+  std::cout << fmt::format("compiling  {}\n", locked);
+  if (!entries.empty())
+    std::cout << fmt::format("last used  {} (oldest: {})\n", age(entries.front().last_used), age(entries.back().last_used));
+  for (const auto& [what, n] : by_toolchain) std::cout << fmt::format("  {:>6}  {}\n", n, what);
+  return 0;
+}
+
+int ls_main(const KernelCache& c) {
+  const auto entries = c.list();
+  std::cout << fmt::format("{:<16}  {:<60} {:>6} {:>9}  {}\n", "key", "kernel", "arch", "bytes", "last used");
+  for (const auto& e : entries) {
+    if (!e.ok) {
+      std::cout << fmt::format("{:<16}  (unreadable: {})\n", e.key.substr(0, 16), e.problem);
+      continue;
+    }
+    std::cout << fmt::format("{:<16}  {:<60} {:>6} {:>9}  {}{}\n", e.key.substr(0, 16), e.inputs.kernel_name,
+                             arch_name(e.inputs.arch), e.file_bytes, age(e.last_used), e.locked ? "  (compiling)" : "");
+  }
+  std::cout << fmt::format("{} entries\n", entries.size());
+  return 0;
+}
+
+int verify_main(const KernelCache& c) {
+  c.check();
+  size_t ok = 0, bad = 0;
+  for (const auto& e : c.verify()) {
+    if (e.ok) {
+      ++ok;
+      continue;
+    }
+    ++bad;
+    std::cout << fmt::format("corrupt: {}: {} (removed; it is rebuilt on next use)\n", e.path, e.problem);
+  }
+  std::cout << fmt::format("verify: {} entries ok, {} corrupt\n", ok, bad);
+  return bad ? static_cast<int>(ErrorCode::kCache) : 0;
+}
+
+int prune_main(const KernelCache& c) {
+  std::optional<uint64_t> cap;
+  if (!kMaxBytes.empty()) cap = parse_byte_size(kMaxBytes, "--max-bytes");
+  const auto r = c.prune(cap);
+  if (r.skipped) {
+    std::cout << "prune: another process is pruning this cache; nothing done\n";
+    return 0;
+  }
+  std::cout << fmt::format("prune: removed {} entries ({}), kept {} in use; {} entries ({}) remain; {} stale files removed\n",
+                           r.removed, mib(r.removed_bytes), r.kept_in_use, r.remaining, mib(r.remaining_bytes),
+                           r.stale_files);
+  return 0;
+}
+
+void print_inputs(const KeyInputsInfo& in) {
+  std::cout << fmt::format("  kernel     {}\n  arch       {}\n  nvrtc      {}\n  generator  v{}\n", in.kernel_name,
+                           arch_name(in.arch), in.nvrtc_version, in.generator_version);
+  std::string opts;
+  for (const auto& o : in.options) opts += (opts.empty() ? "" : " ") + o;
+  std::cout << fmt::format("  options    {}\n  source     sha256 {}\n", opts, in.source_sha256);
+  for (const auto& [name, h] : in.header_sha256) std::cout << fmt::format("  header     {} sha256 {}\n", name, h);
+}
+
+// Entries of the same kernel name with other keys, and which inputs differ from `ref`.
+void print_siblings(const std::vector<CacheEntryInfo>& entries, const KeyInputsInfo& ref, const std::string& ref_what) {
+  size_t n = 0;
+  for (const auto& e : entries) {
+    if (!e.ok || e.inputs.kernel_name != ref.kernel_name || e.key == ref.key) continue;
+    ++n;
+    std::cout << fmt::format("entry {} ({}, last used {}) differs from {} in:\n", e.key.substr(0, 16),
+                             e.format >= 2 ? "inputs recorded" : "format 1: inputs not recorded", age(e.last_used),
+                             ref_what);
+    const auto diffs = key_input_differences(e.inputs, ref);
+    if (diffs.empty()) std::cout << "  (no recorded input; the key derivation itself changed)\n";
+    for (const auto& d : diffs) std::cout << "  " << d << "\n";
+  }
+  if (!n) std::cout << fmt::format("no other entry of {} is cached\n", ref.kernel_name);
+}
+
+// The inputs this lkjit would hash for a kernel name, when the name parses.
+std::optional<KeyInputsInfo> current_inputs(const std::string& name) {
+  const auto nk = parse_kernel_name(name);
+  if (!nk) return std::nullopt;
+  return kernel_key_inputs(nk->spec, nk->tile);
+}
+
+int explain_main(const KernelCache& c, std::string arg) {
+  const auto entries = c.list();
+  if (arg.rfind("lkjit_", 0) == 0) {  // a kernel name: why would it miss now?
+    const auto now = current_inputs(arg);
+    if (!now)
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("lkjit: error: cache explain: '{}' is not a kernel name this lkjit generates", arg));
+    const bool present = std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.key == now->key; });
+    std::cout << fmt::format("{} has key {} with this lkjit: {}\n", arg, now->key,
+                             present ? "cached (a lookup hits)" : "not cached (a lookup misses)");
+    print_inputs(*now);
+    print_siblings(entries, *now, "what this lkjit computes");
+    return 0;
+  }
+  const bool hex = arg.size() >= 6 && arg.size() <= 64 &&
+                   std::all_of(arg.begin(), arg.end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); });
+  if (!hex)
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: cache explain: '{}' is neither a key (6 to 64 hex digits) nor "
+                                               "a kernel name (lkjit_..._smXY)", arg));
+  std::transform(arg.begin(), arg.end(), arg.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::vector<const CacheEntryInfo*> hits;
+  for (const auto& e : entries)
+    if (arg.size() >= 6 && e.key.compare(0, arg.size(), arg) == 0) hits.push_back(&e);
+  if (hits.size() > 1) usage(fmt::format("key prefix '{}' matches {} entries; give more digits", arg, hits.size()));
+  if (hits.empty()) {
+    std::cout << fmt::format("key {} is not in the cache {}\n", arg, c.dir());
+    if (kKernel.empty()) {
+      std::cout << "give the kernel name it was looked up for (--kernel NAME, or `lkjit cache explain NAME`) "
+                   "to compare with the cached entries of that kernel\n";
+      return 0;
+    }
+    const auto now = current_inputs(kKernel);
+    if (!now)
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("lkjit: error: --kernel '{}' is not a kernel name this lkjit generates", std::string(kKernel)));
+    if (now->key != arg)
+      std::cout << fmt::format("this lkjit computes key {} for {}: key {} came from other inputs\n", now->key, kKernel, arg);
+    print_siblings(entries, *now, "what this lkjit computes");
+    return 0;
+  }
+  const CacheEntryInfo& e = *hits.front();
+  std::cout << fmt::format("entry {}\n  path       {}\n  spec       {}\n  size       {} bytes (cubin {})\n  last used  {}\n",
+                           e.key, e.path, e.spec, e.file_bytes, e.payload_bytes, age(e.last_used));
+  if (!e.ok) {
+    std::cout << fmt::format("  unreadable: {}\n", e.problem);
+    return static_cast<int>(ErrorCode::kCache);
+  }
+  print_inputs(e.inputs);
+  if (e.format < 2) std::cout << "  (format 1 entry: inputs other than arch and NVRTC were not recorded)\n";
+  if (const auto now = current_inputs(e.inputs.kernel_name)) {
+    if (now->key == e.key) {
+      std::cout << "this lkjit computes the same key: lookups of this kernel hit this entry\n";
+    } else {
+      std::cout << fmt::format("this lkjit computes key {} for this kernel, so lookups miss this entry; inputs that differ:\n",
+                               now->key.substr(0, 16));
+      const auto diffs = key_input_differences(e.inputs, *now);
+      if (diffs.empty()) std::cout << "  (no recorded input; the key derivation itself changed)\n";
+      for (const auto& d : diffs) std::cout << "  " << d << "\n";
+    }
+  }
+  print_siblings(entries, e.inputs, "this entry");
+  return 0;
+}
+
 }  // namespace
+
 bool cache_cmd() { return static_cast<bool>(kCmd); }
-int cache_main() { throw Error(ErrorCode::kUsage, "lkjit: error: `lkjit cache` is not built yet"); }
+
+int cache_main() {
+  if (kArgs.empty()) return usage(fmt::format("no action given; supported: {}", kActions));
+  const std::string action = kArgs[0];
+  const size_t want = (action == "explain" || action == "import" || action == "export") ? 2 : 1;
+  if (kArgs.size() != want)
+    return usage(want == 2 ? fmt::format("{} takes one argument", action) : fmt::format("{} takes no argument", action));
+  const KernelCache c;
+  if (action == "stat") return stat_main(c);
+  if (action == "ls") return ls_main(c);
+  if (action == "verify") return verify_main(c);
+  if (action == "prune") return prune_main(c);
+  if (action == "clear") {
+    std::cout << fmt::format("clear: removed {} entries from {}\n", c.clear(), c.dir());
+    return 0;
+  }
+  if (action == "explain") return explain_main(c, kArgs[1]);
+  if (action == "import") {
+    const auto r = c.import_bundle(kArgs[1]);
+    std::cout << fmt::format("import: {}: {} entries verified, {} added, {} already cached\n", kArgs[1], r.entries,
+                             r.imported, r.present);
+    return 0;
+  }
+  if (action == "export") {
+    const auto r = c.export_bundle(kArgs[1]);
+    for (const auto& s : r.skipped) std::cerr << "export: left out " << s << "\n";
+    std::cout << fmt::format("export: {}: {} entries, {}\n", kArgs[1], r.entries, mib(r.bytes));
+    return 0;
+  }
+  return usage(fmt::format("action '{}' is unknown; supported: {}", action, kActions));
+}
+
 }  // namespace lkjit::tool

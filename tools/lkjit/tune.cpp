@@ -1,12 +1,306 @@
-// `lkjit tune`: placeholder until its issue lands.
+// `lkjit tune`: the explore mode. For one WTConv layer problem (spec and shape), search the tile
+// spaces of the plan's kernels on the GPU (lkjit/wtconv_tune.h: the whole pass is timed per candidate),
+// then print a ranked table per kernel, write CSV / JSON / an SVG plot, record the decisions in the
+// tuning database and end with a pasteable `reproduce:` line. `--list` shows the candidate space
+// (valid and rejected, with reasons) without a GPU; `--list --compile` also fills the kernel cache.
+#include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
+#include <unistd.h>
 
+#include <iostream>
+
+#include "lkjit/error.h"
+#include "lkjit/generator.h"
+#include "lkjit/runtime.h"
+#include "lkjit/tuning.h"
+#include "lkjit/wtconv_tune.h"
 #include "tools/lkjit/common.h"
+#include "tools/lkjit/svg_plot.h"
+#include "tools/lkjit/tune_output.h"
+
+namespace cl = llvm::cl;
 
 namespace lkjit::tool {
 namespace {
-llvm::cl::SubCommand kCmd("tune", "Explore tile configurations of a kernel on the GPU");
+
+cl::SubCommand kCmd("tune", "Explore tile configurations of a WTConv layer's kernels on the GPU (--list: no GPU)");
+cl::OptionCategory kCat("lkjit tune options");
+cl::opt<std::string> kShape("shape", cl::desc("problem as B:C:H:W"), cl::init("64:96:56:56"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<int> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<int> kL("L", cl::desc("wavelet levels, 0..8"), cl::init(3), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kDtype("dtype", cl::desc("f32 | f16 | bf16"), cl::init("f32"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kPass("pass", cl::desc("fwd | bwd"), cl::init("fwd"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<int> kStride("stride", cl::desc("output stride"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<bool> kNoBias("no-bias", cl::desc("layer without bias"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled"), cl::init("auto"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kKernel("kernel",
+                             cl::desc("which kernels of the plan: all | main (plane or synthesis kernel) | "
+                                      "<kernel>[:level], comma-separated (e.g. wtconv_fwd_level:2)"),
+                             cl::init("all"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kStrategy("strategy", cl::desc("exhaustive | random | greedy"), cl::init("greedy"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<double> kBudget("budget", cl::desc("seconds per kernel for random/greedy (default: LKJIT_TUNE_BUDGET)"),
+                        cl::init(0), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<int> kTop("top", cl::desc("finalists re-measured (plus the default)"), cl::init(4), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<int> kReps("reps", cl::desc("timed runs per candidate"), cl::init(5), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<int> kFinalReps("final-reps", cl::desc("timed runs per finalist, in 3 interleaved rounds"), cl::init(15), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<int> kWarmup("warmup", cl::desc("untimed runs before each candidate's samples"), cl::init(2), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<double> kMinNoise("min-noise", cl::desc("relative tie tolerance floor"), cl::init(0.02), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<unsigned> kSeed("seed", cl::desc("random strategy seed"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<unsigned> kJobs("j", cl::desc("parallel compiles (default: hardware threads)"), cl::init(0), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kCsv("csv", cl::value_desc("file"), cl::desc("write the ranked candidates as CSV"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kJson("json", cl::value_desc("file"), cl::desc("write the report as JSON (SI units)"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kPlot("plot", cl::value_desc("file.svg"), cl::desc("plot time against each tile axis (SVG)"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<bool> kNoSave("no-save", cl::desc("do not record the decisions in the tuning database"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kDb("db", cl::value_desc("file.json"), cl::desc("tuning database (default: LKJIT_TUNING_DB or <cache>/tuning.json)"),
+                         cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<bool> kList("list", cl::desc("show the candidate space (valid and rejected, with reasons) and exit; no GPU needed"),
+                    cl::sub(kCmd), cl::cat(kCat));
+cl::opt<bool> kCompile("compile", cl::desc("with --list: compile every valid candidate into the kernel cache"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kArch("arch", cl::desc("with --list: target arch (default: the GPU's, else sm_90)"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kProgress("progress",
+                               cl::desc("progress on stderr: auto | always (a bar on a terminal, else a line per kernel and "
+                                        "every 10 candidates) | never"),
+                               cl::init("auto"),
+                               cl::sub(kCmd), cl::cat(kCat));
+
+WTConvTuneProblem parse_problem() {
+  const auto f = split(kShape, ':');
+  if (f.size() != 4) throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shape '{}' is not B:C:H:W", std::string(kShape)));
+  int64_t v[4];
+  for (int i = 0; i < 4; ++i) {
+    try {
+      size_t pos = 0;
+      v[i] = std::stoll(f[i], &pos);
+      if (pos != f[i].size() || v[i] < 1) throw std::invalid_argument(f[i]);
+    } catch (const std::exception&) {
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shape: '{}' in '{}' is not an integer >= 1", f[i], std::string(kShape)));
+    }
+  }
+  if (kPass != "fwd" && kPass != "bwd")
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --pass '{}' is unknown; supported: fwd, bwd", std::string(kPass)));
+  WTConvTuneProblem p;
+  p.options = WTConvOptions{v[1], kK, kL, parse_dtype(kDtype), !kNoBias, kStride, 0};
+  p.B = v[0], p.H = v[2], p.W = v[3];
+  p.backward = kPass == "bwd";
+  if (kPath == "auto") p.path = WTConvPath::kAuto;
+  else if (kPath == "plane") p.path = WTConvPath::kPlane;
+  else if (kPath == "tiled") p.path = WTConvPath::kTiled;
+  else throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled", std::string(kPath)));
+  return p;
+}
+
+std::string entry_label(const PlannedKernel& pk) {
+  return pk.level > 0 ? fmt::format("{}:{}", to_string(pk.spec.kernel), pk.level) : to_string(pk.spec.kernel);
+}
+
+std::vector<KernelSelector> parse_selectors(const std::vector<PlannedKernel>& plan) {
+  std::vector<KernelSelector> out;
+  for (const auto& item : split(kKernel, ',')) {
+    if (item == "all") return {};
+    if (item == "main") {
+      out.push_back(wtconv_main_kernel(plan));
+      continue;
+    }
+    const auto parts = split(item, ':');
+    KernelSelector s{parse_kernel(parts[0]), -1};
+    if (parts.size() == 2) s.level = parse_ints(parts[1], "kernel")[0];
+    else if (parts.size() != 1) throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --kernel '{}' is not <kernel>[:level]", item));
+    out.push_back(s);
+  }
+  return out;
+}
+
+bool selected(const std::vector<KernelSelector>& sel, const PlannedKernel& pk) {
+  if (pk.spec.kernel == Kernel::kWTConvFold) return false;
+  if (sel.empty()) return true;
+  for (const auto& s : sel)
+    if (s.kernel == pk.spec.kernel && (s.level < 0 || s.level == pk.level)) return true;
+  return false;
+}
+
+// ---- --list -----------------------------------------------------------------------------------------
+// The whole product of the axes in enumerate()'s order (first axis fastest).
+std::vector<Tile> full_product(const TileSpace& sp) {
+  std::vector<Tile> out;
+  std::vector<size_t> idx(sp.axes.size(), 0);
+  for (;;) {
+    Tile t;
+    for (size_t a = 0; a < sp.axes.size(); ++a) set_tile_axis(t, sp.axes[a].name, sp.axes[a].values[idx[a]]);
+    out.push_back(t);
+    size_t a = 0;
+    for (; a < idx.size(); ++a) {
+      if (++idx[a] < sp.axes[a].values.size()) break;
+      idx[a] = 0;
+    }
+    if (a == idx.size()) return out;
+  }
+}
+
+int list_main(const WTConvTuneProblem& p) {
+  DeviceLimits lim;
+  std::string where, why;
+  if (!kArch.empty()) {
+    lim = DeviceLimits::for_arch(parse_arch(kArch));
+    where = fmt::format("limits table of {}", arch_name(lim.arch));
+  } else if (gpu_available(&why)) {
+    const DeviceInfo d = device_info(0);
+    lim = d.limits;
+    where = fmt::format("{} ({})", d.name, arch_name(d.arch));
+  } else {
+    lim = DeviceLimits::for_arch(90);
+    where = fmt::format("no GPU ({}): limits table of sm_90", why);
+  }
+  const auto plan = wtconv_plan(p.options, p.shape(), lim, p.backward, p.path);
+  const auto sel = parse_selectors(plan);
+  std::cout << fmt::format("lkjit tune --list: {}, {}\nplan:", p.to_string(), where);
+  for (const auto& pk : plan) std::cout << " " << entry_label(pk) << (selected(sel, pk) ? "" : " (not tuned)");
+  std::cout << "\n";
+  int compile_failures = 0;
+  for (const auto& pk : plan) {
+    if (!selected(sel, pk)) continue;
+    const TileSpace sp = tile_space(pk.spec);
+    const auto all = full_product(sp);
+    const auto cands = tune_candidates(pk.spec, pk.shape, lim);
+    const Tile def = default_tile(pk.spec, pk.shape, lim);
+    std::cout << fmt::format("\n{}{} on {}: {} points, {} valid, {} rejected; default {}\n", pk.spec.to_string(),
+                             pk.level > 0 ? fmt::format(" level {}", pk.level) : "", pk.shape.to_string(), all.size(),
+                             cands.size(), all.size() - cands.size(), def.to_string());
+    for (const auto& ax : sp.axes) {
+      std::string vals;
+      for (int v : ax.values) vals += (vals.empty() ? "" : ", ") + std::to_string(v);
+      std::cout << fmt::format("  axis {:<8} {{{}}}  {}\n", ax.name, vals, ax.doc);
+    }
+    std::cout << fmt::format("  {:>5}  {:<16} {:<9} {:>8} {:>10}  {}\n", "order", "config", "status", "smem B", "blocks",
+                             "kernel / reason");
+    for (size_t i = 0; i < cands.size(); ++i) {
+      const auto g = launch_geometry(pk.spec, cands[i], pk.shape);
+      std::cout << fmt::format("  {:>5}  {:<16} {:<9} {:>8} {:>10}  {}\n", i, cands[i].to_string(),
+                               cands[i] == def ? "default" : "ok", g.smem_bytes, g.grid[0], kernel_name(pk.spec, cands[i]));
+    }
+    for (const auto& t : all)
+      if (std::find(cands.begin(), cands.end(), t) == cands.end()) {
+        const auto r = reject_reason(pk.spec, t, lim, &pk.shape);
+        std::cout << fmt::format("  {:>5}  {:<16} {:<9} {:>8} {:>10}  {}\n", "-", t.to_string(), "rejected", "", "",
+                                 r ? *r : "not a candidate");
+      }
+    if (kCompile) {
+      const auto res = precompile_candidates(pk.spec, pk.shape, lim, cands, static_cast<int>(kJobs));
+      double secs = 0;
+      int failed = 0;
+      for (const auto& r : res) {
+        secs += r.compile_s;
+        if (r.status == CandidateStatus::kOk) continue;
+        ++failed;
+        std::cout << fmt::format("  compile {}: {}: {}\n", r.tile.to_string(), to_string(r.status), r.reason);
+      }
+      compile_failures += failed;
+      std::cout << fmt::format("  compiled {} candidates into {} ({} failed, {:.1f} s of compile time)\n", res.size(),
+                               cache_dir(), failed, secs);
+    }
+  }
+  return compile_failures ? static_cast<int>(ErrorCode::kCompile) : 0;
+}
+
+// ---- progress -------------------------------------------------------------------------------------
+class ProgressBar {
+ public:
+  explicit ProgressBar(const std::string& mode) {
+    if (mode != "auto" && mode != "always" && mode != "never")
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never", mode));
+    // Not a terminal: a line per kernel and every 10 candidates instead of a redrawn bar.
+    tty_ = ::isatty(2) != 0;
+    quiet_ = mode == "never";
+  }
+  void operator()(const TuneProgress& p) {
+    if (quiet_) return;
+    const double frac = p.total > 0 ? double(p.done) / p.total : p.budget_s > 0 ? std::min(1.0, p.elapsed_s / p.budget_s) : 0;
+    const int fill = static_cast<int>(frac * 28);
+    const std::string line = fmt::format("tune {:<28} [{}{}] {:>4}{} {:>6.1f} s  best {:.4f} ms", p.what, std::string(fill, '#'),
+                                         std::string(28 - fill, '.'), p.done, p.total > 0 ? fmt::format("/{}", p.total) : "",
+                                         p.elapsed_s, p.best_ms);
+    if (tty_) {
+      std::cerr << "\r" << line << "\x1b[K" << std::flush;
+      open_ = true;
+    } else if (p.what != last_ || p.done >= next_) {
+      std::cerr << line << "\n";
+      next_ = p.done + 10;
+    }
+    last_ = p.what;
+  }
+  void finish() {
+    if (open_) std::cerr << "\n";
+    open_ = false;
+  }
+
+ private:
+  bool tty_ = false, quiet_ = false, open_ = false;
+  std::string last_;
+  int next_ = 0;
+};
+
+std::string reproduce_line() {
+  std::string s = fmt::format("lkjit tune --shape {} --k {} --L {} --dtype {} --pass {}", std::string(kShape), int(kK),
+                              int(kL), std::string(kDtype), std::string(kPass));
+  if (kStride != 1) s += fmt::format(" --stride {}", int(kStride));
+  if (kNoBias) s += " --no-bias";
+  if (kPath != "auto") s += " --path " + kPath;
+  s += fmt::format(" --kernel {} --strategy {}", std::string(kKernel), std::string(kStrategy));
+  if (kBudget > 0) s += fmt::format(" --budget {}", double(kBudget));
+  s += fmt::format(" --top {} --reps {} --final-reps {} --warmup {} --min-noise {} --seed {}", int(kTop), int(kReps),
+                   int(kFinalReps), int(kWarmup), double(kMinNoise), unsigned(kSeed));
+  if (!kDb.empty()) s += " --db " + kDb;
+  if (kNoSave) s += " --no-save";
+  return s;
+}
+
 }  // namespace
+
 bool tune_cmd() { return static_cast<bool>(kCmd); }
-int tune_main() { throw Error(ErrorCode::kUsage, "lkjit: error: `lkjit tune` is not built yet"); }
+
+int tune_main() {
+  const WTConvTuneProblem p = parse_problem();
+  TuneOptions o;
+  o.strategy = parse_tune_strategy(kStrategy);
+  o.budget_s = kBudget;
+  o.top = kTop;
+  o.reps = kReps;
+  o.final_reps = kFinalReps;
+  o.warmup = kWarmup;
+  o.min_noise = kMinNoise;
+  o.seed = kSeed;
+  o.jobs = static_cast<int>(kJobs);
+  o.save = !kNoSave;
+  o.db_path = kDb;
+  if (kReps < 1 || kTop < 1 || kWarmup < 0 || kFinalReps < 0 || kMinNoise < 0 || kBudget < 0)
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: tune: --reps={} and --top={} must be >= 1, --warmup={}, "
+                                               "--final-reps={}, --min-noise={} and --budget={} >= 0",
+                                               int(kReps), int(kTop), int(kWarmup), int(kFinalReps), double(kMinNoise), double(kBudget)));
+  if (kList) return list_main(p);
+
+  std::string why;
+  if (!gpu_available(&why))
+    throw DriverError(fmt::format("lkjit: error: tune: tuning needs a GPU ({}); `lkjit tune --list` shows the candidate "
+                                  "space without one", why));
+  const DeviceInfo dev = device_info(0);
+  const auto sel = parse_selectors(wtconv_plan(p.options, p.shape(), dev.limits, p.backward, p.path));
+  ProgressBar bar(kProgress);
+  o.progress = [&](const TuneProgress& pr) { bar(pr); };
+  std::cout << fmt::format("lkjit tune: {}, strategy {}, cache {}\n", p.to_string(), to_string(o.strategy), cache_dir());
+  print_device(std::cout, dev);
+  std::cout << std::flush;
+  const WTConvTuneReport rep = wtconv_tune(p, sel, o);
+  bar.finish();
+  if (rep.kernels.empty()) std::cout << "\nnothing to tune: every selected kernel has a single candidate for this shape\n";
+  for (const auto& k : rep.kernels) print_ranked(std::cout, k, rep.traffic_bytes);
+  print_summary(std::cout, rep);
+  const std::string repro = reproduce_line();
+  const std::vector<std::string> argv = split(repro, ' ');
+  if (!kCsv.empty()) write_file_atomic(kCsv, tune_csv(rep));
+  if (!kJson.empty()) write_file_atomic(kJson, tune_json(rep, o, argv, repro));
+  if (!kPlot.empty())
+    write_file_atomic(kPlot, svg_main_effects(plot_input(rep), fmt::format("lkjit tune: {} on {}", p.to_string(), dev.name)));
+  std::cout << fmt::format("tuning took {:.1f} s\nreproduce: {}\n", rep.seconds, repro);
+  return rep.save_error.empty() ? 0 : static_cast<int>(ErrorCode::kCache);
+}
+
 }  // namespace lkjit::tool

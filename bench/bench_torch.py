@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""PyTorch-level benchmark of lkjit.torch.WTConv2d on one GPU (written for an H200).
+
+1. Layers, at the rows of docs/anchors-h200.md (k = 5): lkjit vs the reference algorithm in PyTorch
+   (python/tests/wtconv_reference.py, in the input dtype) vs cuDNN depthwise 5x5 / 7x7
+   (cudnn.benchmark=True). "fwd" = forward under no_grad; "train" = forward + backward (dX and every
+   parameter gradient). Median over timed iterations after warm-up, CUDA events per iteration.
+2. Peak memory of one training step of the layer alone, fp32 8x64x256x256, L=3: the rise of
+   torch.cuda.max_memory_allocated over what was allocated before the step (X, dOut and parameters
+   excluded), plus the device memory lkjit's layer owns (folded weights + scratch, allocated outside
+   PyTorch's allocator). The official fused kernels measured 496 MiB, the reference 1184, dw7 256.
+3. End to end: a training step (SGD, cross-entropy) of timm's convnext_tiny, batch 64, 224x224, as is and
+   with every block's 7x7 depthwise conv_dw replaced by WTConv2d(k=5, L = 5, 4, 3, 2 by stage), in fp32
+   and under bf16 autocast: images/s and peak memory (max_memory_allocated + lkjit workspaces).
+
+    PYTHONPATH=python LKJIT_LIBRARY=build/liblkjit.so python3 bench/bench_torch.py [--quick] [--json out.json]
+
+Prints markdown tables. --quick (about 150 s on an H200 with a cold kernel cache): 10 + 20 iterations per
+layer measurement, 3 + 10 network steps. Default: 10 + 30 and 5 + 20.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "python", "tests"))
+if "lkjit" not in sys.modules:
+    sys.path.insert(0, os.path.join(REPO, "python"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import lkjit  # noqa: E402
+from lkjit.torch import WTConv2d  # noqa: E402
+from wtconv_reference import ReferenceWTConv2d  # noqa: E402
+
+DT = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+LK_DT = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+# docs/anchors-h200.md: (dtype, B, C, H=W, L, also time cuDNN depthwise)
+ROWS = [
+    ("fp32", 8, 64, 256, 1, True), ("fp32", 8, 64, 256, 3, False), ("fp32", 8, 64, 256, 5, False),
+    ("fp32", 8, 128, 128, 3, True), ("fp16", 8, 64, 256, 3, True), ("fp16", 8, 128, 128, 5, True),
+    ("bf16", 8, 64, 256, 3, True),
+    ("fp32", 64, 96, 56, 5, True), ("fp32", 64, 192, 28, 4, True), ("fp32", 64, 384, 14, 3, True),
+    ("fp32", 64, 768, 7, 2, True),
+    ("fp16", 64, 96, 56, 5, True), ("fp16", 64, 192, 28, 4, True), ("fp16", 64, 384, 14, 3, True),
+    ("fp16", 64, 768, 7, 2, True),
+]
+MIB = 1 << 20
+
+
+def median_ms(fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    for a, b in ev:
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in ev)
+
+
+def first_call_s(fn):
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def fwd_fn(m, x):
+    def f():
+        with torch.no_grad():
+            m(x)
+    return f
+
+
+def train_fn(m, x, g):
+    def f():
+        x.grad = None
+        for p in m.parameters():
+            p.grad = None
+        m(x).backward(g)
+    return f
+
+
+def depthwise(C, k, dtype):
+    return nn.Conv2d(C, C, k, padding=k // 2, groups=C, bias=True).cuda().to(dtype)
+
+
+def lkjit_workspace(model):
+    return sum(m.lkjit_workspace_bytes() for m in model.modules() if isinstance(m, WTConv2d))
+
+
+# ---- optional: compile every lkjit kernel up front, in parallel, with the lkjit CLI -------------------
+
+def prewarm(cli, arch):
+    if cli == "off":
+        return None
+    if cli == "auto":
+        lib = os.environ.get("LKJIT_LIBRARY") or ""
+        cands = [os.path.join(os.path.dirname(lib), "lkjit")] if lib else []
+        cands.append(os.path.join(REPO, "build", "lkjit"))
+        cli = next((c for c in cands if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+        if cli is None:
+            return None
+    layers = [{"B": B, "C": C, "H": H, "W": H, "k": 5, "L": L, "stride": 1} for (_, B, C, H, L, _) in ROWS]
+    layers += [{"B": 64, "C": C, "H": H, "W": H, "k": 5, "L": L, "stride": 1}
+               for C, H, L in [(96, 56, 5), (192, 28, 4), (384, 14, 3), (768, 7, 2)]]
+    manifest = {"dtypes": ["f32", "f16", "bf16"], "passes": ["fwd", "bwd"], "layers": layers}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(manifest, f)
+    t = time.perf_counter()
+    r = subprocess.run([cli, "prewarm", f"--arch=sm_{arch}", f"--manifest={f.name}"], capture_output=True, text=True)
+    os.unlink(f.name)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        print(f"(prewarm with {cli} failed, rc {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}; "
+              f"kernels compile on first use instead)", file=sys.stderr)
+        return None
+    return dt
+
+
+# ---- 1. layers ----------------------------------------------------------------------------------------
+
+def bench_layers(args):
+    out = []
+    for dt_name, B, C, H, L, with_dw in ROWS:
+        dt = DT[dt_name]
+        torch.manual_seed(0)
+        x = torch.randn(B, C, H, H, device="cuda", dtype=dt)
+        g = torch.randn_like(x)
+        lk = WTConv2d(C, C, 5, wt_levels=L).cuda()
+        ref = ReferenceWTConv2d(C, 5, 1, True, L).cuda()
+        ref.load_state_dict(lk.state_dict())
+        ref = ref.to(dt)
+        row = {"dtype": dt_name, "B": B, "C": C, "H": H, "W": H, "L": L, "k": 5}
+        row["lkjit_first_call_s"] = first_call_s(fwd_fn(lk, x)) + first_call_s(train_fn(lk, x.requires_grad_(), g))
+        with torch.no_grad():
+            diff = (lk(x).float() - ref(x).float()).abs().max().item()
+        row["max_abs_diff_vs_ref"] = diff
+        row["lkjit_fwd"] = median_ms(fwd_fn(lk, x), args.warmup, args.iters)
+        row["lkjit_train"] = median_ms(train_fn(lk, x, g), args.warmup, args.iters)
+        row["ref_fwd"] = median_ms(fwd_fn(ref, x), args.warmup, args.iters)
+        row["ref_train"] = median_ms(train_fn(ref, x, g), args.warmup, args.iters)
+        if with_dw:
+            for k in (5, 7):
+                dw = depthwise(C, k, dt)
+                row[f"dw{k}_fwd"] = median_ms(fwd_fn(dw, x), args.warmup, args.iters)
+                row[f"dw{k}_train"] = median_ms(train_fn(dw, x, g), args.warmup, args.iters)
+        row["lkjit_plan"] = lk.lkjit_plan(B, H, H, dtype=dt, backward=False).splitlines()
+        out.append(row)
+        print(f"  {dt_name} {B}x{C}x{H}x{H} L{L}: lkjit {row['lkjit_fwd']:.3f} / {row['lkjit_train']:.3f} ms, "
+              f"ref {row['ref_fwd']:.3f} / {row['ref_train']:.3f} ms", file=sys.stderr)
+        del x, g, lk, ref
+    return out
+
+
+# ---- 2. layer memory ----------------------------------------------------------------------------------
+
+def step_memory(m, x, g):
+    train_fn(m, x, g)()  # warm: JIT, workspace, cuDNN algorithms
+    x.grad = None
+    for p in m.parameters():
+        p.grad = None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = m(x)
+    out.backward(g)
+    del out
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+def bench_memory():
+    B, C, H, L = 8, 64, 256, 3
+    torch.manual_seed(0)
+    x = torch.randn(B, C, H, H, device="cuda", requires_grad=True)
+    g = torch.randn_like(x)
+    res = {"shape": f"{B}x{C}x{H}x{H}", "L": L, "dtype": "fp32"}
+    lk = WTConv2d(C, C, 5, wt_levels=L).cuda()
+    torch_part = step_memory(lk, x, g)
+    ws = lk.lkjit_workspace_bytes()
+    res["lkjit"] = {"torch_MiB": torch_part / MIB, "workspace_MiB": ws / MIB, "total_MiB": (torch_part + ws) / MIB}
+    del lk
+    for name, m in [("ref", ReferenceWTConv2d(C, 5, 1, True, L).cuda()), ("dw7", depthwise(C, 7, torch.float32))]:
+        res[name] = {"total_MiB": step_memory(m, x, g) / MIB}
+        del m
+    res["fused_official_MiB"] = 496.0
+    return res
+
+
+# ---- 3. convnext_tiny -----------------------------------------------------------------------------------
+
+def convnext(with_wtconv):
+    import timm
+    model = timm.create_model("convnext_tiny", pretrained=False)
+    if with_wtconv:
+        for stage, L in zip(model.stages, (5, 4, 3, 2)):
+            for blk in stage.blocks:
+                C = blk.conv_dw.in_channels
+                blk.conv_dw = WTConv2d(C, C, 5, stride=1, bias=blk.conv_dw.bias is not None, wt_levels=L)
+    return model.cuda()
+
+
+def network_step(args, amp, with_wt, B=64):
+    torch.manual_seed(0)
+    model = convnext(with_wt).train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(B, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 1000, (B,), device="cuda")
+    losses = []
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+
+    first = first_call_s(step)
+    for _ in range(max(args.net_warmup - 1, 0)):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    ms = median_ms(step, 0, args.net_iters)
+    peak = torch.cuda.max_memory_allocated()
+    ws = lkjit_workspace(model)
+    return {"model": "convnext_tiny" + (" + WTConv2d" if with_wt else ""), "amp": "bf16" if amp else "fp32",
+            "batch": B, "step_ms": ms, "images_per_s": B / (ms / 1000), "first_step_s": first,
+            "peak_MiB": (peak + ws) / MIB, "torch_peak_MiB": peak / MIB, "lkjit_workspace_MiB": ws / MIB,
+            "losses_finite": bool(torch.isfinite(torch.stack(losses)).all())}
+
+
+def bench_network(args):
+    out = []
+    for amp in (False, True):
+        for with_wt in (False, True):
+            r = network_step(args, amp, with_wt)
+            torch.cuda.empty_cache()
+            out.append(r)
+            print(f"  {r['model']} {r['amp']}: {r['images_per_s']:.0f} img/s, {r['peak_MiB']:.0f} MiB", file=sys.stderr)
+    return out
+
+
+# ---- report -----------------------------------------------------------------------------------------------
+
+def fmt(v, nd=2):
+    return "" if v is None else f"{v:.{nd}f}"
+
+
+def print_tables(res):
+    d = res["device"]
+    print(f"\n### lkjit.torch.WTConv2d ({d['name']}, torch {d['torch']}, CUDA {d['cuda']}, cuDNN {d['cudnn']}, "
+          f"lkjit {d['lkjit']}; {res['iters']['layer']}; {d['date']})\n")
+    if res.get("prewarm_s") is not None:
+        print(f"Kernels prewarmed with `lkjit prewarm` in {res['prewarm_s']:.1f} s.\n")
+    print("| dtype | B | C | H=W | L | lkjit fwd/train | ref fwd/train | dw5 fwd/train | dw7 fwd/train "
+          "| train vs ref | train vs dw7 | lkjit 1st call s | max abs diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in res["layers"]:
+        pair = lambda k: f"{fmt(r.get(k + '_fwd'))} / {fmt(r.get(k + '_train'))}" if k + "_fwd" in r else ""  # noqa: E731
+        vs_dw7 = f"{r['dw7_train'] / r['lkjit_train']:.2f}x" if "dw7_train" in r else ""
+        print(f"| {r['dtype']} | {r['B']} | {r['C']} | {r['H']} | {r['L']} | {pair('lkjit')} | {pair('ref')} | "
+              f"{pair('dw5')} | {pair('dw7')} | {r['ref_train'] / r['lkjit_train']:.2f}x | {vs_dw7} | "
+              f"{r['lkjit_first_call_s']:.2f} | {r['max_abs_diff_vs_ref']:.1e} |")
+    print("\nTimes in ms (median). \"vs\" = speed-up of lkjit's training step. max abs diff: lkjit vs the reference "
+          "algorithm, forward, in the row's dtype.")
+    m = res.get("memory")
+    if m:
+        lk = m["lkjit"]
+        print(f"\n### Peak memory of a training step, layer alone ({m['dtype']} {m['shape']}, L={m['L']})\n")
+        print("| layer | MiB |\n|---|---|")
+        print(f"| lkjit | {lk['total_MiB']:.0f} (PyTorch {lk['torch_MiB']:.0f} + lkjit workspace "
+              f"{lk['workspace_MiB']:.0f}) |")
+        print(f"| reference | {m['ref']['total_MiB']:.0f} |\n| dw7 | {m['dw7']['total_MiB']:.0f} |")
+        print(f"| official fused (anchor) | {m['fused_official_MiB']:.0f} |")
+        print("\nRise of max_memory_allocated over the memory held before the step (X, dOut, parameters), plus "
+              "the device memory lkjit's layer owns.")
+    if res.get("network"):
+        print(f"\n### convnext_tiny training step, batch 64, 224x224 ({res['iters']['network']})\n")
+        print("| model | precision | step ms | images/s | peak MiB | of which lkjit workspace | 1st step s | "
+              "losses finite |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in res["network"]:
+            print(f"| {r['model']} | {r['amp']} | {r['step_ms']:.1f} | {r['images_per_s']:.0f} | {r['peak_MiB']:.0f} | "
+                  f"{r['lkjit_workspace_MiB']:.0f} | {r['first_step_s']:.1f} | {r['losses_finite']} |")
+        print("\nWTConv2d: k=5, L = 5, 4, 3, 2 by stage, replacing each block's 7x7 depthwise conv_dw. Peak = "
+              "max_memory_allocated + lkjit workspaces. fp32 runs with PyTorch's default TF32 settings "
+              f"(cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
+              f"matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}).")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer iterations (10 + 20 per layer, 3 + 10 network steps)")
+    ap.add_argument("--json", help="write the results to this JSON file")
+    ap.add_argument("--only", default="layers,memory,network", help="comma-separated: layers, memory, network")
+    ap.add_argument("--prewarm", default="off",
+                    help="compile every kernel first, in parallel, with the lkjit CLI: off (kernels compile on first "
+                         "use, timed in the '1st call' column), auto (the CLI beside $LKJIT_LIBRARY or build/lkjit), "
+                         "or its path")
+    args = ap.parse_args()
+    args.warmup, args.iters = (10, 20) if args.quick else (10, 30)
+    args.net_warmup, args.net_iters = (3, 10) if args.quick else (5, 20)
+    if not torch.cuda.is_available():
+        sys.exit("bench_torch: error: torch.cuda is not available")
+    status = lkjit.gpu_available()
+    if not status:
+        sys.exit(f"bench_torch: error: lkjit cannot use the GPU: {status.reason}")
+    torch.backends.cudnn.benchmark = True
+    only = set(args.only.split(","))
+    t0 = time.perf_counter()
+    cap = torch.cuda.get_device_capability()
+    res = {"device": {"name": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+                      "cudnn": torch.backends.cudnn.version(), "lkjit": lkjit.library_version(),
+                      "date": time.strftime("%Y-%m-%d")},
+           "iters": {"layer": f"{args.warmup} warm-up + {args.iters} timed iterations",
+                     "network": f"{args.net_warmup} warm-up + {args.net_iters} timed steps"}}
+    res["prewarm_s"] = prewarm(args.prewarm, cap[0] * 10 + cap[1])
+    if "layers" in only:
+        print("layers:", file=sys.stderr)
+        res["layers"] = bench_layers(args)
+    if "memory" in only:
+        res["memory"] = bench_memory()
+    if "network" in only:
+        print("network:", file=sys.stderr)
+        try:
+            import timm  # noqa: F401
+        except ImportError as e:
+            print(f"(timm not importable: {e}; network benchmark skipped)", file=sys.stderr)
+        else:
+            res["network"] = bench_network(args)
+    res["total_s"] = time.perf_counter() - t0
+    print_tables(res)
+    print(f"\nTotal {res['total_s']:.0f} s.")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+#include "cache/bundle.h"
+
+#include <fmt/format.h>
+#include <llvm/Support/Path.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cache/file_io.h"
+#include "lkjit/error.h"
+
+namespace lkjit::cache {
+namespace {
+
+const std::string kBundleMagic = "LKJIT-BUNDLE " + std::to_string(kBundleFormatVersion) + "\n";
+
+// Reads one "\n"-terminated line at *pos; false when there is none.
+bool next_line(const std::string& b, size_t* pos, std::string* line) {
+  const size_t nl = b.find('\n', *pos);
+  if (nl == std::string::npos) return false;
+  *line = b.substr(*pos, nl - *pos);
+  *pos = nl + 1;
+  return true;
+}
+
+}  // namespace
+
+bool is_key(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+BundleStats export_bundle(const DiskStore& store, const std::vector<std::string>& keys, const std::string& path) {
+  std::vector<std::string> wanted = keys;
+  if (wanted.empty())
+    for (const auto& l : store.list(/*verify=*/false)) wanted.push_back(l.key);
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  BundleStats st;
+  std::string out = kBundleMagic;
+  for (const auto& key : wanted) {
+    std::string bytes, why;
+    if (!is_key(key) || !read_whole_file(store.path_for(key), &bytes, &why)) {
+      st.skipped.push_back(fmt::format("{}: {}", key, why.empty() ? "not in the cache" : why));
+      continue;
+    }
+    if (!decode_entry(bytes, key, &why)) {  // never ship a corrupt entry
+      st.skipped.push_back(fmt::format("{}: {}", key, why));
+      continue;
+    }
+    out += fmt::format("entry {}\n", bytes.size());
+    out += bytes;
+    out += '\n';  // keeps every record line, and the end line, at the start of a line
+    ++st.entries;
+  }
+  out += fmt::format("end {} {}\n", st.entries, sha256_hex(out));
+  std::string dir = llvm::sys::path::parent_path(path).str();
+  if (dir.empty()) dir = ".";
+  write_file_atomically(dir, path, out, 0644);  // made to be shipped: readable like any other output
+  st.bytes = out.size();
+  return st;
+}
+
+BundleStats import_bundle(const DiskStore& store, const std::string& path) {
+  auto bad = [&](const std::string& what) {
+    return CacheError(fmt::format("lkjit: error: {}: not a valid lkjit bundle: {}; nothing imported", path, what));
+  };
+  std::string b, why;
+  if (!read_whole_file(path, &b, &why))
+    throw CacheError(why.empty() ? fmt::format("lkjit: error: {}: no such bundle file", path) : "lkjit: error: " + why);
+  if (b.compare(0, kBundleMagic.size(), kBundleMagic) != 0)
+    throw bad(fmt::format("bad magic (expected '{}')", kBundleMagic.substr(0, kBundleMagic.size() - 1)));
+  // Trailer first: it vouches for every byte before it.
+  if (b.back() != '\n') throw bad("truncated (no end line)");
+  const size_t end_at = b.rfind('\n', b.size() - 2) + 1;  // start of the last line
+  if (b.compare(end_at, 4, "end ") != 0) throw bad("truncated (no end line)");
+  size_t count = 0;
+  char sha[65] = {};
+  if (std::sscanf(b.c_str() + end_at, "end %zu %64[0-9a-f]\n", &count, sha) != 2 || std::string(sha).size() != 64)
+    throw bad("malformed end line");
+  if (sha256_hex(std::string_view(b).substr(0, end_at)) != sha) throw bad("checksum mismatch (damaged or truncated)");
+  std::vector<Entry> entries;
+  size_t pos = kBundleMagic.size();
+  std::string line;
+  while (pos < end_at) {
+    if (!next_line(b, &pos, &line) || line.rfind("entry ", 0) != 0) throw bad(fmt::format("bad record at byte {}", pos));
+    const uint64_t n = std::strtoull(line.c_str() + 6, nullptr, 10);
+    if (n >= end_at - pos || b[pos + n] != '\n') throw bad(fmt::format("entry {} runs past its record", entries.size() + 1));
+    auto e = decode_entry(std::string_view(b).substr(pos, n), "", &why);
+    if (!e) throw bad(fmt::format("entry {}: {}", entries.size() + 1, why));
+    if (!is_key(e->meta.key)) throw bad(fmt::format("entry {}: key '{}' is not 64 hex digits", entries.size() + 1, e->meta.key));
+    entries.push_back(std::move(*e));
+    pos += n + 1;
+  }
+  if (entries.size() != count) throw bad(fmt::format("{} entries, end line says {}", entries.size(), count));
+  BundleStats st;
+  st.entries = entries.size();
+  st.bytes = b.size();
+  const DiskStore uncapped(store.dir(), 0);  // one prune at the end, not one per entry
+  for (const auto& e : entries) {
+    if (uncapped.read(e.meta.key)) {
+      ++st.present;
+      continue;
+    }
+    uncapped.store(e.meta, e.payload);
+    ++st.imported;
+  }
+  if (store.max_bytes()) store.prune(store.max_bytes());
+  return st;
+}
+
+}  // namespace lkjit::cache

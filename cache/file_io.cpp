@@ -1,0 +1,96 @@
+#include "cache/file_io.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <llvm/ADT/SmallString.h>
+#include <llvm/Support/FileSystem.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "lkjit/error.h"
+
+namespace lkjit::cache {
+namespace {
+
+// Reads until n bytes or EOF; false on a read error.
+bool read_n(int fd, size_t n, std::string* out) {
+  out->resize(n);
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::read(fd, out->data() + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return false;
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  out->resize(got);
+  return true;
+}
+
+}  // namespace
+
+bool read_whole_file(const std::string& path, std::string* out, std::string* why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT && why) *why = fmt::format("{}: cannot open: {}", path, std::strerror(errno));
+    return false;
+  }
+  struct stat st {};
+  bool ok = ::fstat(fd, &st) == 0 && read_n(fd, static_cast<size_t>(st.st_size), out);
+  if (!ok && why) *why = fmt::format("{}: cannot read: {}", path, std::strerror(errno));
+  ::close(fd);
+  return ok;
+}
+
+bool read_file_prefix(const std::string& path, size_t max_bytes, std::string* out, uint64_t* file_size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  const bool ok = ::fstat(fd, &st) == 0 && read_n(fd, std::min<size_t>(max_bytes, st.st_size), out);
+  *file_size = static_cast<uint64_t>(st.st_size);
+  ::close(fd);
+  return ok;
+}
+
+void write_file_atomically(const std::string& dir, const std::string& path, const std::string& bytes, unsigned mode) {
+  int fd = -1;
+  llvm::SmallString<256> tmp;
+  if (auto ec = llvm::sys::fs::createUniqueFile(dir + "/.tmp-%%%%%%%%%%%%", fd, tmp, llvm::sys::fs::OF_None, mode))
+    throw CacheError(fmt::format("lkjit: error: {}: cannot create a temporary file: {}", dir, ec.message()));
+  size_t done = 0;
+  int err = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      err = w < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::close(fd) != 0 && !err) err = errno;
+  if (err) {
+    llvm::sys::fs::remove(tmp);
+    throw CacheError(fmt::format("lkjit: error: {}: write failed: {}", tmp.str().str(), std::strerror(err)));
+  }
+  if (auto ec = llvm::sys::fs::rename(tmp, path)) {
+    llvm::sys::fs::remove(tmp);
+    throw CacheError(fmt::format("lkjit: error: {}: cannot publish: {}", path, ec.message()));
+  }
+}
+
+void stamp_now(const std::string& path) { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+
+bool file_times(const std::string& path, int64_t* mtime_ns, uint64_t* size) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  *mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  *size = static_cast<uint64_t>(st.st_size);
+  return true;
+}
+
+}  // namespace lkjit::cache

@@ -1,0 +1,25 @@
+// File primitives of the cache: whole reads that never mmap (a file truncated under an mmap would
+// SIGBUS the reader), atomic temp-then-rename writes, and the last-use stamp.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace lkjit::cache {
+
+// Reads the whole file into *out. False when absent (then *why stays empty) or unreadable (*why
+// names the path and the OS message).
+bool read_whole_file(const std::string& path, std::string* out, std::string* why);
+// At most max_bytes from the start, and the file's size. False when it cannot be opened.
+bool read_file_prefix(const std::string& path, size_t max_bytes, std::string* out, uint64_t* file_size);
+
+// Writes bytes to a unique ".tmp-*" file in dir (mode & ~umask), then renames it over path. Throws
+// CacheError naming the path and the OS message; the temp file is removed on failure.
+void write_file_atomically(const std::string& dir, const std::string& path, const std::string& bytes,
+                           unsigned mode = 0600);
+
+// Sets the file's modification time to now (the cache's last-use stamp). Best effort.
+void stamp_now(const std::string& path);
+// Modification time in ns since the epoch, and size; false when the file is gone.
+bool file_times(const std::string& path, int64_t* mtime_ns, uint64_t* size);
+
+}  // namespace lkjit::cache

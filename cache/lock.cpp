@@ -1,0 +1,96 @@
+#include "cache/lock.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace lkjit::cache {
+namespace {
+
+bool same_file(int fd, const std::string& path) {
+  struct stat a {}, b {};
+  return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+}  // namespace
+
+FileLock FileLock::acquire(const std::string& path, std::chrono::milliseconds max_wait) {
+  FileLock l;
+  l.path_ = path;
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  auto pause = std::chrono::milliseconds(2);
+  for (;;) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      l.error_ = fmt::format("{}: cannot open lock file: {}", path, std::strerror(errno));
+      return l;
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      if (same_file(fd, path)) {
+        // The pid is only for people reading the directory; the lock itself is the flock.
+        const std::string pid = std::to_string(::getpid()) + "\n";
+        const bool noted = ::ftruncate(fd, 0) == 0 && ::write(fd, pid.data(), pid.size()) > 0;
+        (void)noted;
+        l.fd_ = fd;
+        l.state_ = State::kOwned;
+        return l;
+      }
+      ::close(fd);  // the previous owner unlinked this inode on release: lock the new file
+      continue;
+    }
+    const int err = errno;
+    ::close(fd);
+    if (err != EWOULDBLOCK && err != EINTR) {
+      l.error_ = fmt::format("{}: cannot lock: {}", path, std::strerror(err));
+      return l;
+    }
+    l.waited_ = true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      l.state_ = State::kTimedOut;
+      return l;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+FileLock::FileLock(FileLock&& o) noexcept { *this = std::move(o); }
+
+FileLock& FileLock::operator=(FileLock&& o) noexcept {
+  if (this != &o) {
+    release();
+    path_ = std::move(o.path_);
+    fd_ = o.fd_;
+    state_ = o.state_;
+    waited_ = o.waited_;
+    error_ = std::move(o.error_);
+    o.fd_ = -1;
+    o.state_ = State::kError;
+  }
+  return *this;
+}
+
+void FileLock::release() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // while still held: nobody can be between "locked" and "checked the path"
+  ::close(fd_);
+  fd_ = -1;
+  state_ = State::kError;
+}
+
+bool is_locked(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
+}  // namespace lkjit::cache

@@ -1,0 +1,151 @@
+// DiskStore maintenance: listings, LRU eviction under the size cap, clearing, and removal of files
+// that dead writers left behind.
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "cache/file_io.h"
+#include "cache/lock.h"
+#include "cache/store.h"
+
+namespace lkjit::cache {
+namespace {
+
+// A temp file this old belongs to a writer that died: live writers finish in seconds.
+constexpr int64_t kStaleTempNs = int64_t(3600) * 1000000000;
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec))
+    out.push_back(llvm::sys::path::filename(it->path()).str());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::vector<DiskStore::Listed> DiskStore::list(bool verify) const {
+  std::vector<Listed> out;
+  for (const auto& name : names_in(dir_)) {
+    if (!ends_with(name, ".lkjit")) continue;
+    Listed l;
+    l.path = dir_ + "/" + name;
+    l.key = name.substr(0, name.size() - 6);
+    if (!file_times(l.path, &l.last_used_ns, &l.file_bytes)) continue;  // removed meanwhile
+    l.locked = is_locked(lock_path_for(l.key));
+    std::string bytes;
+    if (verify) {
+      if (!read_whole_file(l.path, &bytes, &l.problem)) {
+        if (l.problem.empty()) continue;
+      } else if (auto e = decode_entry(bytes, l.key, &l.problem)) {
+        l.meta = std::move(e->meta);
+        l.ok = true;
+      }
+    } else {
+      uint64_t size = 0;
+      if (!read_file_prefix(l.path, kMaxEntryHeadBytes, &bytes, &size)) continue;
+      if (auto m = decode_entry_meta(bytes, size, &l.problem)) {
+        if (m->key == l.key) {
+          l.meta = std::move(*m);
+          l.ok = true;
+        } else {
+          l.problem = "key echo " + m->key + " does not match the file name";
+        }
+      }
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+size_t DiskStore::sweep_stale() const {
+  size_t n = 0;
+  const int64_t now = now_ns();
+  for (const auto& name : names_in(dir_)) {
+    const std::string path = dir_ + "/" + name;
+    if (name.rfind(".tmp-", 0) == 0) {
+      int64_t mtime = 0;
+      uint64_t size = 0;
+      if (file_times(path, &mtime, &size) && now - mtime > kStaleTempNs && !llvm::sys::fs::remove(path)) ++n;
+    } else if (ends_with(name, ".lock")) {
+      // Not held by anyone (its owner died): taking and releasing it removes it safely.
+      FileLock l = FileLock::acquire(path, std::chrono::milliseconds(0));
+      if (l.owned()) {
+        l.release();
+        ++n;
+      }
+    }
+  }
+  return n;
+}
+
+DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms) const {
+  PruneResult r;
+  if (!llvm::sys::fs::is_directory(dir_)) return r;
+  // One pruner at a time: two would each evict for the same excess.
+  FileLock guard = FileLock::acquire(dir_ + "/.prune.lock", std::chrono::milliseconds(wait_ms));
+  if (guard.state() == FileLock::State::kTimedOut) {
+    r.skipped = true;
+    return r;
+  }
+  r.stale_files = sweep_stale();
+  struct Item {
+    int64_t used_ns;
+    uint64_t bytes;
+    std::string key;
+  };
+  std::vector<Item> items;
+  uint64_t total = 0;
+  for (const auto& name : names_in(dir_)) {
+    if (!ends_with(name, ".lkjit")) continue;
+    Item it{0, 0, name.substr(0, name.size() - 6)};
+    if (!file_times(dir_ + "/" + name, &it.used_ns, &it.bytes)) continue;
+    total += it.bytes;
+    items.push_back(std::move(it));
+  }
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return a.used_ns != b.used_ns ? a.used_ns < b.used_ns : a.key < b.key;  // least recently used first
+  });
+  r.remaining = items.size();
+  for (const auto& it : items) {
+    if (total <= max_bytes) break;
+    if (pinned(it.key) || is_locked(lock_path_for(it.key))) {
+      ++r.kept_in_use;
+      continue;
+    }
+    if (llvm::sys::fs::remove(path_for(it.key))) continue;
+    total -= it.bytes;
+    ++r.removed;
+    r.removed_bytes += it.bytes;
+    --r.remaining;
+  }
+  r.remaining_bytes = total;
+  return r;
+}
+
+size_t DiskStore::clear() const {
+  if (!llvm::sys::fs::is_directory(dir_)) return 0;
+  size_t n = 0;
+  for (const auto& name : names_in(dir_)) {
+    if (!ends_with(name, ".lkjit")) continue;
+    const std::string key = name.substr(0, name.size() - 6);
+    if (pinned(key) || is_locked(lock_path_for(key))) continue;
+    if (!llvm::sys::fs::remove(dir_ + "/" + name)) ++n;
+  }
+  sweep_stale();
+  return n;
+}
+
+}  // namespace lkjit::cache

@@ -1,0 +1,97 @@
+/* C ABI of liblkjit.so: the WTConv layer (lkjit::WTConv, include/lkjit/wtconv.h) behind an opaque
+ * handle, for callers that cannot use C++ (Python's ctypes in python/lkjit/).
+ *
+ * Conventions:
+ *   - Every function that can fail returns an lkjit error code (0 = ok; 1 usage, 2 invalid argument,
+ *     3 compile, 4 driver, 5 cache, 6 internal: lkjit::ErrorCode plus LKJIT_E_INTERNAL). No exception
+ *     crosses this boundary. On failure lkjit_last_error() returns the message
+ *     ("lkjit: error: <subject>: <what> ..."), naming the bad value and the allowed range.
+ *   - Strings returned through `const char**` live in thread-local storage, valid until the next
+ *     lkjit_* call on the same thread; copy them.
+ *   - Tensors are device pointers: X, out, dOut, dX are NCHW contiguous in the layer's dtype;
+ *     parameters and gradients are fp32 in the reference module's shapes (see wtconv.h).
+ *   - A stream is a CUstream / cudaStream_t (NULL = the legacy default stream).
+ *   - One handle may be used from several threads: calls on it are serialised by a mutex.
+ */
+#ifndef LKJIT_C_API_H_
+#define LKJIT_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define LKJIT_API __attribute__((visibility("default")))
+#else
+#define LKJIT_API
+#endif
+
+/* Bumped when a signature below changes; python/lkjit checks it. */
+#define LKJIT_C_API_VERSION 1
+
+enum {
+  LKJIT_OK = 0,
+  LKJIT_E_USAGE = 1,
+  LKJIT_E_INVALID_ARGUMENT = 2,
+  LKJIT_E_COMPILE = 3,
+  LKJIT_E_DRIVER = 4,
+  LKJIT_E_CACHE = 5,
+  LKJIT_E_INTERNAL = 6 /* a non-lkjit exception (std::bad_alloc, ...) */
+};
+
+enum { LKJIT_DTYPE_F32 = 0, LKJIT_DTYPE_F16 = 1, LKJIT_DTYPE_BF16 = 2 };
+
+typedef struct lkjit_wtconv lkjit_wtconv; /* opaque */
+
+LKJIT_API const char* lkjit_version(void); /* "0.1.0" */
+LKJIT_API int lkjit_c_api_version(void);   /* LKJIT_C_API_VERSION */
+
+/* Message of the last failed call on this thread ("" when none failed). */
+LKJIT_API const char* lkjit_last_error(void);
+
+/* 1 when libcuda.so.1 loads and reports a device, else 0 with *why (if non-NULL) saying what is missing. */
+LKJIT_API int lkjit_gpu_available(const char** why);
+
+/* Creates a layer: C >= 1 channels (in = out), odd k in [1, 31], L in [0, 8], dtype LKJIT_DTYPE_*,
+ * bias 0/1, stride in [1, 64], CUDA device ordinal >= 0. Validates only; allocates nothing on the GPU. */
+LKJIT_API int lkjit_wtconv_create(int64_t C, int k, int L, int dtype, int bias, int stride, int device,
+                                  lkjit_wtconv** out);
+LKJIT_API void lkjit_wtconv_destroy(lkjit_wtconv* h); /* NULL is a no-op */
+
+/* Folds the scales into the weights (Eq. 8) on `stream`. level_w / level_s hold L pointers each (may be
+ * NULL when L = 0); base_b is required iff bias. The raw pointers are kept for backward (Eq. 9). */
+LKJIT_API int lkjit_wtconv_set_weights(lkjit_wtconv* h, const float* base_w, const float* base_b,
+                                       const float* base_s, const float* const* level_w,
+                                       const float* const* level_s, void* stream);
+
+/* out (B, C, ceil(H/stride), ceil(W/stride)) = WTConv(x (B, C, H, W)). */
+LKJIT_API int lkjit_wtconv_forward(lkjit_wtconv* h, const void* x, void* out, int64_t B, int64_t H, int64_t W,
+                                   void* stream);
+
+/* dX and every parameter gradient (written, not accumulated; deterministic). grad_base_b is required iff
+ * bias; grad_level_w / grad_level_s hold L pointers each. */
+LKJIT_API int lkjit_wtconv_backward(lkjit_wtconv* h, const void* x, const void* dout, void* dx,
+                                    float* grad_base_w, float* grad_base_b, float* grad_base_s,
+                                    float* const* grad_level_w, float* const* grad_level_s, int64_t B,
+                                    int64_t H, int64_t W, void* stream);
+
+/* Compiles and loads every kernel of a shape (backward too when backward != 0). */
+LKJIT_API int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward);
+
+/* The kernels a shape runs, one line each: "<kernel_name> tile=<tile> shape=<shape>[ level=<l>]".
+ * arch = 0 plans for the layer's device (needs a GPU); arch = 80, 90, ... plans from that arch's table
+ * (no GPU needed). */
+LKJIT_API int lkjit_wtconv_describe(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int arch,
+                                    const char** text);
+
+/* Device memory the layer owns now (folded weights + scratch), in bytes. */
+LKJIT_API int lkjit_wtconv_workspace_bytes(lkjit_wtconv* h, uint64_t* bytes);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LKJIT_C_API_H_ */

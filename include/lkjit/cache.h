@@ -1,0 +1,103 @@
+// The on-disk kernel cache, for tools and deployments: list, verify, prune and clear entries, see what
+// went into a key, and move entries between machines as one bundle file. No GPU needed.
+//
+// Layout: one file per entry, "<dir>/<key>.lkjit" (self-describing and checksummed), published by
+// atomic rename; "<key>.lock" while some process compiles that key. The directory must be private
+// to its owner (mode 0700 when lkjit creates it); one writable by others is refused (CacheError).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lkjit/spec.h"
+
+namespace lkjit {
+
+// What went into a kernel's content key: the digests of its texts, and the versions and options.
+struct KeyInputsInfo {
+  std::string key;  // hex SHA-256 (empty for a v1 entry's unrecorded inputs)
+  std::string kernel_name;
+  int arch = 0;
+  std::string nvrtc_version;
+  int generator_version = 0;
+  std::vector<std::string> options;
+  std::string source_sha256;
+  std::map<std::string, std::string> header_sha256;  // embedded header name -> SHA-256
+};
+
+// The inputs compile_kernel would hash for (spec, tile) with this build and this NVRTC.
+KeyInputsInfo kernel_key_inputs(const OpSpec& spec, const Tile& tile);
+// One line per input that differs between two keys' inputs ("nvrtc: 12.8 -> 13.0", "header
+// wtconv/fold.cuh: 1a2b.. -> 3c4d.."); empty when they agree.
+std::vector<std::string> key_input_differences(const KeyInputsInfo& from, const KeyInputsInfo& to);
+
+// LKJIT_CACHE_MAX_BYTES, default 1 GiB (0: no cap). Error (code kInvalidArgument) when malformed.
+uint64_t cache_max_bytes();
+// A size as LKJIT_CACHE_MAX_BYTES takes it: bytes with an optional K/M/G/T suffix (powers of 1024).
+// what names the setting in the error message.
+uint64_t parse_byte_size(const std::string& text, const char* what);
+
+struct CacheEntryInfo {
+  std::string key;
+  std::string path;
+  KeyInputsInfo inputs;  // kernel name, arch, NVRTC, ... (valid when ok; key inputs from format 2)
+  std::string spec;      // OpSpec::to_string() and tile
+  int format = 0;        // entry format version
+  uint64_t file_bytes = 0, payload_bytes = 0;
+  double last_used = 0;  // seconds since the epoch: the cache's own stamp, set on every hit
+  bool locked = false;   // some process is compiling this key now
+  bool ok = false;
+  std::string problem;   // why not ok
+};
+
+struct CachePruneReport {
+  size_t removed = 0;
+  uint64_t removed_bytes = 0;
+  size_t kept_in_use = 0;  // would have been evicted, but in use (loading here, or locked)
+  size_t remaining = 0;
+  uint64_t remaining_bytes = 0;
+  size_t stale_files = 0;  // temp and lock files left by dead processes, removed
+  bool skipped = false;    // another process was pruning
+};
+
+struct CacheBundleReport {
+  size_t entries = 0;   // in the bundle
+  size_t imported = 0;  // import: newly added to the cache
+  size_t present = 0;   // import: already cached
+  uint64_t bytes = 0;   // bundle file size
+  std::vector<std::string> skipped;  // export: requested keys missing or corrupt, with why
+};
+
+class KernelCache {
+ public:
+  // The cache compile_kernel uses (cache_dir(), cache_max_bytes()), or another directory.
+  KernelCache();
+  explicit KernelCache(std::string dir, uint64_t max_bytes = 0);
+
+  const std::string& dir() const { return dir_; }
+  uint64_t max_bytes() const { return max_bytes_; }
+
+  // Creates the directory if needed and refuses one writable by others. Throws CacheError.
+  void check() const;
+  // Every entry, most recently used first. verify=false reads only metadata (fast); true reads and
+  // checksums every entry.
+  std::vector<CacheEntryInfo> list(bool verify = false) const;
+  // Checks every entry; the corrupt ones are removed (as a lookup would) and returned with why.
+  std::vector<CacheEntryInfo> verify() const;
+  // Least-recently-used eviction down to max_bytes (default: this cache's cap), plus stale files.
+  CachePruneReport prune(std::optional<uint64_t> max_bytes = std::nullopt) const;
+  // Removes every entry not in use. Returns how many.
+  size_t clear() const;
+  // A bundle of the given keys' entries (every entry when keys is empty), written temp-then-rename.
+  CacheBundleReport export_bundle(const std::string& file, const std::vector<std::string>& keys = {}) const;
+  // Verifies the whole bundle, then adds its entries. Throws CacheError; a bad bundle adds nothing.
+  CacheBundleReport import_bundle(const std::string& file) const;
+
+ private:
+  std::string dir_;
+  uint64_t max_bytes_ = 0;
+};
+
+}  // namespace lkjit

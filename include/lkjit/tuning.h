@@ -1,0 +1,205 @@
+// Autotuning: which tile a kernel runs with. Candidates are the points of the kernel's tile space
+// (enumerate()), measured on the device (warm-up, L2 flushed and inputs rotated before every timed run,
+// median of CUDA-event timings, finalists re-measured) and the decision is kept in a tuning database
+// (JSON beside the kernel cache: <cache dir>/tuning.json, or LKJIT_TUNING_DB), keyed by device class,
+// spec and shape bucket. Lookups go through tiers and report the one used (kernel_launcher's
+// WisdomResult). The WTConv layer-level problem (what is timed) is in lkjit/wtconv_tune.h.
+//
+// Errors: SpecError for bad modes, strategies or specs; DriverError where a GPU is needed and absent.
+// A candidate that is rejected, fails to compile or fails to launch is a CandidateResult with its
+// reason, never an exception.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lkjit/generator.h"
+#include "lkjit/runtime.h"
+#include "lkjit/spec.h"
+
+namespace lkjit {
+
+// How tiles are chosen (LKJIT_TUNE; an explicit API choice wins over the variable).
+enum class TuneMode {
+  kOff,     // the heuristic default_tile() only; the database is not read
+  kCached,  // database lookup through the tiers, else the default; never measures (layers' default)
+  kTune,    // as kCached, and a kernel without an exact record is tuned and recorded (Tuner's default)
+  kRetune,  // always tune and overwrite the record
+};
+const char* to_string(TuneMode m);                // "off" | "cached" | "tune" | "retune"
+TuneMode parse_tune_mode(const std::string& s);   // SpecError naming the value and the allowed set
+std::optional<TuneMode> tune_mode_from_env();     // LKJIT_TUNE; nullopt when unset; SpecError if bad
+// api if set, else LKJIT_TUNE if set, else fallback.
+TuneMode resolve_tune_mode(std::optional<TuneMode> api, TuneMode fallback);
+
+enum class TuneStrategy {
+  kExhaustive,  // every candidate (ignores the budget)
+  kRandom,      // default first, then a seeded shuffle, until the budget is spent
+  kGreedy,      // coordinate descent over the axes from the default, until converged or out of budget
+};
+const char* to_string(TuneStrategy s);               // "exhaustive" | "random" | "greedy"
+TuneStrategy parse_tune_strategy(const std::string& s);  // SpecError
+
+// Where a tile came from, best first.
+enum class LookupTier {
+  kTuned,         // measured by this call
+  kExact,         // a record for this device class, spec and shape bucket
+  kNearestShape,  // same device class and spec, the nearest other shape whose tile fits this one
+  kSameArch,      // same compute capability, another device (name or SM count differ)
+  kDefault,       // the heuristic default_tile()
+  kOverride,      // pinned by WTConv::set_tile_override
+};
+const char* to_string(LookupTier t);  // "tuned" | "exact" | "nearest_shape" | "same_arch" | ...
+
+// The device a decision holds for: name, compute capability and SM count.
+struct DeviceClass {
+  std::string name;  // "NVIDIA H200"
+  int arch = 0;      // 90
+  int sm_count = 0;
+  bool operator==(const DeviceClass& o) const { return name == o.name && arch == o.arch && sm_count == o.sm_count; }
+  std::string to_string() const;  // "NVIDIA H200 (sm_90, 132 SMs)"
+};
+DeviceClass device_class(const DeviceInfo& d);
+
+// The shape class a decision holds for: B and C rounded up to powers of two; H and W exact up to 64,
+// above that rounded up to a quarter octave (65..80 -> 80, 193..224 -> 224, 225..256 -> 256); stride
+// exact. Decisions carry over within a bucket because block counts and per-block work scale alike.
+Shape shape_bucket(const Shape& s);
+std::string bucket_key(const Shape& s);  // "B64_C128_H56_W56_s1", of shape_bucket(s)
+
+// Tile fields by tile-space axis name ("tile_h", "tile_w", "planes", "vy", "threads"): the names are
+// the JSON keys and table columns. get: 0 for an unknown name; set: false for an unknown name.
+int tile_axis(const Tile& t, const std::string& axis);
+bool set_tile_axis(Tile& t, const std::string& axis, int value);
+const std::vector<std::string>& tile_axis_names();
+
+// The database key of a spec: its kernel name without the tile,
+// e.g. "lkjit_wtconv_fwd_plane_f32_nchw_k5_L3_sm90".
+std::string spec_key(const OpSpec& s);
+
+// ---- statistics and selection (pure, no GPU) ------------------------------------------------------
+struct Summary {
+  double median_ms = 0;
+  double noise = 0;  // robust relative stddev: 1.4826 * MAD / median; 0 for one sample
+  double min_ms = 0;
+  int n = 0;
+};
+Summary summarize(std::vector<double> ms);
+
+enum class CandidateStatus { kOk, kRejected, kCompileFailed, kLaunchFailed, kError };
+const char* to_string(CandidateStatus s);  // "ok" | "rejected" | "compile_failed" | "launch_failed" | "error"
+
+struct CandidateResult {
+  Tile tile;
+  int order = 0;  // fixed candidate order: 0 = the default, then enumerate() order
+  CandidateStatus status = CandidateStatus::kOk;
+  std::string reason;              // why it failed (status != kOk)
+  std::vector<double> samples_ms;  // behind `summary` (a finalist: its re-measurement rounds)
+  Summary summary;
+  bool finalist = false;           // among the top few re-measured with more samples
+  int regs = -1, spill_bytes = -1, smem_bytes = -1;
+  double compile_s = 0;
+};
+
+// The choice among ok candidates: the lowest `order` whose median is within the measured noise of the
+// best median, tol = max(min_noise, noise of the best, noise of the candidate). Ties thus go to a fixed
+// order (the default first), and the result does not depend on the vector's order. nullopt if none ok.
+std::optional<size_t> select_best(const std::vector<CandidateResult>& c, double min_noise);
+// Indices ranked for reports: ok by median (ties by order), then failures by order.
+std::vector<size_t> rank(const std::vector<CandidateResult>& c);
+
+// ---- tuning ---------------------------------------------------------------------------------------
+struct TuneProgress {
+  std::string what;     // e.g. "wtconv_fwd_plane" or "wtconv_fwd_level l=2"
+  int done = 0;         // candidates measured so far
+  int total = 0;        // known total (exhaustive, or what is left), else 0
+  double elapsed_s = 0;
+  double budget_s = 0;  // 0 when unbudgeted
+  double best_ms = 0;   // best median so far (0: none)
+};
+
+struct TuneOptions {
+  std::optional<TuneMode> mode;  // unset: LKJIT_TUNE, else the caller's default
+  TuneStrategy strategy = TuneStrategy::kGreedy;
+  double budget_s = 0;   // random/greedy, per kernel: no new candidates after this (0: LKJIT_TUNE_BUDGET)
+  int top = 4;           // finalists re-measured, plus the default
+  int warmup = 2;        // untimed runs before a candidate's samples
+  int reps = 5;          // timed runs per candidate during the search
+  int final_reps = 15;   // timed runs per finalist, in 3 interleaved rounds (clock drift hits all alike)
+  double min_noise = 0.02;  // relative tie tolerance floor (see select_best)
+  uint64_t seed = 1;     // random strategy
+  int jobs = 0;          // parallel NVRTC compiles (0: hardware threads)
+  bool save = true;      // record decisions in the database
+  std::string db_path;   // empty: tuning_db_path()
+  std::function<void(const TuneProgress&)> progress;  // called after each measured batch
+};
+
+// The candidates of spec on shape in the tuner's fixed order: the default first (if valid for the
+// shape), then the rest of enumerate(spec, limits, &shape).
+std::vector<Tile> tune_candidates(const OpSpec& spec, const Shape& shape, const DeviceLimits& limits);
+// Compiles each tile into the kernel cache on `jobs` threads (0: hardware threads); no GPU needed. A
+// tile rejected for the shape or failing to compile is a result with its reason (tile, status,
+// reason and compile_s are set).
+std::vector<CandidateResult> precompile_candidates(const OpSpec& spec, const Shape& shape, const DeviceLimits& limits,
+                                                   const std::vector<Tile>& tiles, int jobs = 0);
+
+// LKJIT_TUNING_DB, else <cache_dir()>/tuning.json.
+std::string tuning_db_path();
+
+// What tuning one kernel found.
+struct KernelTuneResult {
+  OpSpec spec;
+  Shape shape;    // the shape the kernel sees (a level kernel: its input low band)
+  int level = 0;  // level kernels: 1..L
+  Tile default_tile, chosen;
+  std::vector<CandidateResult> candidates;  // every candidate tried, in the fixed order
+  size_t space_size = 0;                    // valid points for this shape
+  TuneStrategy strategy = TuneStrategy::kGreedy;
+  bool budget_hit = false;
+  double seconds = 0;                       // wall time, compiles included
+  double best_ms = 0, default_ms = 0;       // medians of the chosen and the default tile (0: failed)
+};
+
+struct TileChoice {
+  Tile tile;
+  LookupTier tier = LookupTier::kDefault;
+  std::string detail;  // which record matched, or why none did
+};
+
+// A kernel ready to launch with the tile the mode chose.
+struct TunedKernel {
+  OpSpec spec;
+  Shape shape;
+  Tile tile;
+  LaunchGeometry geometry;
+  LookupTier tier = LookupTier::kDefault;
+  std::string detail;
+  CompiledKernel compiled;
+  const LoadedKernel* loaded = nullptr;
+  std::optional<KernelTuneResult> tuning;  // set when tier == kTuned
+};
+
+class Tuner {
+ public:
+  explicit Tuner(TuneOptions options = {});
+  const TuneOptions& options() const { return opt_; }
+  TuneMode mode() const;  // options.mode, else LKJIT_TUNE, else kTune
+  std::string db_path() const;
+
+  // The tile by the lookup tiers, without measuring (no GPU): off -> the default; otherwise exact,
+  // nearest shape, same compute capability (each re-validated for `shape`: a point of
+  // enumerate(spec, limits, &shape)), then the default. A corrupt database reads as empty (logged).
+  TileChoice lookup(const OpSpec& spec, const Shape& shape, const DeviceClass& dev, const DeviceLimits& limits) const;
+
+  // The tile per the mode (tune: tunes on a miss, i.e. no exact record; retune: always), compiled and
+  // loaded on `device`. Tuning runs a WTConv layer problem containing the kernel (wtconv_tune.h).
+  // DriverError without a GPU; SpecError if spec.arch is not the device's.
+  TunedKernel get(const OpSpec& spec, const Shape& shape, int device = 0);
+
+ private:
+  TuneOptions opt_;
+};
+
+}  // namespace lkjit

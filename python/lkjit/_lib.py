@@ -1,0 +1,265 @@
+"""ctypes binding of liblkjit.so's C ABI (include/lkjit/c_api.h). Imports nothing but the standard library.
+
+Where the library is found, first match wins:
+  1. ``$LKJIT_LIBRARY``: a path to liblkjit.so (an error if it does not load; no fallback).
+  2. ``liblkjit.so`` beside this file (``pip install ./python`` copies a prebuilt one there).
+  3. a source checkout: ``<repo>/build/liblkjit.so``, then ``<repo>/build*/liblkjit.so``, newest first.
+  4. the dynamic linker's search path (``LD_LIBRARY_PATH``, ldconfig).
+"""
+import ctypes
+import glob
+import os
+import threading
+
+C_API_VERSION = 1  # LKJIT_C_API_VERSION this binding was written for
+
+DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2}
+_DTYPE_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
+                  "f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16",
+                  "bf16": "bf16", "bfloat16": "bf16"}
+MAX_LEVELS = 8
+
+
+class LkjitError(RuntimeError):
+    """An error reported by liblkjit; ``code`` is the C ABI's error code (see c_api.h)."""
+
+    code = 6
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class SpecError(LkjitError, ValueError):
+    """A value out of the supported range (the message names it and the range). Code 2."""
+    code = 2
+
+
+class CompileError(LkjitError):
+    """NVRTC rejected a generated kernel (the message carries the log). Code 3."""
+    code = 3
+
+
+class DriverError(LkjitError):
+    """No CUDA driver or GPU, or a failed CUDA driver call (the CUresult is named). Code 4."""
+    code = 4
+
+
+class CacheError(LkjitError):
+    """The on-disk kernel cache could not be read or written (path and OS message). Code 5."""
+    code = 5
+
+
+class LibraryNotFoundError(LkjitError, OSError):
+    """liblkjit.so could not be found or loaded; the message lists every place tried."""
+    code = 1
+
+
+_ERRORS = {1: LkjitError, 2: SpecError, 3: CompileError, 4: DriverError, 5: CacheError, 6: LkjitError}
+
+
+def dtype_code(dtype):
+    """'f32' | 'fp32' | 'float32' | 'f16' | 'fp16' | 'half' | 'bf16' | 'bfloat16' (or 0, 1, 2) -> 0, 1, 2.
+
+    Raises SpecError naming the value otherwise."""
+    if isinstance(dtype, int) and not isinstance(dtype, bool) and dtype in DTYPE_CODES.values():
+        return dtype
+    name = _DTYPE_ALIASES.get(str(dtype).lower().replace("torch.", ""))
+    if name is None:
+        raise SpecError(f"lkjit: error: wtconv: dtype={dtype!r} is not supported; supported: "
+                        f"float32, float16, bfloat16")
+    return DTYPE_CODES[name]
+
+
+def _candidates():
+    env = os.environ.get("LKJIT_LIBRARY", "")
+    if env:
+        return [env], True
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = [os.path.join(here, "liblkjit.so")]
+    repo = os.path.dirname(os.path.dirname(here))  # python/lkjit -> repo root
+    if os.path.isfile(os.path.join(repo, "CMakeLists.txt")):
+        out.append(os.path.join(repo, "build", "liblkjit.so"))
+        more = [p for p in glob.glob(os.path.join(repo, "build*", "liblkjit.so")) if p not in out]
+        out += sorted(more, key=lambda p: -os.path.getmtime(p))
+    out.append("liblkjit.so")  # dynamic linker search path
+    return out, False
+
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+
+
+def _declare(lib):
+    c = ctypes
+    i64, vp, pp = c.c_int64, c.c_void_p, c.POINTER(c.c_void_p)
+    sigs = {
+        "lkjit_version": (c.c_char_p, []),
+        "lkjit_c_api_version": (c.c_int, []),
+        "lkjit_last_error": (c.c_char_p, []),
+        "lkjit_gpu_available": (c.c_int, [c.POINTER(c.c_char_p)]),
+        "lkjit_wtconv_create": (c.c_int, [i64, c.c_int, c.c_int, c.c_int, c.c_int, c.c_int, c.c_int, pp]),
+        "lkjit_wtconv_destroy": (None, [vp]),
+        "lkjit_wtconv_set_weights": (c.c_int, [vp, vp, vp, vp, pp, pp, vp]),
+        "lkjit_wtconv_forward": (c.c_int, [vp, vp, vp, i64, i64, i64, vp]),
+        "lkjit_wtconv_backward": (c.c_int, [vp, vp, vp, vp, vp, vp, vp, pp, pp, i64, i64, i64, vp]),
+        "lkjit_wtconv_prepare": (c.c_int, [vp, i64, i64, i64, c.c_int]),
+        "lkjit_wtconv_describe": (c.c_int, [vp, i64, i64, i64, c.c_int, c.c_int, c.POINTER(c.c_char_p)]),
+        "lkjit_wtconv_workspace_bytes": (c.c_int, [vp, c.POINTER(c.c_uint64)]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+def load():
+    """The loaded library (a ctypes.CDLL), loading it on first use. Raises LibraryNotFoundError."""
+    global _lib, _lib_path
+    with _lock:
+        if _lib is not None:
+            return _lib
+        paths, from_env = _candidates()
+        tried = []
+        for p in paths:
+            if os.sep in p and not os.path.exists(p):
+                tried.append(f"{p}: no such file")
+                continue
+            try:
+                lib = ctypes.CDLL(p)
+                _declare(lib)
+            except (OSError, AttributeError) as e:
+                tried.append(f"{p}: {e}")
+                continue
+            got = lib.lkjit_c_api_version()
+            if got != C_API_VERSION:
+                tried.append(f"{p}: C ABI version {got}, this package needs {C_API_VERSION} (rebuild liblkjit.so)")
+                continue
+            _lib, _lib_path = lib, (os.path.abspath(p) if os.sep in p else p)
+            return lib
+        raise LibraryNotFoundError(
+            "lkjit: error: liblkjit.so could not be loaded" + (" from $LKJIT_LIBRARY" if from_env else "")
+            + "; tried: " + "; ".join(tried)
+            + ". Build it (cmake --build build --target lkjit_shared) and set LKJIT_LIBRARY to its path.")
+
+
+def library_path():
+    """Path of the loaded liblkjit.so, loading it if needed. Raises LibraryNotFoundError."""
+    load()
+    return _lib_path
+
+
+def _check(rc):
+    if rc != 0:
+        msg = _lib.lkjit_last_error().decode("utf-8", "replace")
+        raise _ERRORS.get(rc, LkjitError)(msg or f"lkjit: error: code {rc}", rc)
+
+
+def _ptrs(values):
+    arr = (ctypes.c_void_p * max(len(values), 1))()
+    for i, v in enumerate(values):
+        arr[i] = v
+    return arr
+
+
+class GpuStatus:
+    """Truthy when a GPU can run lkjit kernels; ``reason`` says why not otherwise."""
+
+    __slots__ = ("available", "reason")
+
+    def __init__(self, available, reason=""):
+        self.available = bool(available)
+        self.reason = reason
+
+    def __bool__(self):
+        return self.available
+
+    def __repr__(self):
+        return f"GpuStatus(available={self.available}, reason={self.reason!r})"
+
+
+def gpu_available():
+    """GpuStatus: whether libcuda.so.1 loads and reports a device (and liblkjit.so loads)."""
+    try:
+        lib = load()
+    except LibraryNotFoundError as e:
+        return GpuStatus(False, str(e))
+    why = ctypes.c_char_p()
+    ok = lib.lkjit_gpu_available(ctypes.byref(why))
+    return GpuStatus(ok == 1, "" if ok == 1 else (why.value or b"").decode("utf-8", "replace"))
+
+
+class WTConvLayer:
+    """One lkjit::WTConv layer (opaque C handle): fixed C, k, L, dtype, bias, stride and CUDA device.
+
+    Pointers are integers (e.g. ``tensor.data_ptr()``); a stream is a cudaStream_t as an int (0 = the
+    legacy default stream). X / out / dOut / dX: NCHW contiguous in ``dtype``; parameters and their
+    gradients: fp32, the reference module's shapes (see include/lkjit/wtconv.h).
+    Raises SpecError for out-of-range options, LibraryNotFoundError without liblkjit.so."""
+
+    def __init__(self, C, k=5, L=1, dtype="f32", bias=True, stride=1, device=0):
+        lib = load()
+        self._lib = lib
+        self._h = None
+        self.C, self.k, self.L, self.bias, self.stride, self.device = int(C), int(k), int(L), bool(bias), int(stride), int(device)
+        self.dtype = dtype_code(dtype)
+        h = ctypes.c_void_p()
+        _check(lib.lkjit_wtconv_create(self.C, self.k, self.L, self.dtype, int(self.bias), self.stride,
+                                       self.device, ctypes.byref(h)))
+        self._h = h
+
+    def close(self):
+        if self._h is not None and self._h.value:
+            self._lib.lkjit_wtconv_destroy(self._h)
+        self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _handle(self):
+        if self._h is None:
+            raise SpecError("lkjit: error: wtconv: the layer was closed")
+        return self._h
+
+    def set_weights(self, base_w, base_b, base_s, level_w, level_s, stream=0):
+        """Folds the scales into the weights (Eq. 8 of Aflalo et al.) on ``stream``."""
+        self._check_levels(level_w, level_s, "level_w", "level_s")
+        _check(self._lib.lkjit_wtconv_set_weights(self._handle(), base_w, base_b or None, base_s,
+                                                  _ptrs(level_w), _ptrs(level_s), stream or None))
+
+    def forward(self, x, out, B, H, W, stream=0):
+        _check(self._lib.lkjit_wtconv_forward(self._handle(), x, out, B, H, W, stream or None))
+
+    def backward(self, x, dout, dx, grad_base_w, grad_base_b, grad_base_s, grad_level_w, grad_level_s, B, H, W,
+                 stream=0):
+        self._check_levels(grad_level_w, grad_level_s, "grad_level_w", "grad_level_s")
+        _check(self._lib.lkjit_wtconv_backward(self._handle(), x, dout, dx, grad_base_w, grad_base_b or None,
+                                               grad_base_s, _ptrs(grad_level_w), _ptrs(grad_level_s), B, H, W,
+                                               stream or None))
+
+    def prepare(self, B, H, W, backward=False):
+        """Compiles and loads every kernel of a shape."""
+        _check(self._lib.lkjit_wtconv_prepare(self._handle(), B, H, W, int(bool(backward))))
+
+    def describe(self, B, H, W, backward=False, arch=0):
+        """The kernels a shape runs, one line each. arch=0: for this layer's GPU; 80, 90, ...: no GPU needed."""
+        text = ctypes.c_char_p()
+        _check(self._lib.lkjit_wtconv_describe(self._handle(), B, H, W, int(bool(backward)), int(arch),
+                                               ctypes.byref(text)))
+        return (text.value or b"").decode()
+
+    def workspace_bytes(self):
+        """Device memory this layer owns now (folded weights + scratch), bytes."""
+        n = ctypes.c_uint64()
+        _check(self._lib.lkjit_wtconv_workspace_bytes(self._handle(), ctypes.byref(n)))
+        return n.value
+
+    def _check_levels(self, a, b, na, nb):
+        if len(a) != self.L or len(b) != self.L:
+            raise SpecError(f"lkjit: error: wtconv: {na} and {nb} hold {len(a)} and {len(b)} pointers; "
+                            f"this layer has L={self.L}")

@@ -1,0 +1,207 @@
+"""CPU tests of the lkjit package (no GPU needed; CTest `python_cpu`, label cpu): it installs with pip
+(offline, into a --target folder), imports without PyTorch, loads liblkjit.so, reports the missing GPU
+with a reason, and maps C ABI errors to exceptions that name the bad value. The PyTorch module's
+argument checks and state_dict handling run when torch is importable (skipped otherwise)."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import lkjit
+from lkjit import _state_dict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG_SRC = os.path.dirname(HERE)  # python/
+
+
+def _library_or_skip():
+    try:
+        return lkjit.library_path()
+    except lkjit.LibraryNotFoundError as e:
+        pytest.skip(f"liblkjit.so not built: {e}")
+
+
+def _pip_or_skip():
+    r = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"{sys.executable} has no pip")
+
+
+def test_versions_agree():
+    text = open(os.path.join(PKG_SRC, "pyproject.toml"), encoding="utf-8").read()
+    assert re.search(r'^version = "([^"]+)"', text, re.M).group(1) == lkjit.__version__
+    _library_or_skip()
+    assert lkjit.library_version() == lkjit.__version__
+
+
+def test_import_does_not_import_torch():
+    code = "import sys, lkjit; lkjit.gpu_available(); assert 'torch' not in sys.modules, 'torch was imported'"
+    env = dict(os.environ, PYTHONPATH=PKG_SRC)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+
+
+def test_pip_install_into_target(tmp_path):
+    _pip_or_skip()
+    lib = _library_or_skip()
+    target = tmp_path / "site"
+    env = dict(os.environ, LKJIT_LIBRARY=lib, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
+                        PKG_SRC], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (target / "lkjit" / "liblkjit.so").is_file(), "the prebuilt library was not bundled"
+    # The installed copy, with no LKJIT_LIBRARY: it must find the bundled library.
+    env = {k: v for k, v in os.environ.items() if k not in ("LKJIT_LIBRARY", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(target)
+    code = ("import lkjit; s = lkjit.gpu_available(); "
+            "print(lkjit.__file__); print(lkjit.library_path()); print(bool(s)); print(s.reason)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[0].startswith(str(target)) and out[1] == str(target / "lkjit" / "liblkjit.so")
+    if out[2] == "False":
+        assert out[3], "a missing GPU must come with a reason"
+
+
+def test_missing_library_is_reported(tmp_path):
+    env = dict(os.environ, PYTHONPATH=PKG_SRC, LKJIT_LIBRARY=str(tmp_path / "nope" / "liblkjit.so"))
+    code = ("import lkjit\ns = lkjit.gpu_available()\nassert not s and 'nope' in s.reason, s\n"
+            "try:\n    lkjit.WTConvLayer(8)\nexcept lkjit.LibraryNotFoundError as e:\n    print(e)\n"
+            "else:\n    raise SystemExit('no error')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "LKJIT_LIBRARY" in r.stdout and "no such file" in r.stdout
+
+
+def test_gpu_available_reports_a_reason():
+    _library_or_skip()
+    s = lkjit.gpu_available()
+    if s:
+        pytest.skip("this machine has a GPU")
+    assert s.available is False and not s
+    assert "libcuda" in s.reason or "GPU" in s.reason or "device" in s.reason, s.reason
+
+
+def test_layer_options_are_validated():
+    _library_or_skip()
+    with pytest.raises(lkjit.SpecError, match=r"k=4 is out of range.*L=9 is out of range") as e:
+        lkjit.WTConvLayer(8, k=4, L=9)
+    assert e.value.code == 2 and isinstance(e.value, ValueError)
+    with pytest.raises(lkjit.SpecError, match="stride=0"):
+        lkjit.WTConvLayer(8, stride=0)
+    with pytest.raises(lkjit.SpecError, match="C=0"):
+        lkjit.WTConvLayer(0)
+    with pytest.raises(lkjit.SpecError, match="'f64'"):
+        lkjit.WTConvLayer(8, dtype="f64")
+
+
+def test_plan_without_gpu():
+    _library_or_skip()
+    layer = lkjit.WTConvLayer(96, k=5, L=5, dtype="bf16")
+    fwd = layer.describe(64, 56, 56, arch=90).splitlines()
+    assert fwd[0].startswith("lkjit_wtconv_fold_k5_L5") and "bf16" in fwd[1] and "sm90" in fwd[1]
+    bwd = layer.describe(8, 512, 512, backward=True, arch=90)
+    assert "level=5" in bwd
+    with pytest.raises(lkjit.SpecError, match="sm_12|arch|12"):
+        layer.describe(1, 8, 8, arch=12)
+    with pytest.raises(lkjit.SpecError, match="H=0"):
+        layer.describe(1, 0, 8, arch=90)
+
+
+def test_calls_without_gpu_raise_driver_error():
+    _library_or_skip()
+    if lkjit.gpu_available():
+        pytest.skip("this machine has a GPU")
+    layer = lkjit.WTConvLayer(4, L=2)
+    with pytest.raises(lkjit.DriverError, match="libcuda|GPU|device"):
+        layer.set_weights(1, 1, 1, [1, 1], [1, 1])
+    with pytest.raises(lkjit.DriverError):
+        layer.forward(1, 1, 1, 8, 8)
+    with pytest.raises(lkjit.SpecError, match="L=2"):
+        layer.set_weights(1, 1, 1, [1], [1])
+    assert layer.workspace_bytes() == 0
+    layer.close()
+    with pytest.raises(lkjit.SpecError, match="closed"):
+        layer.forward(1, 1, 1, 8, 8)
+
+
+def test_state_dict_key_mapping():
+    keys = ["m.base_weight", "m.base_bias", "m.base_scale", "m.wt_weights.0", "m.wt_scales.0", "m.wt_weights.1",
+            "m.wt_scales.1", "m.wt_filter", "m.iwt_filter", "other.base_weight"]
+    renames, dropped = _state_dict.remap_keys(keys, "m.")
+    assert renames == {"m.base_weight": "m.base_conv.weight", "m.base_bias": "m.base_conv.bias",
+                       "m.base_scale": "m.base_scale.weight", "m.wt_weights.0": "m.wavelet_convs.0.weight",
+                       "m.wt_scales.0": "m.wavelet_scale.0.weight", "m.wt_weights.1": "m.wavelet_convs.1.weight",
+                       "m.wt_scales.1": "m.wavelet_scale.1.weight"}
+    assert dropped == ["m.wt_filter", "m.iwt_filter"]
+    # Reference keys are left alone; a tensor given under both names is an error.
+    assert _state_dict.remap_keys(_state_dict.own_keys(2, True), "") == ({}, [])
+    with pytest.raises(ValueError, match="base_weight.*base_conv.weight"):
+        _state_dict.remap_keys(["base_weight", "base_conv.weight"])
+
+
+# ---- the PyTorch module without a GPU ----
+
+def test_torch_module_on_cpu():
+    torch = pytest.importorskip("torch")
+    from lkjit.torch import WTConv2d
+
+    m = WTConv2d(8, 8, kernel_size=5, wt_levels=3)
+    assert list(m.state_dict()) == _state_dict.own_keys(3, True)
+    shapes = {k: tuple(v.shape) for k, v in m.state_dict().items()}
+    assert shapes["base_conv.weight"] == (8, 1, 5, 5) and shapes["base_scale.weight"] == (1, 8, 1, 1)
+    assert shapes["wavelet_convs.2.weight"] == (32, 1, 5, 5) and shapes["wavelet_scale.2.weight"] == (1, 32, 1, 1)
+    assert torch.all(m.base_scale.weight == 1.0) and torch.all(m.wavelet_scale[0].weight == 0.1)
+    assert m.base_conv.bias.abs().max() <= 1 / 5 and m.base_conv.weight.abs().max() <= 1 / 5
+    assert list(WTConv2d(8, 8, bias=False).state_dict()) == _state_dict.own_keys(1, False)
+    with pytest.raises(ValueError, match="cpu"):
+        m(torch.randn(1, 8, 16, 16))
+    with pytest.raises(ValueError, match="C=3"):
+        m(torch.randn(1, 3, 16, 16))
+
+
+def test_torch_module_argument_errors():
+    pytest.importorskip("torch")
+    from lkjit.torch import WTConv2d
+
+    with pytest.raises(ValueError, match="in_channels=8 and out_channels=16"):
+        WTConv2d(8, 16)
+    with pytest.raises(ValueError, match="wt_type='db2'"):
+        WTConv2d(8, 8, wt_type="db2")
+    with pytest.raises(ValueError, match="kernel_size=4"):
+        WTConv2d(8, 8, kernel_size=4)
+    with pytest.raises(ValueError, match="wt_levels=9"):
+        WTConv2d(8, 8, wt_levels=9)
+    with pytest.raises(ValueError, match="stride=0"):
+        WTConv2d(8, 8, stride=0)
+
+
+def test_torch_state_dict_loading():
+    torch = pytest.importorskip("torch")
+    from lkjit.torch import WTConv2d
+
+    src = WTConv2d(4, 4, 3, wt_levels=2)
+    sd = src.state_dict()
+    haar = torch.tensor([[1, 1], [1, 1]], dtype=torch.float32).repeat(16, 1, 1, 1) * 0.5
+    ref_sd = dict(sd, wt_filter=haar, iwt_filter=-haar, stride_filter=torch.ones(4, 1, 1, 1))
+    dst = WTConv2d(4, 4, 3, wt_levels=2)
+    dst.load_state_dict(ref_sd)  # strict
+    for k, v in sd.items():
+        assert torch.equal(dst.state_dict()[k], v), k
+    fused = {"base_weight": sd["base_conv.weight"], "base_bias": sd["base_conv.bias"],
+             "base_scale": sd["base_scale.weight"].reshape(4)}
+    for i in range(2):
+        fused[f"wt_weights.{i}"] = sd[f"wavelet_convs.{i}.weight"]
+        fused[f"wt_scales.{i}"] = sd[f"wavelet_scale.{i}.weight"]
+    dst = WTConv2d(4, 4, 3, wt_levels=2)
+    dst.load_state_dict(fused)
+    for k, v in sd.items():
+        assert torch.equal(dst.state_dict()[k], v), k
+    # Nested, with a prefix.
+    outer = torch.nn.Sequential(WTConv2d(4, 4, 3, wt_levels=2))
+    outer.load_state_dict({f"0.{k}": v for k, v in fused.items()})
+    assert torch.equal(outer[0].wavelet_convs[1].weight, sd["wavelet_convs.1.weight"])
+    with pytest.raises(RuntimeError, match="wt_filter.*db1"):
+        dst.load_state_dict(dict(sd, wt_filter=torch.randn(16, 1, 4, 4)))

@@ -1,0 +1,316 @@
+"""lkjit.torch.WTConv2d on a GPU against the float64 reference algorithm (wtconv_reference.py: Algorithm 1
+of Finder et al., ECCV 2024, as in docs/wtconv.md), computed on the GPU from the same rounded inputs.
+Skips when PyTorch, a CUDA device or liblkjit.so is missing."""
+import copy
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import lkjit  # noqa: E402
+
+if not torch.cuda.is_available():
+    pytest.skip("torch.cuda is not available", allow_module_level=True)
+_status = lkjit.gpu_available()
+if not _status:
+    pytest.skip(f"lkjit cannot use the GPU: {_status.reason}", allow_module_level=True)
+
+from torch import nn  # noqa: E402
+
+from lkjit.torch import WTConv2d  # noqa: E402
+from wtconv_reference import ReferenceWTConv2d, haar_filters, params_of, wtconv2d_reference  # noqa: E402
+
+DEV = torch.device("cuda")
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+# Output and dX: one rounding to the dtype plus fp32 accumulation (as tests/gpu/, runtime/testing.cpp).
+TOL = {F32: (1e-4, 1e-4), F16: (2e-3, 2e-3), BF16: (1.5e-2, 1.5e-2)}
+# Parameter gradients are fp32 sums over B*H*W terms: tolerance relative to the tensor's largest value.
+GRAD_REL = {F32: 2e-4, F16: 2e-3, BF16: 2e-3}
+
+# (B, C, H, W, k, L, stride, bias)
+SHAPES = [
+    (1, 1, 1, 1, 5, 1, 1, True),      # 1x1 map
+    (1, 3, 3, 5, 5, 2, 1, True),      # 3x5 map, L beyond log2(size)
+    (2, 4, 7, 9, 5, 3, 1, True),      # odd sizes
+    (1, 6, 17, 15, 3, 2, 2, False),   # odd sizes, stride 2, no bias
+    (3, 5, 10, 1, 5, 2, 1, True),     # a single column
+    (2, 8, 28, 28, 5, 4, 1, True),    # a WTConvNeXt-T stage-2 plane
+    (1, 4, 33, 31, 7, 0, 1, True),    # L = 0: scaled depthwise conv
+    (1, 2, 64, 64, 5, 5, 3, True),    # stride 3
+    (1, 2, 256, 260, 5, 3, 1, True),  # planes beyond shared memory: tiled kernels
+    (1, 2, 129, 300, 5, 2, 2, True),  # tiled, odd, stride 2
+]
+HALF_SHAPES = [SHAPES[i] for i in (0, 1, 3, 5, 8)]
+CASES = ([pytest.param(s, F32, id=f"f32-{'x'.join(map(str, s[:4]))}-k{s[4]}L{s[5]}s{s[6]}") for s in SHAPES]
+         + [pytest.param(s, dt, id=f"{str(dt)[6:]}-{'x'.join(map(str, s[:4]))}-k{s[4]}L{s[5]}s{s[6]}")
+            for dt in (F16, BF16) for s in HALF_SHAPES])
+
+
+def assert_close(got, want, atol, rtol, what):
+    """|got - want| <= atol + rtol |want| elementwise, in float64; NaN or inf never passes."""
+    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    g, w = got.detach().double(), want.detach().double()
+    err = (g - w).abs()
+    ok = err <= atol + rtol * w.abs()  # False for NaN
+    if not bool(ok.all()):
+        bad = (~ok).nonzero()[0].tolist()
+        raise AssertionError(f"{what}: {int((~ok).sum())} of {ok.numel()} elements out of tolerance "
+                             f"(atol {atol:g}, rtol {rtol:g}); first at {bad}: got {g[tuple(bad)].item()!r}, "
+                             f"want {w[tuple(bad)].item()!r}; max abs err {err.nan_to_num(float('inf')).max().item():g}")
+
+
+def make_layer(C, k, L, stride, bias, seed=0):
+    """A layer with random scales too (the init's constant scales would hide scale-gradient mistakes)."""
+    torch.manual_seed(seed)
+    m = WTConv2d(C, C, k, stride=stride, bias=bias, wt_levels=L).to(DEV)
+    with torch.no_grad():
+        m.base_scale.weight.uniform_(0.5, 1.5)
+        for s in m.wavelet_scale:
+            s.weight.uniform_(-0.5, 0.5)
+    return m
+
+
+def flat_params(m):
+    bw, bb, bs, lw, ls = params_of(m)
+    return [bw, bs, *lw, *ls] + ([bb] if bb is not None else [])
+
+
+def reference(m, x, g, stride):
+    """Output, dX and parameter gradients of the reference algorithm in float64 from x, g (any dtype)."""
+    bw, bb, bs, lw, ls = [p.detach().double().requires_grad_() if isinstance(p, torch.Tensor) else
+                          ([t.detach().double().requires_grad_() for t in p] if isinstance(p, list) else None)
+                          for p in params_of(m)]
+    x64 = x.detach().double().requires_grad_()
+    out = wtconv2d_reference(x64, bw, bb, bs, lw, ls, stride)
+    out.backward(g.detach().double())
+    grads = [bw.grad, bs.grad, *[t.grad for t in lw], *[t.grad for t in ls]] + ([bb.grad] if bb is not None else [])
+    return out.detach(), x64.grad, grads
+
+
+def run(m, x, g):
+    x = x.detach().requires_grad_()
+    m.zero_grad(set_to_none=True)
+    out = m(x)
+    out.backward(g)
+    return out, x.grad, [p.grad for p in flat_params(m)]
+
+
+def check_against_reference(m, x, g, dt, stride, what=""):
+    out, dx, grads = run(m, x, g)
+    r_out, r_dx, r_grads = reference(m, x, g, stride)
+    assert out.dtype == dt and dx.dtype == x.dtype
+    atol, rtol = TOL[dt]
+    assert_close(out, r_out, atol, rtol, f"{what}out")
+    assert_close(dx, r_dx, atol, rtol, f"{what}dX")
+    names = ["base_conv.weight", "base_scale.weight"] + [f"wavelet_convs.{i}.weight" for i in range(m.wt_levels)] \
+        + [f"wavelet_scale.{i}.weight" for i in range(m.wt_levels)] + (["base_conv.bias"] if m.base_conv.bias is not None else [])
+    for name, got, want in zip(names, grads, r_grads):
+        assert got is not None and got.dtype == torch.float32, f"{what}{name}: gradient {got!r}"
+        scale = want.abs().max().item()
+        rel = GRAD_REL[dt]
+        assert_close(got, want, rel * (scale + 1e-3), rel, f"{what}grad {name}")
+    return out, dx, grads
+
+
+@pytest.mark.parametrize("shape,dt", CASES)
+def test_matches_reference(shape, dt):
+    B, C, H, W, k, L, stride, bias = shape
+    m = make_layer(C, k, L, stride, bias, seed=B * 1000 + H)
+    torch.manual_seed(7)
+    x = torch.randn(B, C, H, W, device=DEV).to(dt)
+    g = torch.randn(B, C, math.ceil(H / stride), math.ceil(W / stride), device=DEV).to(dt)
+    check_against_reference(m, x, g, dt, stride)
+
+
+@pytest.mark.parametrize("dt", [F16, BF16])
+def test_autocast(dt):
+    m = make_layer(8, 5, 3, 1, True, seed=3)
+    x = torch.randn(2, 8, 23, 30, device=DEV, requires_grad=True)
+    g = torch.randn(2, 8, 23, 30, device=DEV).to(dt)
+    with torch.autocast("cuda", dtype=dt):
+        out = m(x)
+    assert out.dtype == dt
+    out.backward(g)
+    assert x.grad.dtype == torch.float32 and all(p.grad.dtype == torch.float32 for p in m.parameters())
+    r_out, r_dx, r_grads = reference(m, x.detach().to(dt), g, 1)
+    atol, rtol = TOL[dt]
+    assert_close(out, r_out, atol, rtol, "autocast out")
+    assert_close(x.grad, r_dx, atol, rtol, "autocast dX")
+    for got, want in zip([p.grad for p in flat_params(m)], r_grads):
+        assert_close(got, want, GRAD_REL[dt] * (want.abs().max().item() + 1e-3), GRAD_REL[dt], "autocast grad")
+
+
+def test_layouts_give_identical_results():
+    m = make_layer(6, 5, 2, 1, True, seed=4)
+    x = torch.randn(2, 6, 20, 18, device=DEV)
+    g = torch.randn(2, 6, 20, 18, device=DEV)
+    base = run(m, x, g)
+    for name, xv in [("channels_last", x.to(memory_format=torch.channels_last)),
+                     ("strided", torch.randn(2, 6, 20, 36, device=DEV)[..., ::2].copy_(x)),
+                     ("transposed", x.transpose(2, 3).contiguous().transpose(2, 3))]:
+        assert not xv.is_contiguous()
+        got = run(m, xv, g)
+        assert torch.equal(got[0], base[0]), name
+        assert torch.equal(got[1], base[1]), name
+        for a, b in zip(got[2], base[2]):
+            assert torch.equal(a, b), name
+    # A non-contiguous output gradient (out.sum() gives an expanded one).
+    xr = x.clone().requires_grad_()
+    m(xr).sum().backward()
+    _, r_dx, _ = reference(m, x, torch.ones_like(g), 1)
+    assert_close(xr.grad, r_dx, *TOL[F32], "dX from out.sum()")
+
+
+def test_backward_is_deterministic():
+    m = make_layer(4, 5, 3, 1, True, seed=5)
+    x = torch.randn(3, 4, 300, 140, device=DEV)
+    g = torch.randn_like(x)
+    a, b = run(m, x, g), run(m, x, g)
+    assert torch.equal(a[1], b[1])
+    for p, q in zip(a[2], b[2]):
+        assert torch.equal(p, q)
+
+
+def test_refolds_after_parameter_changes():
+    m = make_layer(4, 5, 2, 1, True, seed=6)
+    x = torch.randn(2, 4, 16, 16, device=DEV)
+    g = torch.randn_like(x)
+    check_against_reference(m, x, g, F32, 1, "first: ")
+    with torch.no_grad():                      # in-place update: version counter
+        m.base_scale.weight.mul_(-2.0)
+        m.wavelet_convs[1].weight.add_(0.25)
+    check_against_reference(m, x, g, F32, 1, "in-place: ")
+    with torch.no_grad():
+        m.base_conv.bias.add_(1.0)             # the bias alone (folded as s0 * b)
+    check_against_reference(m, x, g, F32, 1, "bias: ")
+    m.wavelet_scale[0].weight = nn.Parameter(torch.full_like(m.wavelet_scale[0].weight, 0.7))  # a new tensor
+    check_against_reference(m, x, g, F32, 1, "replaced: ")
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    run(m, x, g)
+    opt.step()                                 # optimizer step
+    check_against_reference(m, x, g, F32, 1, "after step: ")
+    m.always_refold = True
+    with torch.no_grad():
+        m.base_conv.weight.data.mul_(0.5)      # bypasses the version counter
+    check_against_reference(m, x, g, F32, 1, "always_refold: ")
+
+
+def test_two_forwards_then_backward():
+    m = make_layer(4, 5, 2, 1, True, seed=8)
+    x1, x2 = torch.randn(2, 4, 12, 12, device=DEV), torch.randn(1, 4, 9, 13, device=DEV)
+    a, b = x1.clone().requires_grad_(), x2.clone().requires_grad_()
+    (m(a).square().sum() + m(b).sum()).backward()
+    r_out1, _, _ = reference(m, x1, torch.zeros(2, 4, 12, 12, device=DEV), 1)
+    _, r1, _ = reference(m, x1, 2 * r_out1, 1)
+    assert_close(a.grad, r1, *TOL[F32], "dX of the first call")
+    _, r2, _ = reference(m, x2, torch.ones(1, 4, 9, 13, device=DEV), 1)
+    assert_close(b.grad, r2, *TOL[F32], "dX of the second call")
+
+
+def test_half_parameters_and_dtype_switch():
+    m = make_layer(4, 5, 2, 1, True, seed=9)
+    x = torch.randn(2, 4, 15, 15, device=DEV)
+    g = torch.randn_like(x)
+    check_against_reference(m, x, g, F32, 1)
+    check_against_reference(m, x.half(), g.half(), F16, 1)   # same module, second lkjit layer
+    assert m.lkjit_workspace_bytes() > 0
+    mh = copy.deepcopy(m).half()
+    out = mh(x.half())
+    out.backward(g.half())
+    assert out.dtype == F16 and mh.base_conv.weight.grad.dtype == F16
+    r_out, _, _ = reference(mh, x.half(), g.half(), 1)
+    assert_close(out, r_out, *TOL[F16], "fp16-parameter module")
+
+
+def test_side_stream():
+    m = make_layer(4, 5, 3, 1, True, seed=10)
+    x = torch.randn(2, 4, 64, 64, device=DEV)
+    want = m(x).detach()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        xs = x * 1.0
+        got = m(xs)
+    torch.cuda.current_stream().wait_stream(s)
+    assert torch.equal(got, want)
+
+
+def test_empty_batch():
+    m = make_layer(4, 5, 2, 1, True)
+    x = torch.randn(0, 4, 8, 8, device=DEV, requires_grad=True)
+    out = m(x)
+    assert out.shape == (0, 4, 8, 8)
+    out.sum().backward()
+    assert x.grad.shape == x.shape and float(m.base_conv.weight.grad.abs().sum()) == 0.0
+
+
+def test_errors_name_the_value():
+    m = make_layer(4, 5, 2, 1, True)
+    with pytest.raises(ValueError, match="C=3"):
+        m(torch.randn(1, 3, 8, 8, device=DEV))
+    with pytest.raises(ValueError, match="cpu"):
+        m(torch.randn(1, 4, 8, 8))
+    with pytest.raises(TypeError, match="float64"):
+        m(torch.randn(1, 4, 8, 8, device=DEV, dtype=torch.float64))
+    with pytest.raises(ValueError, match="4-D"):
+        m(torch.randn(4, 8, 8, device=DEV))
+
+
+def test_state_dicts_round_trip_through_the_reference():
+    m = make_layer(6, 5, 3, 1, True, seed=11)
+    x = torch.randn(2, 6, 21, 19, device=DEV)
+    ref = ReferenceWTConv2d(6, 5, 1, True, 3).to(DEV)
+    ref.load_state_dict(m.state_dict())                     # our keys are the reference's
+    assert_close(m(x), ref(x), *TOL[F32], "WTConv2d vs reference module")
+    sd = {k: v.clone() for k, v in ref.state_dict().items()}
+    sd["wt_filter"] = haar_filters(6, torch.float32, DEV)
+    sd["iwt_filter"] = haar_filters(6, torch.float32, DEV)
+    m2 = WTConv2d(6, 6, 5, wt_levels=3).to(DEV)
+    m2.load_state_dict(sd)                                  # filters accepted and ignored
+    assert torch.equal(m2(x), m(x))
+    fused = {"base_weight": sd["base_conv.weight"], "base_bias": sd["base_conv.bias"],
+             "base_scale": sd["base_scale.weight"]}
+    for i in range(3):
+        fused[f"wt_weights.{i}"] = sd[f"wavelet_convs.{i}.weight"]
+        fused[f"wt_scales.{i}"] = sd[f"wavelet_scale.{i}.weight"]
+    m3 = WTConv2d(6, 6, 5, wt_levels=3).to(DEV)
+    m3.load_state_dict(fused)                               # the official fused module's names
+    assert torch.equal(m3(x), m(x))
+
+
+def test_torch_compile():
+    torch._dynamo.reset()
+    torch.manual_seed(12)
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), WTConv2d(8, 8, 5, wt_levels=2), nn.GELU(), nn.Conv2d(8, 4, 1)).to(DEV)
+    x = torch.randn(2, 3, 24, 20, device=DEV)
+    want = model(x)
+    want.square().mean().backward()
+    want_grads = [p.grad.clone() for p in model.parameters()]
+    for backend, fullgraph in [("aot_eager", True), ("inductor", False)]:
+        model.zero_grad(set_to_none=True)
+        compiled = torch.compile(model, backend=backend, fullgraph=fullgraph)
+        got = compiled(x)
+        got.square().mean().backward()
+        assert_close(got, want, 1e-4, 1e-4, f"{backend} out")
+        for a, b in zip([p.grad for p in model.parameters()], want_grads):
+            assert_close(a, b, 1e-4 * (b.abs().max().item() + 1e-3), 1e-3, f"{backend} grad")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert compiled(x).dtype == torch.bfloat16
+
+
+def test_cuda_graph_compile_sees_parameter_updates():
+    """mode="reduce-overhead": the ops are tagged cudagraph_unsafe, so replays never skip the refold."""
+    torch._dynamo.reset()
+    torch.manual_seed(13)
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), WTConv2d(8, 8, 5, wt_levels=2)).to(DEV)
+    compiled = torch.compile(model, mode="reduce-overhead")
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    x = torch.randn(2, 3, 16, 16, device=DEV)
+    for i in range(4):
+        out = compiled(x)
+        with torch.no_grad():
+            want = model(x)
+        assert_close(out, want, 1e-4, 1e-4, f"step {i}: reduce-overhead out")
+        out.square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)

@@ -1,0 +1,209 @@
+// The C ABI (include/lkjit/c_api.h) over lkjit::WTConv: every entry catches, stores the message in a
+// thread-local string and returns the ErrorCode; nothing throws across the boundary.
+#include "lkjit/c_api.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "lkjit/error.h"
+#include "lkjit/generator.h"
+#include "lkjit/runtime.h"
+#include "lkjit/version.h"
+#include "lkjit/wtconv.h"
+#include "runtime/driver.h"
+
+struct lkjit_wtconv {
+  explicit lkjit_wtconv(const lkjit::WTConvOptions& o) : layer(o) {}
+  lkjit::WTConv layer;
+  std::mutex mu;
+};
+
+namespace {
+
+thread_local std::string t_error;
+thread_local std::string t_text;
+
+template <class F>
+int guarded(F&& f) {
+  try {
+    f();
+    t_error.clear();
+    return LKJIT_OK;
+  } catch (const lkjit::Error& e) {
+    t_error = e.what();
+    return static_cast<int>(e.code());
+  } catch (const std::bad_alloc&) {
+    t_error = "lkjit: error: out of host memory";
+    return LKJIT_E_INTERNAL;
+  } catch (const std::exception& e) {
+    t_error = fmt::format("lkjit: error: internal: {}", e.what());
+    return LKJIT_E_INTERNAL;
+  } catch (...) {
+    t_error = "lkjit: error: internal: unknown exception";
+    return LKJIT_E_INTERNAL;
+  }
+}
+
+void require_handle(const lkjit_wtconv* h, const char* fn) {
+  if (!h) throw lkjit::SpecError(fmt::format("lkjit: error: {}: the layer handle is null", fn));
+}
+
+lkjit::DType dtype_of(int d) {
+  switch (d) {
+    case LKJIT_DTYPE_F32: return lkjit::DType::kF32;
+    case LKJIT_DTYPE_F16: return lkjit::DType::kF16;
+    case LKJIT_DTYPE_BF16: return lkjit::DType::kBF16;
+    default:
+      throw lkjit::SpecError(fmt::format(
+          "lkjit: error: wtconv: dtype={} is out of range; supported: 0 (f32), 1 (f16), 2 (bf16)", d));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* lkjit_version(void) { return LKJIT_VERSION; }
+int lkjit_c_api_version(void) { return LKJIT_C_API_VERSION; }
+const char* lkjit_last_error(void) { return t_error.c_str(); }
+
+int lkjit_gpu_available(const char** why) {
+  bool ok = false;
+  std::string reason;
+  const int rc = guarded([&] { ok = lkjit::gpu_available(&reason); });
+  if (rc != LKJIT_OK) reason = t_error;
+  t_text = ok ? std::string() : reason;
+  if (why) *why = t_text.c_str();
+  return ok ? 1 : 0;
+}
+
+int lkjit_wtconv_create(int64_t C, int k, int L, int dtype, int bias, int stride, int device, lkjit_wtconv** out) {
+  return guarded([&] {
+    if (!out) throw lkjit::SpecError("lkjit: error: lkjit_wtconv_create: out is null");
+    *out = nullptr;
+    lkjit::WTConvOptions o;
+    o.C = C;
+    o.k = k;
+    o.L = L;
+    o.dtype = dtype_of(dtype);
+    o.bias = bias != 0;
+    o.stride = stride;
+    o.device = device;
+    *out = new lkjit_wtconv(o);  // the WTConv constructor validates (SpecError)
+  });
+}
+
+void lkjit_wtconv_destroy(lkjit_wtconv* h) {
+  if (!h) return;
+  // Frees device buffers on the layer's device; a failure to make it current is not reportable here.
+  try {
+    lkjit::rt::make_current(h->layer.options().device);
+  } catch (...) {
+  }
+  delete h;
+}
+
+int lkjit_wtconv_set_weights(lkjit_wtconv* h, const float* base_w, const float* base_b, const float* base_s,
+                             const float* const* level_w, const float* const* level_s, void* stream) {
+  return guarded([&] {
+    require_handle(h, "lkjit_wtconv_set_weights");
+    std::lock_guard<std::mutex> lock(h->mu);
+    const auto& o = h->layer.options();
+    if (o.L > 0 && (!level_w || !level_s))
+      throw lkjit::SpecError(fmt::format("lkjit: error: wtconv: level_w and level_s must hold L={} pointers, got null", o.L));
+    lkjit::WTConvWeights w;
+    w.base_w = base_w;
+    w.base_b = base_b;
+    w.base_s = base_s;
+    for (int l = 0; l < o.L; ++l) {
+      w.level_w[l] = level_w[l];
+      w.level_s[l] = level_s[l];
+    }
+    lkjit::rt::make_current(o.device);
+    h->layer.set_weights(w, stream);
+  });
+}
+
+int lkjit_wtconv_forward(lkjit_wtconv* h, const void* x, void* out, int64_t B, int64_t H, int64_t W, void* stream) {
+  return guarded([&] {
+    require_handle(h, "lkjit_wtconv_forward");
+    std::lock_guard<std::mutex> lock(h->mu);
+    lkjit::rt::make_current(h->layer.options().device);
+    h->layer.forward(x, out, B, H, W, stream);
+  });
+}
+
+int lkjit_wtconv_backward(lkjit_wtconv* h, const void* x, const void* dout, void* dx, float* grad_base_w,
+                          float* grad_base_b, float* grad_base_s, float* const* grad_level_w,
+                          float* const* grad_level_s, int64_t B, int64_t H, int64_t W, void* stream) {
+  return guarded([&] {
+    require_handle(h, "lkjit_wtconv_backward");
+    std::lock_guard<std::mutex> lock(h->mu);
+    const auto& o = h->layer.options();
+    if (o.L > 0 && (!grad_level_w || !grad_level_s))
+      throw lkjit::SpecError(fmt::format(
+          "lkjit: error: wtconv backward: grad_level_w and grad_level_s must hold L={} pointers, got null", o.L));
+    lkjit::WTConvGradients g;
+    g.base_w = grad_base_w;
+    g.base_b = grad_base_b;
+    g.base_s = grad_base_s;
+    for (int l = 0; l < o.L; ++l) {
+      g.level_w[l] = grad_level_w[l];
+      g.level_s[l] = grad_level_s[l];
+    }
+    lkjit::rt::make_current(o.device);
+    h->layer.backward(x, dout, dx, g, B, H, W, stream);
+  });
+}
+
+int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward) {
+  return guarded([&] {
+    require_handle(h, "lkjit_wtconv_prepare");
+    std::lock_guard<std::mutex> lock(h->mu);
+    lkjit::rt::make_current(h->layer.options().device);
+    h->layer.prepare(B, H, W, backward != 0);
+  });
+}
+
+int lkjit_wtconv_describe(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int arch,
+                          const char** text) {
+  return guarded([&] {
+    require_handle(h, "lkjit_wtconv_describe");
+    if (!text) throw lkjit::SpecError("lkjit: error: lkjit_wtconv_describe: text is null");
+    std::lock_guard<std::mutex> lock(h->mu);
+    std::vector<lkjit::PlannedKernel> plan;
+    if (arch == 0) {
+      plan = h->layer.plan(B, H, W, backward != 0);
+    } else {
+      const auto& o = h->layer.options();
+      // The layer's own shape check first, through a plan call that needs no device.
+      if (B < 1 || H < 1 || W < 1)
+        throw lkjit::SpecError(fmt::format("lkjit: error: wtconv: shape B={} H={} W={} is out of range; supported: >= 1 each", B, H, W));
+      plan = lkjit::wtconv_plan(o, lkjit::Shape{B, o.C, H, W, o.stride}, lkjit::DeviceLimits::for_arch(arch),
+                                backward != 0);
+    }
+    std::string s;
+    for (const auto& pk : plan) {
+      s += fmt::format("{} tile={} shape={}", lkjit::kernel_name(pk.spec, pk.tile), pk.tile.to_string(),
+                       pk.shape.to_string());
+      if (pk.level > 0) s += fmt::format(" level={}", pk.level);
+      s += '\n';
+    }
+    t_text = std::move(s);
+    *text = t_text.c_str();
+  });
+}
+
+int lkjit_wtconv_workspace_bytes(lkjit_wtconv* h, uint64_t* bytes) {
+  return guarded([&] {
+    require_handle(h, "lkjit_wtconv_workspace_bytes");
+    if (!bytes) throw lkjit::SpecError("lkjit: error: lkjit_wtconv_workspace_bytes: bytes is null");
+    std::lock_guard<std::mutex> lock(h->mu);
+    *bytes = h->layer.workspace_bytes();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,107 @@
+// lkjit/cache.h over cache/: the public, LLVM-free face of the on-disk store for tools.
+#include <algorithm>
+
+#include "cache/bundle.h"
+#include "cache/store.h"
+#include "lkjit/cache.h"
+#include "lkjit/runtime.h"
+#include "runtime/env.h"
+
+namespace lkjit {
+namespace {
+
+cache::KeySummary to_summary(const KeyInputsInfo& i) {
+  cache::KeySummary s;
+  s.kernel_name = i.kernel_name;
+  s.arch = i.arch;
+  s.nvrtc_version = i.nvrtc_version;
+  s.generator_version = i.generator_version;
+  s.options = i.options;
+  s.source_sha256 = i.source_sha256;
+  s.header_sha256 = i.header_sha256;
+  return s;
+}
+
+CacheEntryInfo to_info(const cache::DiskStore::Listed& l) {
+  CacheEntryInfo e;
+  e.key = l.key;
+  e.path = l.path;
+  e.file_bytes = l.file_bytes;
+  e.last_used = double(l.last_used_ns) * 1e-9;
+  e.locked = l.locked;
+  e.ok = l.ok;
+  e.problem = l.problem;
+  if (l.ok) {
+    const auto s = cache::inputs_of(l.meta);
+    e.inputs = {l.key, s.kernel_name, s.arch, s.nvrtc_version, s.generator_version, s.options, s.source_sha256,
+                s.header_sha256};
+    e.spec = l.meta.spec;
+    e.format = l.meta.format;
+    e.payload_bytes = l.meta.size;
+  }
+  return e;
+}
+
+std::vector<CacheEntryInfo> to_infos(const std::vector<cache::DiskStore::Listed>& listed) {
+  std::vector<CacheEntryInfo> out;
+  for (const auto& l : listed) out.push_back(to_info(l));
+  std::stable_sort(out.begin(), out.end(),
+                   [](const CacheEntryInfo& a, const CacheEntryInfo& b) { return a.last_used > b.last_used; });
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> key_input_differences(const KeyInputsInfo& from, const KeyInputsInfo& to) {
+  return cache::key_differences(to_summary(from), to_summary(to));
+}
+
+uint64_t parse_byte_size(const std::string& text, const char* what) { return cache::parse_byte_size(text, what); }
+
+uint64_t cache_max_bytes() { return cache::parse_byte_size(rt::env("LKJIT_CACHE_MAX_BYTES"), "LKJIT_CACHE_MAX_BYTES"); }
+
+KernelCache::KernelCache() : KernelCache(cache_dir(), cache_max_bytes()) {}
+KernelCache::KernelCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+
+void KernelCache::check() const { cache::DiskStore(dir_).ensure_dir(); }
+
+std::vector<CacheEntryInfo> KernelCache::list(bool verify) const {
+  return to_infos(cache::DiskStore(dir_).list(verify));
+}
+
+std::vector<CacheEntryInfo> KernelCache::verify() const {
+  const cache::DiskStore store(dir_);
+  store.ensure_dir();
+  auto listed = store.list(/*verify=*/true);
+  for (const auto& l : listed)
+    if (!l.ok) {
+      std::string why;
+      store.read(l.key, &why);  // removes it, unless it was replaced by a good entry meanwhile
+    }
+  return to_infos(listed);
+}
+
+CachePruneReport KernelCache::prune(std::optional<uint64_t> max_bytes) const {
+  const cache::DiskStore store(dir_);
+  // An explicit limit is literal (0 evicts everything not in use); this cache's cap of 0 means none.
+  const uint64_t cap = max_bytes ? *max_bytes : (max_bytes_ ? max_bytes_ : UINT64_MAX);
+  // An explicit prune waits for a concurrent one rather than silently doing nothing.
+  const auto r = store.prune(cap, /*wait_ms=*/10000);
+  return {r.removed, r.removed_bytes, r.kept_in_use, r.remaining, r.remaining_bytes, r.stale_files, r.skipped};
+}
+
+size_t KernelCache::clear() const { return cache::DiskStore(dir_).clear(); }
+
+CacheBundleReport KernelCache::export_bundle(const std::string& file, const std::vector<std::string>& keys) const {
+  const auto s = cache::export_bundle(cache::DiskStore(dir_), keys, file);
+  return {s.entries, s.imported, s.present, s.bytes, s.skipped};
+}
+
+CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
+  const cache::DiskStore store(dir_, max_bytes_);
+  store.ensure_dir();
+  const auto s = cache::import_bundle(store, file);
+  return {s.entries, s.imported, s.present, s.bytes, s.skipped};
+}
+
+}  // namespace lkjit

@@ -1,0 +1,250 @@
+// The Tuner: tiered lookups in the tuning database, tune-on-miss through the WTConv layer problem
+// that contains a kernel, and the database glue (snapshots, decisions as records).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "lkjit/error.h"
+#include "lkjit/tuning.h"
+#include "lkjit/version.h"
+#include "runtime/env.h"
+#include "runtime/tuner_internal.h"
+
+namespace lkjit {
+namespace detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Snapshot {
+  fs::file_time_type mtime;
+  uintmax_t size = 0;
+  std::shared_ptr<const cache::TuningDb> db;
+};
+
+std::mutex& snapshot_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, Snapshot>& snapshots() {
+  static std::map<std::string, Snapshot> m;
+  return m;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+LookupTier tier_of(cache::MatchTier t) {
+  switch (t) {
+    case cache::MatchTier::kExact: return LookupTier::kExact;
+    case cache::MatchTier::kNearestShape: return LookupTier::kNearestShape;
+    case cache::MatchTier::kSameArch: return LookupTier::kSameArch;
+  }
+  return LookupTier::kDefault;
+}
+
+bool same_shape(const Shape& a, const Shape& b) {
+  return a.B == b.B && a.C == b.C && a.H == b.H && a.W == b.W && a.stride == b.stride;
+}
+
+}  // namespace
+
+std::shared_ptr<const cache::TuningDb> db_snapshot(const std::string& path) {
+  static const auto empty = std::make_shared<const cache::TuningDb>();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return empty;
+  const auto mtime = fs::last_write_time(path, ec);
+  const auto size = fs::file_size(path, ec);
+  std::lock_guard<std::mutex> lock(snapshot_mutex());
+  auto& s = snapshots()[path];
+  if (!s.db || s.mtime != mtime || s.size != size) {
+    s.db.reset();
+    s.db = std::make_shared<const cache::TuningDb>(cache::TuningDb::load(path));
+    s.mtime = mtime;
+    s.size = size;
+  }
+  return s.db;
+}
+
+cache::TuningRecord to_record(const DeviceClass& dev, const KernelTuneResult& r) {
+  cache::TuningRecord rec;
+  rec.device = dev.name;
+  rec.arch = dev.arch;
+  rec.sm_count = dev.sm_count;
+  rec.spec = spec_key(r.spec);
+  rec.bucket = bucket_key(r.shape);
+  rec.B = r.shape.B, rec.C = r.shape.C, rec.H = r.shape.H, rec.W = r.shape.W, rec.stride = r.shape.stride;
+  for (const auto& a : tile_axis_names())
+    if (int v = tile_axis(r.chosen, a)) rec.tile[a] = v;
+  rec.time_s = r.best_ms * 1e-3;
+  rec.default_time_s = r.default_ms * 1e-3;
+  rec.strategy = to_string(r.strategy);
+  rec.tried = static_cast<int>(r.candidates.size());
+  rec.tuned_at = utc_now();
+  return rec;
+}
+
+bool tile_of(const cache::TuningRecord& r, Tile* t) {
+  *t = Tile{};
+  for (const auto& [axis, v] : r.tile)
+    if (!set_tile_axis(*t, axis, v)) return false;
+  return true;
+}
+
+void record_decisions(const std::string& path, const DeviceClass& dev, const std::vector<KernelTuneResult>& results) {
+  std::vector<cache::TuningRecord> add;
+  for (const auto& r : results)
+    if (r.chosen != Tile{}) add.push_back(to_record(dev, r));
+  if (add.empty()) return;
+  cache::TuningDb::save_merged(path, add);
+  std::lock_guard<std::mutex> lock(snapshot_mutex());
+  snapshots().erase(path);
+}
+
+double resolve_budget(double budget_s) {
+  if (budget_s > 0) return budget_s;
+  const std::string v = rt::env("LKJIT_TUNE_BUDGET");
+  try {
+    size_t pos = 0;
+    const double b = std::stod(v, &pos);
+    if (pos == v.size() && b > 0) return b;
+  } catch (const std::exception&) {
+  }
+  throw SpecError(fmt::format("lkjit: error: LKJIT_TUNE_BUDGET='{}' is not a number of seconds; supported: > 0", v));
+}
+
+std::pair<WTConvTuneProblem, KernelSelector> problem_for(const OpSpec& spec, const Shape& shape, int device,
+                                                         const DeviceLimits& limits) {
+  WTConvTuneProblem p;
+  p.options = WTConvOptions{shape.C, spec.k, spec.L, spec.dtype, true, shape.stride, device};
+  p.B = shape.B, p.H = shape.H, p.W = shape.W;
+  KernelSelector sel{spec.kernel, 0};
+  switch (spec.kernel) {
+    case Kernel::kWTConvFwdPlane:
+    case Kernel::kWTConvBwdPlane:
+      p.path = WTConvPath::kPlane;
+      p.backward = spec.kernel == Kernel::kWTConvBwdPlane;
+      break;
+    case Kernel::kWTConvFwdSynth:
+    case Kernel::kWTConvBwdSynth:
+      p.path = WTConvPath::kTiled;
+      p.backward = spec.kernel == Kernel::kWTConvBwdSynth;
+      break;
+    case Kernel::kWTConvFwdLevel:
+    case Kernel::kWTConvBwdLevel:
+      // Level 1 of a one-level layer reads X; level 2 of a two-level layer on twice the extent reads
+      // an fp32 low band of exactly `shape`.
+      p.path = WTConvPath::kTiled;
+      p.backward = spec.kernel == Kernel::kWTConvBwdLevel;
+      p.options.L = spec.first ? 1 : 2;
+      if (!spec.first) {
+        p.options.dtype = DType::kF32;
+        p.H = 2 * shape.H, p.W = 2 * shape.W;
+      }
+      sel.level = spec.first ? 1 : 2;
+      break;
+    case Kernel::kWTConvReduce:
+      p.backward = true;
+      p.options.dtype = DType::kF32;
+      break;
+    case Kernel::kWTConvFold:
+      break;
+  }
+  const auto plan = wtconv_plan(p.options, p.shape(), limits, p.backward, p.path);
+  for (const auto& pk : plan)
+    if (pk.spec == spec && pk.level == sel.level && same_shape(pk.shape, shape)) return {p, sel};
+  throw SpecError(fmt::format(
+      "lkjit: error: tuner: {} on {} is not a kernel of a WTConv layer (level kernels: L=0 and, for a deeper "
+      "level, f32 with stride 1; others: L as the layer's)", spec.to_string(), shape.to_string()));
+}
+
+}  // namespace detail
+
+Tuner::Tuner(TuneOptions options) : opt_(std::move(options)) {}
+
+TuneMode Tuner::mode() const { return resolve_tune_mode(opt_.mode, TuneMode::kTune); }
+
+std::string Tuner::db_path() const { return opt_.db_path.empty() ? tuning_db_path() : opt_.db_path; }
+
+TileChoice Tuner::lookup(const OpSpec& spec, const Shape& shape, const DeviceClass& dev,
+                         const DeviceLimits& limits) const {
+  TileChoice c{default_tile(spec, shape, limits), LookupTier::kDefault, "heuristic default"};
+  if (mode() == TuneMode::kOff) return c;
+  const std::string path = db_path();
+  std::shared_ptr<const cache::TuningDb> db;
+  try {
+    db = detail::db_snapshot(path);
+  } catch (const Error& e) {
+    // A layer must not fail because of the database: warn once per path and use the default.
+    static std::mutex mu;
+    static std::set<std::string> warned;
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(path).second) rt::log_line(std::string("warning: tuning database ignored: ") + e.what());
+    c.detail = "database unreadable";
+    return c;
+  }
+  cache::TuningQuery q{dev.name, dev.arch, dev.sm_count, spec_key(spec), bucket_key(shape),
+                       shape.B, shape.C, shape.H, shape.W, shape.stride};
+  const auto matches = db->lookup(q);
+  if (matches.empty()) return c;
+  // Re-validated for the actual shape: a point of its space (so also a tile the current generator has).
+  const auto valid = enumerate(spec, limits, &shape);
+  for (const auto& m : matches) {
+    const auto& r = db->records()[m.index];
+    Tile t;
+    if (!detail::tile_of(r, &t) || std::find(valid.begin(), valid.end(), t) == valid.end()) continue;
+    c.tile = t;
+    c.tier = detail::tier_of(m.tier);
+    c.detail = fmt::format("record of {} (sm_{}, {} SMs) for {}x{}x{}x{}", r.device, r.arch, r.sm_count, r.B, r.C,
+                           r.H, r.W);
+    return c;
+  }
+  c.detail = fmt::format("{} record(s), none fits {}", matches.size(), shape.to_string());
+  return c;
+}
+
+TunedKernel Tuner::get(const OpSpec& spec, const Shape& shape, int device) {
+  validate(spec);
+  const DeviceInfo dev = device_info(device);
+  if (spec.arch != dev.arch)
+    throw SpecError(fmt::format("lkjit: error: tuner: {} targets {} but device {} ({}) is {}; supported: the device's arch",
+                                spec.to_string(), arch_name(spec.arch), device, dev.name, arch_name(dev.arch)));
+  TunedKernel out;
+  out.spec = spec;
+  out.shape = shape;
+  const TuneMode m = mode();
+  TileChoice c = lookup(spec, shape, device_class(dev), dev.limits);
+  const bool miss = c.tier != LookupTier::kExact;
+  if (spec.kernel != Kernel::kWTConvFold && ((m == TuneMode::kTune && miss) || m == TuneMode::kRetune)) {
+    const auto [problem, sel] = detail::problem_for(spec, shape, device, dev.limits);
+    const auto rep = wtconv_tune(problem, {sel}, opt_);
+    if (!rep.save_error.empty()) rt::log_line("warning: " + rep.save_error);
+    if (!rep.kernels.empty() && rep.kernels[0].chosen != Tile{}) {
+      c = {rep.kernels[0].chosen, LookupTier::kTuned,
+           fmt::format("tuned: {} of {} candidates, {}", rep.kernels[0].candidates.size(), rep.kernels[0].space_size,
+                       to_string(rep.kernels[0].strategy))};
+      out.tuning = rep.kernels[0];
+    }
+  }
+  out.tile = c.tile;
+  out.tier = c.tier;
+  out.detail = c.detail;
+  out.compiled = compile_kernel(spec, out.tile);
+  out.loaded = &load_kernel(out.compiled, device);
+  out.geometry = launch_geometry(spec, out.tile, shape);
+  return out;
+}
+
+}  // namespace lkjit

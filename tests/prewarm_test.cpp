@@ -1,0 +1,389 @@
+// Tests of `lkjit prewarm` and `lkjit cache` (tools/lkjit/prewarm*.cpp, cache.cpp) run as subprocesses
+// with no GPU: sm_80 and sm_90 kernels, 8 processes sharing one cache, a prewarm killed mid-compile,
+// bundles, the spec sets (preset, lists, manifest, tuning database) and the cache maintenance actions.
+// Spec sets are tiny (k=3, L=1, 4x8x8): a compile takes a fraction of a second on 2 cores.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/entry.h"
+#include "cache/key.h"
+#include "tests/test_support.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Clock = std::chrono::steady_clock;
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string read_file(const std::string& path) {
+  std::stringstream ss;
+  ss << std::ifstream(path, std::ios::binary).rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// The first integer captured by `re` in s, or -1.
+long number(const std::string& s, const std::string& re) {
+  std::smatch m;
+  return std::regex_search(s, m, std::regex(re)) ? std::stol(m[1].str()) : -1;
+}
+
+// Tiny sets: 8 kernels per arch and dtype (fold, plane, level, synth; forward and backward; reduce).
+const std::string kSmall = "--shapes 1:4:8:8 --k 3 --L 1 --progress never";
+
+class Prewarm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "lkjit-prewarm-test-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    tmp_ = tmpl;
+    cache_ = tmp_ + "/cache";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+  }
+
+  std::string env_prefix(const std::string& cache, const std::string& extra = "") const {
+    return "env -u LKJIT_CACHE_DISABLE -u LKJIT_DUMP_DIR -u LKJIT_LOG -u LKJIT_CACHE_MAX_BYTES LKJIT_CACHE_DIR=" +
+           quote(cache) + " " + extra + " ";
+  }
+
+  Result run(const std::string& args, const std::string& cache = "", const std::string& extra_env = "") const {
+    const std::string cmd = env_prefix(cache.empty() ? cache_ : cache, extra_env) + quote(LKJIT_CLI_PATH) + " " + args + " 2>&1";
+    Result r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (!p) {
+      ADD_FAILURE() << "popen failed: " << cmd;
+      return r;
+    }
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+    const int status = ::pclose(p);
+    if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+    return r;
+  }
+
+  std::vector<std::string> files_with(const std::string& suffix) const {
+    std::vector<std::string> v;
+    if (fs::exists(cache_))
+      for (const auto& e : fs::directory_iterator(cache_)) {
+        const std::string n = e.path().filename().string();
+        if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) v.push_back(n);
+      }
+    return v;
+  }
+
+  std::string tmp_, cache_;
+};
+
+TEST_F(Prewarm, CompilesForSm80AndSm90WithoutAGpu) {
+  const std::string args = "prewarm --arch sm_80,sm_90 --dtypes f32 " + kSmall;
+  const Result first = run(args);
+  ASSERT_EQ(first.code, 0) << first.output;
+  EXPECT_THAT(first.output,
+              AllOf(HasSubstr("16 kernels for sm_80, sm_90 (f32)"), HasSubstr("16 compiled, 0 already cached, 0 failed")));
+  EXPECT_EQ(files_with(".lkjit").size(), 16u);
+  EXPECT_TRUE(files_with(".lock").empty()) << "locks left behind";
+  const Result list = run("cache ls");
+  for (const char* name : {"lkjit_wtconv_fwd_plane_f32_nchw_k3_L1_", "lkjit_wtconv_bwd_plane_f32_nchw_k3_L1_",
+                           "lkjit_wtconv_fwd_level1_f32_", "lkjit_wtconv_bwd_level1_f32_", "lkjit_wtconv_fwd_synth_",
+                           "lkjit_wtconv_bwd_synth_", "lkjit_wtconv_reduce_k3_L1_w512_sm80",
+                           "lkjit_wtconv_fold_k3_L1_w256_sm90"})
+    EXPECT_THAT(list.output, HasSubstr(name));
+  const Result verify = run("cache verify");
+  EXPECT_EQ(verify.code, 0) << verify.output;
+  EXPECT_THAT(verify.output, HasSubstr("16 entries ok, 0 corrupt"));
+  const Result again = run(args);
+  EXPECT_EQ(again.code, 0) << again.output;
+  EXPECT_THAT(again.output, HasSubstr("0 compiled, 16 already cached, 0 failed"));
+}
+
+TEST_F(Prewarm, EightProcessesCompileEachKernelOnce) {
+  // The ranks of a training job prewarming one cache together: every process succeeds, each kernel
+  // is compiled by exactly one of them (the others wait for its lock and load its entry).
+  constexpr int kProcs = 8;
+  std::string script;
+  for (int i = 0; i < kProcs; ++i)
+    script += "(" + env_prefix(cache_, "LKJIT_LOG=1") + quote(LKJIT_CLI_PATH) + " prewarm --arch sm_90 --dtypes f32,f16 " +
+              kSmall + " > " + quote(tmp_ + "/out." + std::to_string(i)) + " 2>&1; echo $? > " +
+              quote(tmp_ + "/rc." + std::to_string(i)) + ") & ";
+  script += "wait";
+  ASSERT_EQ(std::system(script.c_str()), 0);
+  long compiled = 0, compiling_logged = 0, kernels = -1;
+  for (int i = 0; i < kProcs; ++i) {
+    const std::string out = read_file(tmp_ + "/out." + std::to_string(i));
+    EXPECT_EQ(read_file(tmp_ + "/rc." + std::to_string(i)), "0\n") << out;
+    EXPECT_THAT(out, HasSubstr(" 0 failed")) << out;
+    EXPECT_THAT(out, Not(HasSubstr("corrupt"))) << out;
+    compiled += number(out, R"((\d+) compiled)");
+    const long n = number(out, R"((\d+) kernels for)");
+    EXPECT_TRUE(kernels == -1 || n == kernels);
+    kernels = n;
+    for (size_t at = out.find("lkjit: compiling "); at != std::string::npos; at = out.find("lkjit: compiling ", at + 1))
+      ++compiling_logged;
+  }
+  EXPECT_EQ(kernels, 14);
+  EXPECT_EQ(compiled, kernels) << "some kernel was compiled twice, or not at all";
+  EXPECT_EQ(compiling_logged, kernels);
+  const Result verify = run("cache verify");
+  EXPECT_EQ(verify.code, 0) << verify.output;
+  EXPECT_THAT(verify.output, HasSubstr("14 entries ok, 0 corrupt"));
+  EXPECT_TRUE(files_with(".lock").empty());
+}
+
+TEST_F(Prewarm, AKilledPrewarmLeavesNothingThatBlocks) {
+  const std::string args = "prewarm --arch sm_90 --dtypes f32,bf16 -j 1 " + kSmall;
+  // Start one directly (no shell between), so that SIGKILL hits the compiling process itself.
+  std::vector<std::string> argv_s = {LKJIT_CLI_PATH};
+  {
+    std::istringstream ss(args);
+    for (std::string a; ss >> a;) argv_s.push_back(a);
+  }
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s = {"LKJIT_CACHE_DIR=" + cache_};
+  for (char** e = environ; *e; ++e)
+    if (std::string(*e).rfind("LKJIT_", 0) != 0) env_s.push_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  // Kill it while it holds a key's lock, i.e. in the middle of a compile.
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (files_with(".lock").empty() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);  // reaped: no zombie that could look alive
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_FALSE(files_with(".lock").empty()) << "killed after the compile ended: the scenario did not happen";
+
+  const auto t0 = Clock::now();
+  const Result r = run(args);
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_LT(s, 60.0) << "the new prewarm waited on the dead one";
+  EXPECT_THAT(r.output, AllOf(HasSubstr("14 kernels"), HasSubstr(" 0 failed")));
+  const Result verify = run("cache verify");
+  EXPECT_EQ(verify.code, 0) << verify.output;
+  EXPECT_THAT(verify.output, HasSubstr("14 entries ok, 0 corrupt"));
+  // The dead process's lock file is swept by the next prune.
+  EXPECT_EQ(run("cache prune").code, 0);
+  EXPECT_TRUE(files_with(".lock").empty());
+}
+
+TEST_F(Prewarm, BundlesRoundTripToAnotherCache) {
+  const std::string bundle = tmp_ + "/kernels.bundle";
+  const Result made = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall + " --bundle " + quote(bundle));
+  ASSERT_EQ(made.code, 0) << made.output;
+  EXPECT_THAT(made.output, HasSubstr("bundle " + bundle + ": 4 entries"));
+  const std::string other = tmp_ + "/other";
+  const Result imported = run("cache import " + quote(bundle), other);
+  ASSERT_EQ(imported.code, 0) << imported.output;
+  EXPECT_THAT(imported.output, HasSubstr("4 entries verified, 4 added, 0 already cached"));
+  EXPECT_THAT(run("cache verify", other).output, HasSubstr("4 entries ok, 0 corrupt"));
+  const Result warm = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall, other);
+  EXPECT_THAT(warm.output, HasSubstr("0 compiled, 4 already cached")) << warm.output;
+  // A damaged bundle is refused whole, with the cache's exit code.
+  std::string bytes = read_file(bundle);
+  bytes[bytes.size() / 2] ^= 0x01;
+  write_file(bundle, bytes);
+  const Result bad = run("cache import " + quote(bundle), tmp_ + "/third");
+  EXPECT_EQ(bad.code, 5) << bad.output;
+  EXPECT_THAT(bad.output, AllOf(HasSubstr(bundle), HasSubstr("nothing imported")));
+}
+
+TEST_F(Prewarm, RefusesAWorldWritableCache) {
+  fs::create_directories(cache_);
+  ASSERT_EQ(::chmod(cache_.c_str(), 0777), 0);
+  const Result r = run("prewarm --arch sm_90 --dtypes f32 " + kSmall);
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr(cache_), HasSubstr("writable by other users"), HasSubstr("chmod 700")));
+  EXPECT_TRUE(files_with(".lkjit").empty());
+}
+
+TEST_F(Prewarm, PresetCoversForwardBackwardAndBothPaths) {
+  const Result r = run("prewarm --preset wtconvnext-t --arch sm_80,sm_90 --list");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* arch : {"_sm80", "_sm90"})
+    for (const char* dt : {"f32", "f16", "bf16"})
+      for (const char* kind : {"fwd_plane", "bwd_plane", "fwd_synth", "bwd_synth", "fwd_level1", "bwd_level1"})
+        EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string("lkjit_wtconv_") + kind + "_" + dt + "_nchw_k5_.*" + arch)))
+            << kind << " " << dt << " " << arch;
+  for (const char* name : {"lkjit_wtconv_fwd_levelN_f32_nchw_k5_", "lkjit_wtconv_bwd_levelN_f32_nchw_k5_",
+                           "lkjit_wtconv_reduce_k5_L5_", "lkjit_wtconv_fold_k5_L2_"})
+    EXPECT_THAT(r.output, HasSubstr(name));
+  const long n = number(r.output, R"((\d+) kernels\n)");
+  EXPECT_GT(n, 100);
+  // -s has the same layer shapes; -b other channels, the same kernels (C is not in a spec).
+  EXPECT_EQ(number(run("prewarm --preset wtconvnext-s --arch sm_80,sm_90 --list").output, R"((\d+) kernels\n)"), n);
+  EXPECT_EQ(files_with(".lkjit").size(), 0u) << "--list compiled something";
+}
+
+TEST_F(Prewarm, AllTilesAddsEveryCandidate) {
+  const long plain = number(run("prewarm --arch sm_90 --dtypes f32 --list " + kSmall).output, R"((\d+) kernels\n)");
+  const long all = number(run("prewarm --arch sm_90 --dtypes f32 --all-tiles --list " + kSmall).output, R"((\d+) kernels\n)");
+  EXPECT_EQ(plain, 8);
+  EXPECT_GT(all, 4 * plain);
+}
+
+TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
+  const std::string manifest = tmp_ + "/m.json", db = tmp_ + "/tuning.json";
+  write_file(manifest, R"({"archs": ["sm_86"], "dtypes": ["bf16"], "passes": ["fwd"],
+    "layers": [{"B": 2, "C": 8, "H": 16, "W": 16, "k": 7, "L": 2}],
+    "kernels": ["lkjit_wtconv_fold_k9_L1_w256_sm86", "lkjit_wtconv_fold_k9_L1_w256_sm90"]})");
+  Result r = run("prewarm --list --manifest " + quote(manifest));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fwd_plane_bf16_nchw_k7_L2_"), HasSubstr("_sm86"),
+                              HasSubstr("lkjit_wtconv_fold_k9_L1_w256_sm86"), Not(HasSubstr("_sm90")), Not(HasSubstr("bwd_"))));
+  // lkjit's tuning database: a record's spec key and tile make a kernel name.
+  write_file(db, R"({"format": 1, "kind": "lkjit-tuning-db", "records": [
+    {"device": "NVIDIA H200", "arch": 90, "sm_count": 132, "spec": "lkjit_wtconv_fwd_plane_f16_nchw_k5_L3_sm90",
+     "bucket": "B64_C128_H56_W56_s1", "shape": [64, 96, 56, 56, 1], "tile": {"planes": 2, "threads": 256, "vy": 2}}]})");
+  r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + quote(db));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_fwd_plane_f16_nchw_k5_L3_p2_v2_w256_sm90"));
+  // An unknown format is said and skipped, not fatal.
+  write_file(db, R"({"decisions": []})");
+  r = run("prewarm --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --progress never --tuning-db " + quote(db));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("unknown tuning database format"), HasSubstr("tuned kernels left out")));
+}
+
+TEST_F(Prewarm, BadInputsNameTheValue) {
+  Result r = run("prewarm --preset wtconvnext-xl --list");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("'wtconvnext-xl'"), HasSubstr("wtconvnext-t, wtconvnext-s, wtconvnext-b")));
+  r = run("prewarm --arch sm_70 --preset wtconvnext-t --list");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("sm_70"));
+  r = run("prewarm --shapes 1:4:8:8 --k 4 --list");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("k=4"), HasSubstr("[1, 31]")));
+  r = run("prewarm --k 3");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--shapes"));
+  r = run("prewarm");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("nothing to prewarm"));
+  const std::string manifest = tmp_ + "/m.json";
+  write_file(manifest, R"({"layer": []})");
+  r = run("prewarm --manifest " + quote(manifest));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr(manifest), HasSubstr("unknown key \"layer\"")));
+  write_file(manifest, R"({"layers": [{"C": 8, "H": 8, "W": 8, "L": 9}]})");
+  r = run("prewarm --manifest " + quote(manifest));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("layers[0]"), HasSubstr("\"L\""), HasSubstr("[0, 8]")));
+}
+
+TEST_F(Prewarm, AFailedCompileExitsWith3) {
+  // A tuned tile this build rejects (2048 threads) fails; the rest still compile.
+  const std::string manifest = tmp_ + "/m.json";
+  write_file(manifest, R"({"kernels": ["lkjit_wtconv_fold_k3_L1_w2048_sm90", "lkjit_wtconv_fold_k3_L1_w256_sm90"]})");
+  const Result r = run("prewarm --arch sm_90 --progress never --manifest " + quote(manifest));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("failed: lkjit_wtconv_fold_k3_L1_w2048_sm90"), HasSubstr("threads=2048"),
+                              HasSubstr("1 compiled, 0 already cached, 1 failed")));
+}
+
+TEST_F(Prewarm, CacheExplainNamesTheDifferingInput) {
+  ASSERT_EQ(run("compile --kernel wtconv_fold --k 3 --L 1 --arch sm_90").code, 0);
+  const std::string name = "lkjit_wtconv_fold_k3_L1_w256_sm90";
+  Result r = run("cache explain " + name);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("cached (a lookup hits)"), HasSubstr("nvrtc"),
+                              HasSubstr("header     wtconv/fold.cuh sha256")));
+  const std::string key = r.output.substr(r.output.find(" has key ") + 9, 64);
+  // An entry of the same kernel from another toolchain and template: explain says what differs.
+  lkjit::cache::EntryMeta m;
+  m.key = std::string(64, 'e');
+  m.kernel_name = name;
+  m.spec = "wtconv_fold f32 k=3 L=1 sm_90 w256";
+  m.arch = 90;
+  m.nvrtc_version = "12.8";
+  m.generator_version = 1;
+  m.options = {"--gpu-architecture=sm_90", "--std=c++17", "--restrict", "-lineinfo"};
+  m.header_sha256 = {{"wtconv/fold.cuh", lkjit::cache::sha256_hex("an older fold.cuh")}};
+  write_file(cache_ + "/" + m.key + ".lkjit", lkjit::cache::encode_entry(m, "old cubin"));
+  r = run("cache explain " + name);
+  EXPECT_THAT(r.output, AllOf(HasSubstr("entry eeeeeeeeeeeeeeee"), HasSubstr("nvrtc: 12.8 -> "),
+                              HasSubstr("header wtconv/fold.cuh: "),
+                              HasSubstr("header wtconv/fwd_plane.cuh: added")));
+  r = run("cache explain " + m.key.substr(0, 12));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lookups miss this entry"), HasSubstr("nvrtc: 12.8 -> "),
+                              HasSubstr("entry " + key.substr(0, 16))));
+  r = run("cache explain " + std::string(64, 'f') + " --kernel " + name);
+  EXPECT_THAT(r.output, AllOf(HasSubstr("is not in the cache"), HasSubstr("this lkjit computes key " + key),
+                              HasSubstr("entry eeeeeeeeeeeeeeee")));
+  r = run("cache explain nonsense");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("'nonsense' is neither a key"));
+}
+
+TEST_F(Prewarm, CacheStatPruneAndClear) {
+  ASSERT_EQ(run("prewarm --arch sm_90 --dtypes f32 --passes fwd " + kSmall).code, 0);
+  write_file(cache_ + "/" + std::string(64, 'c') + ".lkjit", "junk");
+  Result r = run("cache stat", "", "LKJIT_CACHE_MAX_BYTES=64M");
+  EXPECT_THAT(r.output, AllOf(HasSubstr("entries    5"), HasSubstr("of 64.0 MiB cap"), HasSubstr("unreadable 1"),
+                              HasSubstr("sm_90 / NVRTC")));
+  r = run("cache verify");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("4 entries ok, 1 corrupt"), HasSubstr(std::string(64, 'c'))));
+  EXPECT_EQ(run("cache verify").code, 0) << "verify did not remove the corrupt entry";
+  r = run("cache prune --max-bytes 1");
+  EXPECT_THAT(r.output, AllOf(HasSubstr("removed 4 entries"), HasSubstr("0 entries")));
+  ASSERT_EQ(run("prewarm --arch sm_90 --dtypes f32 --passes fwd " + kSmall).code, 0);
+  r = run("cache clear");
+  EXPECT_THAT(r.output, HasSubstr("removed 4 entries"));
+  EXPECT_TRUE(files_with(".lkjit").empty());
+  r = run("cache prune --max-bytes lots");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--max-bytes='lots'"));
+}
+
+}  // namespace

@@ -1,0 +1,97 @@
+// Helpers shared by the CPU tests: scoped environment variables, temporary directories, whole-file
+// I/O and subprocesses run through the shell.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace lkjit::test {
+
+// Sets (or unsets, with nullptr) an environment variable for the scope; restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// A fresh directory $TMPDIR/<prefix>-XXXXXX, removed with everything in it.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    if (!::mkdtemp(tmpl.data())) ADD_FAILURE() << "mkdtemp failed";
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string read_file(const std::string& path) {
+  std::stringstream ss;
+  ss << std::ifstream(path, std::ios::binary).rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// s in single quotes, safe as one /bin/sh word.
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct CommandResult {
+  int code = -1;       // exit status; -1 if the command did not exit normally
+  std::string output;  // its stdout (append 2>&1 to the command for stderr too)
+};
+
+// Runs cmd through /bin/sh (popen) and collects its output and exit status.
+inline CommandResult run_command(const std::string& cmd) {
+  CommandResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) {
+    ADD_FAILURE() << "popen failed: " << cmd;
+    return r;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  return r;
+}
+
+}  // namespace lkjit::test

@@ -1,0 +1,609 @@
+// Tests of the tuner's CPU parts (runtime/tune_*.cpp, runtime/tuner.cpp, tools/lkjit/tune.cpp): modes
+// from the API and LKJIT_TUNE, names and keys, statistics and deterministic selection, every search
+// strategy against a synthetic cost model, the compile step's failure handling, candidate spaces of
+// the WTConv kernels, and `lkjit tune` without a GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "lkjit/error.h"
+#include "lkjit/generator.h"
+#include "lkjit/tuning.h"
+#include "lkjit/wtconv_tune.h"
+#include "runtime/tune_search.h"
+#include "runtime/tuner_internal.h"
+#include "tests/test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace lkjit;  // NOLINT
+
+using lkjit::test::CommandResult;
+using lkjit::test::run_command;
+using lkjit::test::ScopedEnv;
+using lkjit::test::shell_quote;
+using lkjit::test::TempDir;
+
+template <class F>
+std::string spec_error(F f) {
+  try {
+    f();
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected SpecError";
+  return {};
+}
+
+// ---- modes, names, keys -----------------------------------------------------------------------------
+
+TEST(TuneMode, ParsesEveryNameAndNamesTheAllowedSet) {
+  for (TuneMode m : {TuneMode::kOff, TuneMode::kCached, TuneMode::kTune, TuneMode::kRetune})
+    EXPECT_EQ(parse_tune_mode(to_string(m)), m);
+  EXPECT_THAT(spec_error([] { parse_tune_mode("fast"); }), AllOf(HasSubstr("'fast'"), HasSubstr("off, cached, tune, retune")));
+  for (TuneStrategy s : {TuneStrategy::kExhaustive, TuneStrategy::kRandom, TuneStrategy::kGreedy})
+    EXPECT_EQ(parse_tune_strategy(to_string(s)), s);
+  EXPECT_THAT(spec_error([] { parse_tune_strategy("annealing"); }),
+              AllOf(HasSubstr("'annealing'"), HasSubstr("exhaustive, random, greedy")));
+}
+
+TEST(TuneMode, ApiBeatsEnvironmentBeatsDefault) {
+  {
+    ScopedEnv e("LKJIT_TUNE", nullptr);
+    EXPECT_EQ(tune_mode_from_env(), std::nullopt);
+    EXPECT_EQ(resolve_tune_mode(std::nullopt, TuneMode::kCached), TuneMode::kCached);  // layers
+    EXPECT_EQ(Tuner().mode(), TuneMode::kTune);                                         // tuner API
+  }
+  {
+    ScopedEnv e("LKJIT_TUNE", "retune");
+    EXPECT_EQ(tune_mode_from_env(), TuneMode::kRetune);
+    EXPECT_EQ(resolve_tune_mode(std::nullopt, TuneMode::kCached), TuneMode::kRetune);
+    EXPECT_EQ(resolve_tune_mode(TuneMode::kOff, TuneMode::kCached), TuneMode::kOff);
+    TuneOptions o;
+    o.mode = TuneMode::kCached;
+    EXPECT_EQ(Tuner(o).mode(), TuneMode::kCached);
+    EXPECT_EQ(Tuner().mode(), TuneMode::kRetune);
+  }
+  {
+    ScopedEnv e("LKJIT_TUNE", "bogus");
+    EXPECT_THAT(spec_error([] { resolve_tune_mode(std::nullopt, TuneMode::kCached); }), HasSubstr("LKJIT_TUNE='bogus'"));
+    EXPECT_EQ(resolve_tune_mode(TuneMode::kTune, TuneMode::kCached), TuneMode::kTune) << "an explicit mode never reads the variable";
+  }
+}
+
+TEST(TuneMode, BudgetFromApiOrEnvironment) {
+  ScopedEnv e("LKJIT_TUNE_BUDGET", nullptr);
+  EXPECT_DOUBLE_EQ(detail::resolve_budget(3), 3);
+  EXPECT_DOUBLE_EQ(detail::resolve_budget(0), 10);
+  ScopedEnv f("LKJIT_TUNE_BUDGET", "2.5");
+  EXPECT_DOUBLE_EQ(detail::resolve_budget(0), 2.5);
+  ScopedEnv g("LKJIT_TUNE_BUDGET", "soon");
+  EXPECT_THAT(spec_error([] { detail::resolve_budget(0); }), AllOf(HasSubstr("LKJIT_TUNE_BUDGET='soon'"), HasSubstr("> 0")));
+}
+
+TEST(TuningDbPath, FromEnvironmentOrBesideTheCache) {
+  {
+    ScopedEnv e("LKJIT_TUNING_DB", "/x/y.json");
+    EXPECT_EQ(tuning_db_path(), "/x/y.json");
+  }
+  ScopedEnv e("LKJIT_TUNING_DB", nullptr);
+  ScopedEnv c("LKJIT_CACHE_DIR", "/tmp/some-cache");
+  EXPECT_EQ(tuning_db_path(), "/tmp/some-cache/tuning.json");
+}
+
+TEST(ShapeBucket, PowersOfTwoForBAndCExactSmallMapsQuarterOctavesAbove) {
+  EXPECT_EQ(bucket_key(Shape{64, 96, 56, 56, 1}), "B64_C128_H56_W56_s1");
+  EXPECT_EQ(bucket_key(Shape{63, 128, 7, 9, 2}), "B64_C128_H7_W9_s2");
+  EXPECT_EQ(bucket_key(Shape{1, 1, 64, 65, 1}), "B1_C1_H64_W80_s1");
+  EXPECT_EQ(bucket_key(Shape{8, 64, 224, 256, 1}), "B8_C64_H224_W256_s1");
+  EXPECT_EQ(bucket_key(Shape{8, 64, 193, 257, 1}), "B8_C64_H224_W320_s1");
+  EXPECT_EQ(bucket_key(Shape{8, 64, 250, 256, 1}), bucket_key(Shape{5, 40, 256, 250, 1}));
+}
+
+TEST(SpecKey, IsTheKernelNameWithoutTheTile) {
+  const OpSpec plane{Kernel::kWTConvFwdPlane, DType::kF32, 5, 5, true, 90};
+  EXPECT_EQ(spec_key(plane), "lkjit_wtconv_fwd_plane_f32_nchw_k5_L5_sm90");
+  const Tile t{0, 0, 1, 4, 256};
+  const std::string name = kernel_name(plane, t);
+  const std::string key = spec_key(plane);
+  EXPECT_EQ(name, key.substr(0, key.size() - 5) + "_" + t.to_string() + "_sm90");
+  // A deeper level reads fp32 whatever the layer's dtype: one key (and one binary).
+  EXPECT_EQ(spec_key(OpSpec{Kernel::kWTConvFwdLevel, DType::kF16, 5, 0, false, 90}),
+            spec_key(OpSpec{Kernel::kWTConvFwdLevel, DType::kF32, 5, 0, false, 90}));
+  EXPECT_NE(spec_key(OpSpec{Kernel::kWTConvFwdLevel, DType::kF16, 5, 0, true, 90}),
+            spec_key(OpSpec{Kernel::kWTConvFwdLevel, DType::kF32, 5, 0, true, 90}));
+  EXPECT_EQ(spec_key(OpSpec{Kernel::kWTConvReduce, DType::kF32, 3, 2, true, 80}), "lkjit_wtconv_reduce_k3_L2_sm80");
+}
+
+TEST(TileAxes, GetAndSetByName) {
+  Tile t;
+  for (size_t i = 0; i < tile_axis_names().size(); ++i) EXPECT_TRUE(set_tile_axis(t, tile_axis_names()[i], int(i) + 1));
+  EXPECT_EQ(t, (Tile{1, 2, 3, 4, 5}));
+  for (size_t i = 0; i < tile_axis_names().size(); ++i) EXPECT_EQ(tile_axis(t, tile_axis_names()[i]), int(i) + 1);
+  EXPECT_FALSE(set_tile_axis(t, "warps", 4));
+  EXPECT_EQ(tile_axis(t, "warps"), 0);
+  // Every axis of every WTConv kernel's space has a field.
+  for (Kernel k : all_kernels())
+    for (const auto& ax : tile_space(OpSpec{k, DType::kF32, 5, 2, true, 90}).axes) {
+      Tile u;
+      EXPECT_TRUE(set_tile_axis(u, ax.name, 7)) << ax.name;
+    }
+}
+
+// ---- statistics and selection -------------------------------------------------------------------------
+
+TEST(Summarize, MedianMinAndRobustNoise) {
+  auto s = summarize({3, 1, 2});
+  EXPECT_DOUBLE_EQ(s.median_ms, 2);
+  EXPECT_DOUBLE_EQ(s.min_ms, 1);
+  EXPECT_EQ(s.n, 3);
+  EXPECT_DOUBLE_EQ(s.noise, 1.4826 * 1 / 2);
+  EXPECT_DOUBLE_EQ(summarize({4, 1, 3, 2}).median_ms, 2.5);
+  EXPECT_DOUBLE_EQ(summarize({5, 5, 5, 5}).noise, 0);
+  EXPECT_DOUBLE_EQ(summarize({5}).noise, 0);
+  EXPECT_EQ(summarize({}).n, 0);
+  // One outlier (a clock change) does not move the median or the noise much.
+  EXPECT_LT(summarize({1.0, 1.01, 0.99, 1.0, 50.0}).noise, 0.02);
+}
+
+CandidateResult cand(int order, std::vector<double> ms, CandidateStatus st = CandidateStatus::kOk) {
+  CandidateResult c;
+  c.order = order;
+  c.tile = Tile{0, 0, 0, 0, 32 * (order + 1)};
+  c.status = st;
+  c.samples_ms = ms;
+  c.summary = st == CandidateStatus::kOk ? summarize(ms) : Summary{};
+  return c;
+}
+
+TEST(SelectBest, AClearWinnerWins) {
+  const std::vector<CandidateResult> c = {cand(0, {1.0, 1.0, 1.0}), cand(1, {0.8, 0.8, 0.8}), cand(2, {0.9, 0.9, 0.9})};
+  EXPECT_EQ(select_best(c, 0.02), 1u);
+}
+
+TEST(SelectBest, WithinNoiseOfTheBestTheFirstInFixedOrderWins) {
+  // Order 3 is 1% faster than the default (order 0): within the 2% floor, so the default stays.
+  std::vector<CandidateResult> c = {cand(3, {0.990, 0.991, 0.989}), cand(0, {1.000, 1.001, 0.999}),
+                                    cand(5, {1.2, 1.2, 1.2})};
+  EXPECT_EQ(c[*select_best(c, 0.02)].order, 0);
+  // With a tighter floor it does not.
+  EXPECT_EQ(c[*select_best(c, 0.001)].order, 3);
+  // A noisy best widens the tolerance: 5% apart, but the best's samples scatter by ~10%.
+  c = {cand(4, {0.90, 1.00, 0.81, 0.95, 0.86}), cand(1, {0.95, 0.95, 0.95, 0.95, 0.95})};
+  EXPECT_EQ(c[*select_best(c, 0.02)].order, 1);
+}
+
+TEST(SelectBest, DoesNotDependOnInputOrderAndRepeats) {
+  std::vector<CandidateResult> c;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 20; ++i) {
+    const double base = 1.0 + 0.004 * ((i * 7) % 10);  // many within 2% of each other
+    c.push_back(cand(i, {base, base * 1.001, base * 0.999}));
+  }
+  const int want = c[*select_best(c, 0.02)].order;
+  for (int trial = 0; trial < 10; ++trial) {
+    std::shuffle(c.begin(), c.end(), rng);
+    EXPECT_EQ(c[*select_best(c, 0.02)].order, want);
+  }
+}
+
+TEST(SelectBest, FailuresAreNeverChosen) {
+  auto failed = cand(0, {}, CandidateStatus::kCompileFailed);
+  failed.summary.median_ms = 0.001;  // even a bogus fast time
+  const std::vector<CandidateResult> c = {failed, cand(1, {1.0}), cand(2, {1.1})};
+  EXPECT_EQ(select_best(c, 0.02), 1u);
+  EXPECT_EQ(select_best({failed}, 0.02), std::nullopt);
+  EXPECT_EQ(select_best({}, 0.02), std::nullopt);
+}
+
+TEST(Rank, OkByTimeThenFailuresByOrder) {
+  const std::vector<CandidateResult> c = {cand(0, {2.0}), cand(1, {}, CandidateStatus::kLaunchFailed), cand(2, {1.0}),
+                                          cand(3, {}, CandidateStatus::kRejected), cand(4, {2.0})};
+  EXPECT_EQ(rank(c), (std::vector<size_t>{2, 0, 4, 1, 3}));
+}
+
+// ---- search strategies (synthetic cost model, fake clock) -------------------------------------------------
+
+// The plane kernel's real space and candidate order on 64x96x56x56 with a separable cost whose minimum
+// is p2_v2_w256, plus a deterministic +-0.1% jitter per sample.
+struct Synthetic {
+  OpSpec spec{Kernel::kWTConvFwdPlane, DType::kF32, 5, 5, true, 90};
+  Shape shape{64, 96, 56, 56, 1};
+  DeviceLimits lim = DeviceLimits::for_arch(90);
+  std::vector<Tile> cands = detail::candidate_order(spec, shape, lim);
+  std::set<int> fail_threads;  // injected failures
+  int calls = 0, evaluated = 0;
+  std::vector<Tile> visited;
+
+  static double cost(const Tile& t) {
+    auto sq = [](double x) { return x * x; };
+    return 1.0 + 0.1 * sq(std::log2(t.planes) - 1) + 0.07 * sq(std::log2(t.vy) - 1) + 0.05 * sq(std::log2(t.threads) - 8);
+  }
+  detail::EvaluateFn eval() {
+    return [this](const std::vector<Tile>& tiles, int reps) {
+      ++calls;
+      std::vector<CandidateResult> out;
+      for (const Tile& t : tiles) {
+        CandidateResult r;
+        r.tile = t;
+        visited.push_back(t);
+        ++evaluated;
+        if (fail_threads.count(t.threads)) {
+          r.status = CandidateStatus::kCompileFailed;
+          r.reason = "injected failure";
+        } else {
+          for (int i = 0; i < reps; ++i) r.samples_ms.push_back(cost(t) * (1 + 0.001 * ((i * 3 + t.threads) % 3 - 1)));
+        }
+        out.push_back(r);
+      }
+      return out;
+    };
+  }
+  detail::SearchConfig config(TuneStrategy s) const {
+    detail::SearchConfig c;
+    c.strategy = s;
+    c.budget_s = 1000;
+    c.batch = 4;
+    return c;
+  }
+  Tile best_valid() const {
+    Tile best = cands[0];
+    for (const Tile& t : cands)
+      if (!fail_threads.count(t.threads) && (fail_threads.count(best.threads) || cost(t) < cost(best))) best = t;
+    return best;
+  }
+};
+
+detail::ClockFn zero_clock() {
+  return [] { return 0.0; };
+}
+
+TEST(Search, ExhaustiveMeasuresEveryCandidateAndFindsTheMinimum) {
+  Synthetic s;
+  ASSERT_GT(s.cands.size(), 10u);
+  const auto out = detail::run_search(tile_space(s.spec), s.cands, s.config(TuneStrategy::kExhaustive), s.eval(), zero_clock());
+  ASSERT_EQ(out.candidates.size(), s.cands.size());
+  for (size_t i = 0; i < out.candidates.size(); ++i) EXPECT_EQ(out.candidates[i].order, int(i));
+  ASSERT_TRUE(out.chosen);
+  EXPECT_EQ(out.candidates[*out.chosen].tile, (Tile{0, 0, 2, 2, 256}));
+  EXPECT_TRUE(out.candidates[*out.chosen].finalist);
+  EXPECT_EQ(out.candidates[*out.chosen].summary.n, 15) << "3 rounds of 5 re-measured samples";
+  EXPECT_FALSE(out.budget_hit);
+}
+
+TEST(Search, GreedyDescendsToTheMinimumWithFewerMeasurements) {
+  Synthetic s;
+  const auto out = detail::run_search(tile_space(s.spec), s.cands, s.config(TuneStrategy::kGreedy), s.eval(), zero_clock());
+  ASSERT_TRUE(out.chosen);
+  EXPECT_EQ(out.candidates[*out.chosen].tile, (Tile{0, 0, 2, 2, 256}));
+  EXPECT_LT(out.candidates.size(), s.cands.size());
+  EXPECT_EQ(s.visited.front(), s.cands.front()) << "greedy starts at the default";
+}
+
+TEST(Search, RandomIsSeededAndStopsAtTheBudget) {
+  int ticks = 0;
+  auto clock = [&ticks] { return double(ticks++); };  // one second per clock read
+  Synthetic a, b, c;
+  auto cfg = a.config(TuneStrategy::kRandom);
+  cfg.budget_s = 6;
+  ticks = 0;
+  const auto ra = detail::run_search(tile_space(a.spec), a.cands, cfg, a.eval(), clock);
+  ticks = 0;
+  const auto rb = detail::run_search(tile_space(b.spec), b.cands, cfg, b.eval(), clock);
+  EXPECT_TRUE(ra.budget_hit);
+  EXPECT_LT(ra.candidates.size(), a.cands.size());
+  EXPECT_EQ(a.visited, b.visited) << "same seed, different order";
+  EXPECT_EQ(a.visited.front(), a.cands.front()) << "the default is measured first";
+  ASSERT_TRUE(ra.chosen && rb.chosen);
+  EXPECT_EQ(ra.candidates[*ra.chosen].tile, rb.candidates[*rb.chosen].tile);
+  cfg.seed = 99;
+  ticks = 0;
+  detail::run_search(tile_space(c.spec), c.cands, cfg, c.eval(), clock);
+  EXPECT_NE(a.visited, c.visited);
+  // Without a budget the random order visits everything once.
+  Synthetic d;
+  auto all = d.config(TuneStrategy::kRandom);
+  all.budget_s = 0;
+  const auto rd = detail::run_search(tile_space(d.spec), d.cands, all, d.eval(), zero_clock());
+  EXPECT_EQ(rd.candidates.size(), d.cands.size());
+  EXPECT_EQ(rd.candidates[*rd.chosen].tile, (Tile{0, 0, 2, 2, 256}));
+}
+
+TEST(Search, GreedyStopsAtTheBudget) {
+  int ticks = 0;
+  Synthetic s;
+  auto cfg = s.config(TuneStrategy::kGreedy);
+  cfg.budget_s = 2;
+  const auto out = detail::run_search(tile_space(s.spec), s.cands, cfg, s.eval(), [&] { return double(ticks++); });
+  EXPECT_TRUE(out.budget_hit);
+  EXPECT_TRUE(out.chosen) << "the default was measured";
+}
+
+TEST(Search, FailedCandidatesAreRecordedWithTheirReasonAndSkipped) {
+  Synthetic s;
+  s.fail_threads = {256};  // the true minimum's thread count
+  const auto out = detail::run_search(tile_space(s.spec), s.cands, s.config(TuneStrategy::kExhaustive), s.eval(), zero_clock());
+  int failed = 0;
+  for (const auto& c : out.candidates)
+    if (c.tile.threads == 256) {
+      EXPECT_EQ(c.status, CandidateStatus::kCompileFailed);
+      EXPECT_EQ(c.reason, "injected failure");
+      ++failed;
+    }
+  EXPECT_GT(failed, 0);
+  ASSERT_TRUE(out.chosen);
+  EXPECT_NE(out.candidates[*out.chosen].tile.threads, 256);
+  EXPECT_EQ(out.candidates[*out.chosen].tile, s.best_valid());
+  // Greedy from a failing default still starts from the first candidate that measures.
+  Synthetic g;
+  g.fail_threads = {g.cands[0].threads};
+  const auto og = detail::run_search(tile_space(g.spec), g.cands, g.config(TuneStrategy::kGreedy), g.eval(), zero_clock());
+  ASSERT_TRUE(og.chosen);
+  EXPECT_EQ(og.candidates.front().status, CandidateStatus::kCompileFailed);
+}
+
+TEST(Search, FlatCostKeepsTheDefaultAndRepeats) {
+  // Every candidate within 0.5%: ties go to the fixed order, whose first point is the default.
+  for (TuneStrategy st : {TuneStrategy::kExhaustive, TuneStrategy::kGreedy, TuneStrategy::kRandom}) {
+    Synthetic s;
+    detail::EvaluateFn flat = [](const std::vector<Tile>& tiles, int reps) {
+      std::vector<CandidateResult> out;
+      for (const Tile& t : tiles) {
+        CandidateResult r;
+        for (int i = 0; i < reps; ++i) r.samples_ms.push_back(1.0 - 0.005 * ((t.threads + t.vy + t.planes) % 2));
+        out.push_back(r);
+      }
+      return out;
+    };
+    auto cfg = s.config(st);
+    const auto a = detail::run_search(tile_space(s.spec), s.cands, cfg, flat, zero_clock());
+    const auto b = detail::run_search(tile_space(s.spec), s.cands, cfg, flat, zero_clock());
+    ASSERT_TRUE(a.chosen && b.chosen);
+    EXPECT_EQ(a.candidates[*a.chosen].tile, s.cands[0]) << to_string(st);
+    EXPECT_EQ(a.candidates[*a.chosen].tile, b.candidates[*b.chosen].tile);
+  }
+}
+
+TEST(Search, ReportsProgress) {
+  Synthetic s;
+  auto cfg = s.config(TuneStrategy::kExhaustive);
+  std::vector<TuneProgress> seen;
+  cfg.what = "wtconv_fwd_plane";
+  cfg.progress = [&](const TuneProgress& p) { seen.push_back(p); };
+  detail::run_search(tile_space(s.spec), s.cands, cfg, s.eval(), zero_clock());
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front().what, "wtconv_fwd_plane");
+  EXPECT_EQ(seen.front().total, int(s.cands.size()));
+  int max_done = 0;
+  for (const auto& p : seen) max_done = std::max(max_done, p.done);
+  EXPECT_EQ(max_done, int(s.cands.size()));
+  EXPECT_GT(seen.back().best_ms, 0);
+}
+
+// ---- the compile step -------------------------------------------------------------------------------
+
+TEST(CompileStep, FailuresBecomeResultsWithReasons) {
+  const OpSpec s{Kernel::kWTConvFwdPlane, DType::kF32, 5, 5, true, 90};
+  const Shape sh{64, 96, 56, 56, 1};
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  const std::vector<Tile> tiles = {
+      Tile{0, 0, 1, 4, 256},   // ok
+      Tile{0, 0, 1, 2, 256},   // NVRTC fails (injected)
+      Tile{0, 0, 1, 1, 256},   // generate() rejects (injected SpecError)
+      Tile{0, 0, 2, 1, 128},   // some other exception
+      Tile{0, 0, 16, 1, 512},  // rejected for this shape before compiling: 16 planes of 56x56
+      Tile{0, 0, 1, 1, 48},    // rejected: not a whole warp
+  };
+  std::atomic<int> compiled{0};
+  detail::CompileFn fake = [&](const OpSpec& spec, const Tile& t) -> CompiledKernel {
+    ++compiled;
+    if (t == tiles[1]) throw CompileError("lkjit: error: " + kernel_name(spec, t) + ": NVRTC failed: injected");
+    if (t == tiles[2]) throw SpecError("lkjit: error: injected reject");
+    if (t == tiles[3]) throw std::runtime_error("injected surprise");
+    return CompiledKernel{};
+  };
+  const auto out = detail::compile_candidates(s, sh, lim, tiles, 4, fake);
+  ASSERT_EQ(out.size(), tiles.size());
+  EXPECT_EQ(out[0].status, CandidateStatus::kOk);
+  EXPECT_EQ(out[1].status, CandidateStatus::kCompileFailed);
+  EXPECT_THAT(out[1].reason, HasSubstr("injected"));
+  EXPECT_EQ(out[2].status, CandidateStatus::kRejected);
+  EXPECT_EQ(out[3].status, CandidateStatus::kError);
+  EXPECT_EQ(out[3].reason, "injected surprise");
+  EXPECT_EQ(out[4].status, CandidateStatus::kRejected);
+  EXPECT_THAT(out[4].reason, AllOf(HasSubstr("p16_v1_w512"), HasSubstr("64x96x56x56"), HasSubstr("shared memory")));
+  EXPECT_EQ(out[5].status, CandidateStatus::kRejected);
+  EXPECT_THAT(out[5].reason, HasSubstr("threads=48"));
+  EXPECT_EQ(compiled.load(), 4) << "rejected tiles never reach the compiler";
+}
+
+TEST(CompileStep, ClassifiesByExceptionType) {
+  auto st = [](auto e) { return detail::classify(std::make_exception_ptr(e)).first; };
+  EXPECT_EQ(st(SpecError("x")), CandidateStatus::kRejected);
+  EXPECT_EQ(st(CompileError("x")), CandidateStatus::kCompileFailed);
+  EXPECT_EQ(st(DriverError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")), CandidateStatus::kLaunchFailed);
+  EXPECT_EQ(st(CacheError("x")), CandidateStatus::kError);
+  EXPECT_EQ(st(std::bad_alloc()), CandidateStatus::kError);
+  EXPECT_EQ(detail::classify(std::make_exception_ptr(42)).second, "unknown exception");
+}
+
+// Through the real compile_kernel (NVRTC, a private cache): a valid tile compiles, a rejected one is a
+// result with its reason.
+TEST(CompileStep, RealCompilerThroughPrecompileCandidates) {
+  const std::string dir = (fs::temp_directory_path() / ("lkjit-tuner-test-" + std::to_string(::getpid()))).string();
+  ScopedEnv cache("LKJIT_CACHE_DIR", dir.c_str());
+  ScopedEnv disable("LKJIT_CACHE_DISABLE", nullptr);
+  const OpSpec s{Kernel::kWTConvReduce, DType::kF32, 3, 1, true, 90};
+  const Shape sh{2, 8, 16, 16, 1};
+  const auto out = precompile_candidates(s, sh, DeviceLimits::for_arch(90), {Tile{0, 0, 0, 0, 128}, Tile{0, 0, 0, 0, 2048}}, 2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].status, CandidateStatus::kOk) << out[0].reason;
+  EXPECT_GT(out[0].compile_s, 0);
+  EXPECT_EQ(out[1].status, CandidateStatus::kRejected);
+  EXPECT_THAT(out[1].reason, HasSubstr("threads=2048"));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// ---- candidate spaces of the WTConv kernels -------------------------------------------------------------
+
+std::vector<std::pair<WTConvTuneProblem, std::string>> anchor_problems() {
+  std::vector<std::pair<WTConvTuneProblem, std::string>> v;
+  const int64_t rows[][5] = {{8, 64, 256, 256, 3}, {64, 96, 56, 56, 5}, {64, 192, 28, 28, 4}, {64, 384, 14, 14, 3},
+                             {64, 768, 7, 7, 2}, {2, 3, 17, 15, 3}};
+  for (const auto& r : rows)
+    for (bool bwd : {false, true})
+      for (DType dt : {DType::kF32, DType::kBF16}) {
+        WTConvTuneProblem p;
+        p.options = WTConvOptions{r[1], 5, int(r[4]), dt, true, 1, 0};
+        p.B = r[0], p.H = r[2], p.W = r[3];
+        p.backward = bwd;
+        v.emplace_back(p, p.to_string());
+      }
+  return v;
+}
+
+TEST(CandidateSpace, EveryPlannedKernelHasAValidSpaceWithTheDefaultFirst) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  std::set<Kernel> seen;
+  for (const auto& [p, name] : anchor_problems())
+    for (const auto& pk : wtconv_plan(p.options, p.shape(), lim, p.backward, p.path)) {
+      SCOPED_TRACE(name + " " + pk.spec.to_string() + " on " + pk.shape.to_string());
+      const auto c = tune_candidates(pk.spec, pk.shape, lim);
+      ASSERT_FALSE(c.empty());
+      EXPECT_EQ(c[0], default_tile(pk.spec, pk.shape, lim)) << "the default is not first";
+      EXPECT_EQ(c[0], pk.tile) << "the plan's tile is the default";
+      std::set<std::string> uniq;
+      for (const Tile& t : c) {
+        EXPECT_TRUE(uniq.insert(t.to_string()).second) << "duplicate " << t.to_string();
+        EXPECT_FALSE(reject_reason(pk.spec, t, lim, &pk.shape)) << t.to_string();
+      }
+      EXPECT_EQ(c.size(), enumerate(pk.spec, lim, &pk.shape).size());
+      seen.insert(pk.spec.kernel);
+    }
+  EXPECT_EQ(seen.size(), all_kernels().size()) << "some WTConv kernel never planned";
+}
+
+TEST(CandidateSpace, TunableAndMainKernels) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  WTConvTuneProblem plane;
+  plane.options = WTConvOptions{96, 5, 5, DType::kF32, true, 1, 0};
+  plane.B = 64, plane.H = 56, plane.W = 56;
+  auto t = wtconv_tunable(plane, lim);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].spec.kernel, Kernel::kWTConvFwdPlane);
+  EXPECT_EQ(wtconv_main_kernel(wtconv_plan(plane.options, plane.shape(), lim)).kernel, Kernel::kWTConvFwdPlane);
+  plane.backward = true;
+  t = wtconv_tunable(plane, lim);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[1].spec.kernel, Kernel::kWTConvReduce);
+  WTConvTuneProblem tiled;
+  tiled.options = WTConvOptions{64, 5, 3, DType::kF32, true, 1, 0};
+  tiled.B = 8, tiled.H = 256, tiled.W = 256;
+  t = wtconv_tunable(tiled, lim);
+  ASSERT_EQ(t.size(), 4u);  // three levels and the synthesis; no fold
+  EXPECT_EQ(t[1].level, 2);
+  const auto main = wtconv_main_kernel(wtconv_plan(tiled.options, tiled.shape(), lim));
+  EXPECT_EQ(main.kernel, Kernel::kWTConvFwdSynth);
+}
+
+// Tuner::get tunes a lone kernel inside a layer problem that runs it.
+TEST(CandidateSpace, EveryPlannedKernelHasALayerProblemThatRunsIt) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  int checked = 0;
+  for (const auto& [p, name] : anchor_problems())
+    for (const auto& pk : wtconv_plan(p.options, p.shape(), lim, p.backward, p.path)) {
+      if (pk.spec.kernel == Kernel::kWTConvFold) continue;
+      SCOPED_TRACE(name + " " + pk.spec.to_string() + " on " + pk.shape.to_string());
+      const auto [q, sel] = detail::problem_for(pk.spec, pk.shape, 0, lim);
+      bool found = false;
+      for (const auto& e : wtconv_plan(q.options, q.shape(), lim, q.backward, q.path))
+        found = found || (e.spec == pk.spec && e.level == sel.level && e.shape.H == pk.shape.H && e.shape.W == pk.shape.W);
+      EXPECT_TRUE(found);
+      ++checked;
+    }
+  EXPECT_GT(checked, 20);
+  const OpSpec bad{Kernel::kWTConvFwdLevel, DType::kF32, 5, 3, true, 90};
+  EXPECT_THAT(spec_error([&] { detail::problem_for(bad, Shape{2, 4, 32, 32, 1}, 0, lim); }),
+              AllOf(HasSubstr("wtconv_fwd_level"), HasSubstr("L=0")));
+}
+
+// ---- `lkjit tune` without a GPU ---------------------------------------------------------------------------
+
+struct CliResult {
+  int code = -1;
+  std::string output;
+};
+
+CliResult run_cli(const std::string& args) {
+  const std::string dir = (fs::temp_directory_path() / ("lkjit-tune-cli-" + std::to_string(::getpid()))).string();
+  const std::string cmd = "env -u LKJIT_TUNE -u LKJIT_CACHE_DISABLE LKJIT_CACHE_DIR='" + dir + "' LKJIT_TUNING_DB='" + dir +
+                          "/tuning.json' '" + LKJIT_CLI_PATH + "' tune " + args + " 2>&1";
+  CliResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return r;
+}
+
+TEST(TuneCli, ListShowsValidAndRejectedCandidatesWithoutAGpu) {
+  const auto r = run_cli("--list --shape 64:96:56:56 --L 5 --arch sm_90");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("wtconv_fwd_plane f32 k=5 L=5 sm_90 on 64x96x56x56"), HasSubstr("valid"),
+                              HasSubstr("default"), HasSubstr("rejected"), HasSubstr("shared memory"),
+                              HasSubstr("lkjit_wtconv_fwd_plane_f32_nchw_k5_L5_p1_v4_w512_sm90"), HasSubstr("axis planes")));
+}
+
+TEST(TuneCli, ListOneLevelOfATiledPlan) {
+  const auto r = run_cli("--list --shape 8:64:256:256 --L 3 --pass bwd --kernel wtconv_bwd_level:2 --arch sm_90");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("wtconv_bwd_level f32 k=5 L=0 deeper sm_90 level 2 on 8x64x128x128"),
+                              Not(HasSubstr("level 1 on")), Not(HasSubstr("wtconv_bwd_synth f32"))));
+}
+
+TEST(TuneCli, BadValuesAreNamed) {
+  auto r = run_cli("--list --kernel bogus");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("'bogus'"));
+  r = run_cli("--list --strategy annealing");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("'annealing'"));
+  r = run_cli("--list --shape 1:2:3");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("B:C:H:W"));
+}
+
+TEST(TuneCli, TuningWithoutAGpuSaysItNeedsOne) {
+  if (gpu_available()) GTEST_SKIP() << "a GPU is present: `lkjit tune` would tune";
+  const auto r = run_cli("--shape 2:8:16:16 --L 2");
+  EXPECT_EQ(r.code, 4) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("tuning needs a GPU"), HasSubstr("--list")));
+}
+
+}  // namespace

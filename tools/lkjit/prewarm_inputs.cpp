@@ -1,0 +1,168 @@
+// The JSON inputs of `lkjit prewarm`: a manifest of what to compile, and a tuning database whose
+// tuned kernels to add.
+#include <fmt/format.h>
+#include <llvm/Support/JSON.h>
+#include <llvm/Support/MemoryBuffer.h>
+
+#include <optional>
+#include <set>
+
+#include "lkjit/error.h"
+#include "lkjit/spec.h"
+#include "tools/lkjit/prewarm_set.h"
+
+namespace lkjit::tool {
+namespace {
+
+Error bad(const std::string& path, const std::string& what) {
+  return Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}: {}", path, what));
+}
+
+std::string read_text(const std::string& path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf) throw bad(path, "cannot read: " + buf.getError().message());
+  return (*buf)->getBuffer().str();
+}
+
+std::vector<std::string> strings(const llvm::json::Object& o, const char* key, const std::string& path) {
+  std::vector<std::string> out;
+  const llvm::json::Value* v = o.get(key);
+  if (!v) return out;
+  const llvm::json::Array* a = v->getAsArray();
+  if (!a) throw bad(path, fmt::format("\"{}\" must be an array of strings", key));
+  for (const auto& e : *a) {
+    auto s = e.getAsString();
+    if (!s) throw bad(path, fmt::format("\"{}\" must be an array of strings", key));
+    out.push_back(s->str());
+  }
+  return out;
+}
+
+// fallback nullopt: the field is required.
+int64_t integer(const llvm::json::Object& o, const char* key, std::optional<int64_t> fallback, int64_t lo, int64_t hi,
+                const std::string& where) {
+  const llvm::json::Value* v = o.get(key);
+  if (!v) {
+    if (!fallback) throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}: \"{}\" is required", where, key));
+    return *fallback;
+  }
+  auto n = v->getAsInteger();
+  if (!n || *n < lo || *n > hi)
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("lkjit: error: {}: \"{}\" is out of range; supported: an integer in [{}, {}]", where, key, lo, hi));
+  return *n;
+}
+
+}  // namespace
+
+void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, bool* dtypes_given) {
+  auto parsed = llvm::json::parse(read_text(path));
+  if (!parsed) throw bad(path, "not JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object* root = parsed->getAsObject();
+  if (!root) throw bad(path, "the manifest must be a JSON object");
+  static const std::set<std::string> known = {"archs", "dtypes", "passes", "presets", "layers", "kernels", "all_tiles"};
+  for (const auto& kv : *root)
+    if (!known.count(kv.first.str()))
+      throw bad(path, fmt::format("unknown key \"{}\"; known: archs, dtypes, passes, presets, layers, kernels, all_tiles",
+                                  kv.first.str()));
+  for (const auto& a : strings(*root, "archs", path)) set->archs.push_back(parse_arch(a));
+  *archs_given = root->get("archs") != nullptr;
+  for (const auto& d : strings(*root, "dtypes", path)) set->dtypes.push_back(parse_dtype(d));
+  *dtypes_given = root->get("dtypes") != nullptr;
+  if (root->get("passes")) {
+    set->forward = set->backward = false;
+    for (const auto& p : strings(*root, "passes", path)) {
+      if (p == "fwd") set->forward = true;
+      else if (p == "bwd") set->backward = true;
+      else throw bad(path, fmt::format("pass \"{}\" is unknown; supported: fwd, bwd", p));
+    }
+  }
+  for (const auto& p : strings(*root, "presets", path))
+    for (const auto& ly : preset_layers(p)) set->layers.push_back(ly);
+  if (const llvm::json::Value* v = root->get("layers")) {
+    const llvm::json::Array* a = v->getAsArray();
+    if (!a) throw bad(path, "\"layers\" must be an array of objects");
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string where = fmt::format("{}: layers[{}]", path, i);
+      const llvm::json::Object* o = (*a)[i].getAsObject();
+      if (!o) throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}: not an object", where));
+      PrewarmLayer ly;
+      ly.B = integer(*o, "B", 1, 1, int64_t(1) << 31, where);
+      ly.C = integer(*o, "C", std::nullopt, 1, int64_t(1) << 24, where);
+      ly.H = integer(*o, "H", std::nullopt, 1, int64_t(1) << 20, where);
+      ly.W = integer(*o, "W", std::nullopt, 1, int64_t(1) << 20, where);
+      ly.k = static_cast<int>(integer(*o, "k", 5, 1, 31, where));
+      ly.L = static_cast<int>(integer(*o, "L", 1, 0, 8, where));
+      ly.stride = static_cast<int>(integer(*o, "stride", 1, 1, 64, where));
+      set->layers.push_back(ly);
+    }
+  }
+  for (const auto& k : strings(*root, "kernels", path)) set->kernel_names.push_back(k);
+  if (const llvm::json::Value* v = root->get("all_tiles")) {
+    auto b = v->getAsBoolean();
+    if (!b) throw bad(path, "\"all_tiles\" must be true or false");
+    set->all_tiles = set->all_tiles || *b;
+  }
+}
+
+// A record of lkjit's tuning database ({"spec": "<kernel name without the tile>", "tile": {axis: n}})
+// as a kernel name: the tile goes where kernel_name() puts it, before "_smXY".
+std::optional<std::string> record_kernel_name(const llvm::json::Object& r) {
+  auto spec = r.getString("spec");
+  const llvm::json::Object* axes = r.getObject("tile");
+  if (!spec || !axes) return std::nullopt;
+  Tile t;
+  for (const auto& [axis, v] : *axes) {
+    auto n = v.getAsInteger();
+    if (!n) return std::nullopt;
+    const std::string a = axis.str();
+    if (a == "tile_h") t.tile_h = static_cast<int>(*n);
+    else if (a == "tile_w") t.tile_w = static_cast<int>(*n);
+    else if (a == "planes") t.planes = static_cast<int>(*n);
+    else if (a == "vy") t.vy = static_cast<int>(*n);
+    else if (a == "threads") t.threads = static_cast<int>(*n);
+    else return std::nullopt;
+  }
+  const std::string s = spec->str();
+  const size_t sm = s.rfind("_sm");
+  if (sm == std::string::npos) return std::nullopt;
+  return s.substr(0, sm) + "_" + t.to_string() + s.substr(sm);
+}
+
+std::string read_tuning_db(const std::string& path, std::vector<std::string>* kernel_names) {
+  const std::string text = read_text(path);  // a missing file is an error, not a format question
+  const std::string expected =
+      "expected lkjit's tuning database ({\"records\": [{\"spec\": ..., \"tile\": {...}}, ...]}) or "
+      "{\"entries\": [{\"kernel\": \"lkjit_..._smXY\"}, ...]}";
+  auto parsed = llvm::json::parse(text);
+  if (!parsed) {
+    const std::string msg = llvm::toString(parsed.takeError());
+    return fmt::format("{}: not JSON ({}); tuned kernels left out", path, msg);
+  }
+  const llvm::json::Object* root = parsed->getAsObject();
+  std::vector<std::string> names;
+  auto unknown = [&](const std::string& why) {
+    return fmt::format("{}: unknown tuning database format ({}; {}); tuned kernels left out", path, why, expected);
+  };
+  if (const llvm::json::Array* records = root ? root->getArray("records") : nullptr) {
+    for (const auto& e : *records) {
+      const llvm::json::Object* o = e.getAsObject();
+      auto name = o ? record_kernel_name(*o) : std::nullopt;
+      if (!name) return unknown("a record has no \"spec\" string or no \"tile\" of known axes");
+      names.push_back(*name);
+    }
+  } else if (const llvm::json::Array* entries = root ? root->getArray("entries") : nullptr) {
+    for (const auto& e : *entries) {
+      const llvm::json::Object* o = e.getAsObject();
+      auto name = o ? o->getString("kernel") : llvm::None;
+      if (!name) return unknown("an entry has no \"kernel\" string");
+      names.push_back(name->str());
+    }
+  } else {
+    return unknown("no \"records\" or \"entries\" array");
+  }
+  kernel_names->insert(kernel_names->end(), names.begin(), names.end());
+  return "";
+}
+
+}  // namespace lkjit::tool

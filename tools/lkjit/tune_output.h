@@ -1,0 +1,30 @@
+// Printers of `lkjit tune`: the ranked table, CSV, JSON (SI units) and the plot's input, all from one
+// WTConvTuneReport; and temp-then-rename file output.
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "lkjit/wtconv_tune.h"
+#include "tools/lkjit/svg_plot.h"
+
+namespace lkjit::tool {
+
+std::string kernel_label(const KernelTuneResult& k);  // "wtconv_fwd_level l=2"
+
+void print_device(std::ostream& os, const DeviceInfo& d);
+// Ranked candidates of one kernel: config, median ms, noise, GB/s (layer traffic model), % of best,
+// registers, spills, shared memory; then failures with their reasons (first line).
+void print_ranked(std::ostream& os, const KernelTuneResult& k, double traffic_bytes);
+void print_summary(std::ostream& os, const WTConvTuneReport& r);
+
+std::string tune_csv(const WTConvTuneReport& r);
+std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std::vector<std::string>& argv,
+                      const std::string& reproduce);
+std::vector<PlotKernel> plot_input(const WTConvTuneReport& r);
+
+// Writes `text` to `path` through a temporary file in the same directory and a rename.
+// Error(kCache) naming the path and the OS message.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace lkjit::tool
