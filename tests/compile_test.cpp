@@ -234,8 +234,8 @@ TEST(CompileErrors, ArchUnknownToNvrtcIsACompileErrorListingTheSupportedOnes) {
 }
 
 TEST(CompileErrors, SyntaxErrorCarriesKernelNameOptionsAndLog) {
-  const std::string dump = std::filesystem::temp_directory_path() / ("lkjit-compile-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dump);
+  const TempDir tmp("lkjit-compile-test");
+  const std::string& dump = tmp.path();
   ScopedEnv dump_env("LKJIT_DUMP_DIR", dump.c_str());
   GeneratedSource src;
   src.kernel_name = "lkjit_test_broken_sm90";
@@ -249,12 +249,8 @@ TEST(CompileErrors, SyntaxErrorCarriesKernelNameOptionsAndLog) {
                                 HasSubstr("--gpu-architecture=sm_90"), HasSubstr("log:")));
   }
   // LKJIT_DUMP_DIR gets the source and the log of the failed compile.
-  std::stringstream cu, log;
-  cu << std::ifstream(dump + "/lkjit_test_broken_sm90.cu").rdbuf();
-  log << std::ifstream(dump + "/lkjit_test_broken_sm90.log").rdbuf();
-  EXPECT_EQ(cu.str(), src.source);
-  EXPECT_THAT(log.str(), HasSubstr("lkjit_undeclared_identifier"));
-  std::filesystem::remove_all(dump);
+  EXPECT_EQ(read_file(dump + "/lkjit_test_broken_sm90.cu"), src.source);
+  EXPECT_THAT(read_file(dump + "/lkjit_test_broken_sm90.log"), HasSubstr("lkjit_undeclared_identifier"));
 }
 
 TEST(CompileErrors, GeneratedSourceNeedsItsEmbeddedHeaders) {

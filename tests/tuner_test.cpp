@@ -450,7 +450,8 @@ TEST(CompileStep, ClassifiesByExceptionType) {
 // Through the real compile_kernel (NVRTC, a private cache): a valid tile compiles, a rejected one is a
 // result with its reason.
 TEST(CompileStep, RealCompilerThroughPrecompileCandidates) {
-  const std::string dir = (fs::temp_directory_path() / ("lkjit-tuner-test-" + std::to_string(::getpid()))).string();
+  const TempDir tmp("lkjit-tuner-test");
+  const std::string dir = tmp.path() + "/cache";
   ScopedEnv cache("LKJIT_CACHE_DIR", dir.c_str());
   ScopedEnv disable("LKJIT_CACHE_DISABLE", nullptr);
   const OpSpec s{Kernel::kWTConvReduce, DType::kF32, 3, 1, true, 90};
@@ -461,8 +462,6 @@ TEST(CompileStep, RealCompilerThroughPrecompileCandidates) {
   EXPECT_GT(out[0].compile_s, 0);
   EXPECT_EQ(out[1].status, CandidateStatus::kRejected);
   EXPECT_THAT(out[1].reason, HasSubstr("threads=2048"));
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 // ---- candidate spaces of the WTConv kernels -------------------------------------------------------------
@@ -550,26 +549,12 @@ TEST(CandidateSpace, EveryPlannedKernelHasALayerProblemThatRunsIt) {
 
 // ---- `lkjit tune` without a GPU ---------------------------------------------------------------------------
 
-struct CliResult {
-  int code = -1;
-  std::string output;
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string dir = (fs::temp_directory_path() / ("lkjit-tune-cli-" + std::to_string(::getpid()))).string();
-  const std::string cmd = "env -u LKJIT_TUNE -u LKJIT_CACHE_DISABLE LKJIT_CACHE_DIR='" + dir + "' LKJIT_TUNING_DB='" + dir +
-                          "/tuning.json' '" + LKJIT_CLI_PATH + "' tune " + args + " 2>&1";
-  CliResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  return r;
+CommandResult run_cli(const std::string& args) {
+  const TempDir tmp("lkjit-tune-cli");
+  const std::string dir = tmp.path() + "/cache";
+  return run_command("env -u LKJIT_TUNE -u LKJIT_CACHE_DISABLE LKJIT_CACHE_DIR=" + shell_quote(dir) +
+                     " LKJIT_TUNING_DB=" + shell_quote(dir + "/tuning.json") + " " + shell_quote(LKJIT_CLI_PATH) +
+                     " tune " + args + " 2>&1");
 }
 
 TEST(TuneCli, ListShowsValidAndRejectedCandidatesWithoutAGpu) {
