@@ -79,25 +79,11 @@ std::optional<EntryMeta> parse_meta(std::string_view json, int format, std::stri
 
 }  // namespace
 
-void set_inputs(EntryMeta& m, const KeySummary& in) {
-  m.kernel_name = in.kernel_name;
-  m.arch = in.arch;
-  m.nvrtc_version = in.nvrtc_version;
-  m.generator_version = in.generator_version;
-  m.options = in.options;
-  m.source_sha256 = in.source_sha256;
-  m.header_sha256 = in.header_sha256;
-}
+void set_inputs(EntryMeta& m, const KeySummary& in) { copy_key_summary(m, in); }
 
 KeySummary inputs_of(const EntryMeta& m) {
   KeySummary s;
-  s.kernel_name = m.kernel_name;
-  s.arch = m.arch;
-  s.nvrtc_version = m.nvrtc_version;
-  s.generator_version = m.generator_version;
-  s.options = m.options;
-  s.source_sha256 = m.source_sha256;
-  s.header_sha256 = m.header_sha256;
+  copy_key_summary(s, m);
   return s;
 }
 

@@ -54,11 +54,7 @@ std::string short_hash(const std::string& h) { return h.empty() ? "(none)" : h.s
 
 KeySummary summarize(const KeyInputs& in) {
   KeySummary s;
-  s.kernel_name = in.kernel_name;
-  s.arch = in.arch;
-  s.nvrtc_version = in.nvrtc_version;
-  s.generator_version = in.generator_version;
-  s.options = in.options;
+  copy_plain_key_inputs(s, in);
   s.source_sha256 = sha256_hex(in.source);
   if (in.headers)
     for (const auto& [name, text] : *in.headers) s.header_sha256[name] = sha256_hex(text);

@@ -38,6 +38,23 @@ struct KeySummary {
 };
 KeySummary summarize(const KeyInputs& in);
 
+// Copies the key inputs between the types that hold them under the same member names (KeyInputs,
+// KeySummary, EntryMeta, lkjit::KeyInputsInfo): the plain ones, or those plus the two digests.
+template <class To, class From>
+void copy_plain_key_inputs(To& to, const From& from) {
+  to.kernel_name = from.kernel_name;
+  to.arch = from.arch;
+  to.nvrtc_version = from.nvrtc_version;
+  to.generator_version = from.generator_version;
+  to.options = from.options;
+}
+template <class To, class From>
+void copy_key_summary(To& to, const From& from) {
+  copy_plain_key_inputs(to, from);
+  to.source_sha256 = from.source_sha256;
+  to.header_sha256 = from.header_sha256;
+}
+
 // One line per differing input, "nvrtc: 12.8 -> 13.0", "header wtconv/fold.cuh: changed", ...;
 // empty when the summaries agree.
 std::vector<std::string> key_differences(const KeySummary& from, const KeySummary& to);

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "cache/bundle.h"
+#include "cache/key.h"
 #include "cache/store.h"
 #include "lkjit/cache.h"
 #include "lkjit/runtime.h"
@@ -12,13 +13,7 @@ namespace {
 
 cache::KeySummary to_summary(const KeyInputsInfo& i) {
   cache::KeySummary s;
-  s.kernel_name = i.kernel_name;
-  s.arch = i.arch;
-  s.nvrtc_version = i.nvrtc_version;
-  s.generator_version = i.generator_version;
-  s.options = i.options;
-  s.source_sha256 = i.source_sha256;
-  s.header_sha256 = i.header_sha256;
+  cache::copy_key_summary(s, i);
   return s;
 }
 
@@ -32,9 +27,8 @@ CacheEntryInfo to_info(const cache::DiskStore::Listed& l) {
   e.ok = l.ok;
   e.problem = l.problem;
   if (l.ok) {
-    const auto s = cache::inputs_of(l.meta);
-    e.inputs = {l.key, s.kernel_name, s.arch, s.nvrtc_version, s.generator_version, s.options, s.source_sha256,
-                s.header_sha256};
+    e.inputs.key = l.key;
+    cache::copy_key_summary(e.inputs, l.meta);
     e.spec = l.meta.spec;
     e.format = l.meta.format;
     e.payload_bytes = l.meta.size;

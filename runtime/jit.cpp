@@ -118,9 +118,10 @@ std::string cache_dir() { return cache::default_cache_dir(); }
 KeyInputsInfo kernel_key_inputs(const OpSpec& spec, const Tile& tile) {
   const GeneratedSource src = generate(spec, tile);
   const cache::KeyInputs in = key_inputs(src, spec.arch);
-  const cache::KeySummary s = cache::summarize(in);
-  return {cache::make_key(in), s.kernel_name, s.arch, s.nvrtc_version, s.generator_version, s.options,
-          s.source_sha256, s.header_sha256};
+  KeyInputsInfo info;
+  info.key = cache::make_key(in);
+  cache::copy_key_summary(info, cache::summarize(in));
+  return info;
 }
 
 CompiledKernel compile_kernel(const OpSpec& spec, const Tile& tile) {

@@ -13,10 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>

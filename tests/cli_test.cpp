@@ -4,12 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -25,46 +22,17 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int code = -1;       // exit status; -1 if the child did not exit normally
-  std::string output;  // stdout and stderr, interleaved
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using lkjit::test::CommandResult;
+using lkjit::test::run_command;
+using lkjit::test::shell_quote;
+using lkjit::test::TempDir;
 
 // One CLI run per test with its own cache directory; the parent's cache settings never leak in.
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "lkjit-cli-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    tmp_ = tmpl;
-    cache_ = tmp_ + "/cache";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tmp_, ec);
-  }
-
-  Result run(const std::string& args) const {
-    const std::string cmd = "env -u LKJIT_CACHE_DISABLE -u LKJIT_DUMP_DIR -u LKJIT_LOG LKJIT_CACHE_DIR=" + quote(cache_) +
-                            " " + quote(LKJIT_CLI_PATH) + " " + args + " 2>&1";
-    Result r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (!p) {
-      ADD_FAILURE() << "popen failed: " << cmd;
-      return r;
-    }
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-    const int status = ::pclose(p);
-    if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
-    return r;
+  CommandResult run(const std::string& args) const {
+    return run_command("env -u LKJIT_CACHE_DISABLE -u LKJIT_DUMP_DIR -u LKJIT_LOG LKJIT_CACHE_DIR=" + shell_quote(cache_) +
+                       " " + shell_quote(LKJIT_CLI_PATH) + " " + args + " 2>&1");
   }
 
   size_t cache_entries() const {
@@ -74,30 +42,31 @@ class Cli : public ::testing::Test {
     return n;
   }
 
-  std::string tmp_, cache_;
+  TempDir tmp_{"lkjit-cli-test"};
+  std::string cache_ = tmp_.path() + "/cache";
 };
 
 TEST_F(Cli, Version) {
-  const Result r = run("--version");
+  const CommandResult r = run("--version");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr(std::string("lkjit ") + LKJIT_VERSION));
 }
 
 TEST_F(Cli, CompileRejectsEvenK) {
-  const Result r = run("compile --k 4");
+  const CommandResult r = run("compile --k 4");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("k=4"), HasSubstr("[1, 31]")));
   EXPECT_EQ(cache_entries(), 0u);
 }
 
 TEST_F(Cli, CompileRejectsUnknownDType) {
-  const Result r = run("compile --dtype f64");
+  const CommandResult r = run("compile --dtype f64");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("'f64'"), HasSubstr("f32, f16, bf16")));
 }
 
 TEST_F(Cli, CompileRejectsOldArchAndMalformedTile) {
-  Result r = run("compile --arch sm_70");
+  CommandResult r = run("compile --arch sm_70");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("sm_70"));
   r = run("compile --tile 1,2");
@@ -112,7 +81,7 @@ TEST_F(Cli, CompileRejectsOldArchAndMalformedTile) {
 }
 
 TEST_F(Cli, RunRejectsMalformedShapes) {
-  Result r = run("run --shapes 1:2:3");
+  CommandResult r = run("run --shapes 1:2:3");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("'1:2:3'"), HasSubstr("B:C:H:W:L")));
   r = run("run --shapes 1:4:9:9:2,1:4:x:9:2");
@@ -125,7 +94,7 @@ TEST_F(Cli, RunRejectsMalformedShapes) {
 }
 
 TEST_F(Cli, EmitSourcePrintsTheTranslationUnit) {
-  const Result r = run("compile --emit-source");
+  const CommandResult r = run("compile --emit-source");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("extern \"C\" __global__"), HasSubstr("lkjit_wtconv_fwd_plane_f32_nchw_k5_L3_"),
                               HasSubstr("struct Cfg")));
@@ -134,7 +103,7 @@ TEST_F(Cli, EmitSourcePrintsTheTranslationUnit) {
 
 TEST_F(Cli, CompileHitsTheDiskCacheInTheNextProcess) {
   const std::string args = "compile --kernel wtconv_fold --k 3 --L 1 --arch sm_80,sm_90";
-  const Result first = run(args), second = run(args);
+  const CommandResult first = run(args), second = run(args);
   EXPECT_EQ(first.code, 0) << first.output;
   EXPECT_EQ(second.code, 0) << second.output;
   for (const char* name : {"lkjit_wtconv_fold_k3_L1_w256_sm80", "lkjit_wtconv_fold_k3_L1_w256_sm90"}) {
@@ -152,7 +121,7 @@ TEST_F(Cli, CompileHitsTheDiskCacheInTheNextProcess) {
 TEST_F(Cli, UnsafeCacheDirectoryExitsWithTheCacheCode) {
   fs::create_directories(cache_);
   ASSERT_EQ(::chmod(cache_.c_str(), 0777), 0);
-  const Result r = run("compile --kernel wtconv_fold --k 3 --L 2");
+  const CommandResult r = run("compile --kernel wtconv_fold --k 3 --L 2");
   EXPECT_EQ(r.code, 5) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr(cache_), HasSubstr("writable")));
 }
@@ -160,7 +129,7 @@ TEST_F(Cli, UnsafeCacheDirectoryExitsWithTheCacheCode) {
 TEST_F(Cli, RunWithoutGpuCompilesThePlannedKernels) {
   std::string why;
   if (lkjit::gpu_available(&why)) GTEST_SKIP() << "a GPU is present: `lkjit run` would execute, not just compile";
-  const Result r = run("run --dtypes f16 --shapes 1:4:9:9:2");
+  const CommandResult r = run("run --dtypes f16 --shapes 1:4:9:9:2");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("no GPU"), HasSubstr(cache_), HasSubstr("lkjit_wtconv_fold_k5_L2_w256_sm90"),
                               HasSubstr("lkjit_wtconv_fwd_"), HasSubstr("_f16_nchw_k5_")));

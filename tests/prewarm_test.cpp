@@ -12,9 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -35,26 +33,12 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Clock = std::chrono::steady_clock;
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string read_file(const std::string& path) {
-  std::stringstream ss;
-  ss << std::ifstream(path, std::ios::binary).rdbuf();
-  return ss.str();
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
+using lkjit::test::CommandResult;
+using lkjit::test::read_file;
+using lkjit::test::run_command;
+using lkjit::test::shell_quote;
+using lkjit::test::TempDir;
+using lkjit::test::write_file;
 
 // The first integer captured by `re` in s, or -1.
 long number(const std::string& s, const std::string& re) {
@@ -67,36 +51,14 @@ const std::string kSmall = "--shapes 1:4:8:8 --k 3 --L 1 --progress never";
 
 class Prewarm : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "lkjit-prewarm-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    tmp_ = tmpl;
-    cache_ = tmp_ + "/cache";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tmp_, ec);
-  }
-
   std::string env_prefix(const std::string& cache, const std::string& extra = "") const {
     return "env -u LKJIT_CACHE_DISABLE -u LKJIT_DUMP_DIR -u LKJIT_LOG -u LKJIT_CACHE_MAX_BYTES LKJIT_CACHE_DIR=" +
-           quote(cache) + " " + extra + " ";
+           shell_quote(cache) + " " + extra + " ";
   }
 
-  Result run(const std::string& args, const std::string& cache = "", const std::string& extra_env = "") const {
-    const std::string cmd = env_prefix(cache.empty() ? cache_ : cache, extra_env) + quote(LKJIT_CLI_PATH) + " " + args + " 2>&1";
-    Result r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (!p) {
-      ADD_FAILURE() << "popen failed: " << cmd;
-      return r;
-    }
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-    const int status = ::pclose(p);
-    if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
-    return r;
+  CommandResult run(const std::string& args, const std::string& cache = "", const std::string& extra_env = "") const {
+    return run_command(env_prefix(cache.empty() ? cache_ : cache, extra_env) + shell_quote(LKJIT_CLI_PATH) + " " + args +
+                       " 2>&1");
   }
 
   std::vector<std::string> files_with(const std::string& suffix) const {
@@ -109,27 +71,28 @@ class Prewarm : public ::testing::Test {
     return v;
   }
 
-  std::string tmp_, cache_;
+  TempDir tmp_dir_{"lkjit-prewarm-test"};
+  std::string tmp_ = tmp_dir_.path(), cache_ = tmp_ + "/cache";
 };
 
 TEST_F(Prewarm, CompilesForSm80AndSm90WithoutAGpu) {
   const std::string args = "prewarm --arch sm_80,sm_90 --dtypes f32 " + kSmall;
-  const Result first = run(args);
+  const CommandResult first = run(args);
   ASSERT_EQ(first.code, 0) << first.output;
   EXPECT_THAT(first.output,
               AllOf(HasSubstr("16 kernels for sm_80, sm_90 (f32)"), HasSubstr("16 compiled, 0 already cached, 0 failed")));
   EXPECT_EQ(files_with(".lkjit").size(), 16u);
   EXPECT_TRUE(files_with(".lock").empty()) << "locks left behind";
-  const Result list = run("cache ls");
+  const CommandResult list = run("cache ls");
   for (const char* name : {"lkjit_wtconv_fwd_plane_f32_nchw_k3_L1_", "lkjit_wtconv_bwd_plane_f32_nchw_k3_L1_",
                            "lkjit_wtconv_fwd_level1_f32_", "lkjit_wtconv_bwd_level1_f32_", "lkjit_wtconv_fwd_synth_",
                            "lkjit_wtconv_bwd_synth_", "lkjit_wtconv_reduce_k3_L1_w512_sm80",
                            "lkjit_wtconv_fold_k3_L1_w256_sm90"})
     EXPECT_THAT(list.output, HasSubstr(name));
-  const Result verify = run("cache verify");
+  const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
   EXPECT_THAT(verify.output, HasSubstr("16 entries ok, 0 corrupt"));
-  const Result again = run(args);
+  const CommandResult again = run(args);
   EXPECT_EQ(again.code, 0) << again.output;
   EXPECT_THAT(again.output, HasSubstr("0 compiled, 16 already cached, 0 failed"));
 }
@@ -140,9 +103,9 @@ TEST_F(Prewarm, EightProcessesCompileEachKernelOnce) {
   constexpr int kProcs = 8;
   std::string script;
   for (int i = 0; i < kProcs; ++i)
-    script += "(" + env_prefix(cache_, "LKJIT_LOG=1") + quote(LKJIT_CLI_PATH) + " prewarm --arch sm_90 --dtypes f32,f16 " +
-              kSmall + " > " + quote(tmp_ + "/out." + std::to_string(i)) + " 2>&1; echo $? > " +
-              quote(tmp_ + "/rc." + std::to_string(i)) + ") & ";
+    script += "(" + env_prefix(cache_, "LKJIT_LOG=1") + shell_quote(LKJIT_CLI_PATH) + " prewarm --arch sm_90 --dtypes f32,f16 " +
+              kSmall + " > " + shell_quote(tmp_ + "/out." + std::to_string(i)) + " 2>&1; echo $? > " +
+              shell_quote(tmp_ + "/rc." + std::to_string(i)) + ") & ";
   script += "wait";
   ASSERT_EQ(std::system(script.c_str()), 0);
   long compiled = 0, compiling_logged = 0, kernels = -1;
@@ -161,7 +124,7 @@ TEST_F(Prewarm, EightProcessesCompileEachKernelOnce) {
   EXPECT_EQ(kernels, 14);
   EXPECT_EQ(compiled, kernels) << "some kernel was compiled twice, or not at all";
   EXPECT_EQ(compiling_logged, kernels);
-  const Result verify = run("cache verify");
+  const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
   EXPECT_THAT(verify.output, HasSubstr("14 entries ok, 0 corrupt"));
   EXPECT_TRUE(files_with(".lock").empty());
@@ -203,12 +166,12 @@ TEST_F(Prewarm, AKilledPrewarmLeavesNothingThatBlocks) {
   EXPECT_FALSE(files_with(".lock").empty()) << "killed after the compile ended: the scenario did not happen";
 
   const auto t0 = Clock::now();
-  const Result r = run(args);
+  const CommandResult r = run(args);
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_LT(s, 60.0) << "the new prewarm waited on the dead one";
   EXPECT_THAT(r.output, AllOf(HasSubstr("14 kernels"), HasSubstr(" 0 failed")));
-  const Result verify = run("cache verify");
+  const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
   EXPECT_THAT(verify.output, HasSubstr("14 entries ok, 0 corrupt"));
   // The dead process's lock file is swept by the next prune.
@@ -218,21 +181,21 @@ TEST_F(Prewarm, AKilledPrewarmLeavesNothingThatBlocks) {
 
 TEST_F(Prewarm, BundlesRoundTripToAnotherCache) {
   const std::string bundle = tmp_ + "/kernels.bundle";
-  const Result made = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall + " --bundle " + quote(bundle));
+  const CommandResult made = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall + " --bundle " + shell_quote(bundle));
   ASSERT_EQ(made.code, 0) << made.output;
   EXPECT_THAT(made.output, HasSubstr("bundle " + bundle + ": 4 entries"));
   const std::string other = tmp_ + "/other";
-  const Result imported = run("cache import " + quote(bundle), other);
+  const CommandResult imported = run("cache import " + shell_quote(bundle), other);
   ASSERT_EQ(imported.code, 0) << imported.output;
   EXPECT_THAT(imported.output, HasSubstr("4 entries verified, 4 added, 0 already cached"));
   EXPECT_THAT(run("cache verify", other).output, HasSubstr("4 entries ok, 0 corrupt"));
-  const Result warm = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall, other);
+  const CommandResult warm = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall, other);
   EXPECT_THAT(warm.output, HasSubstr("0 compiled, 4 already cached")) << warm.output;
   // A damaged bundle is refused whole, with the cache's exit code.
   std::string bytes = read_file(bundle);
   bytes[bytes.size() / 2] ^= 0x01;
   write_file(bundle, bytes);
-  const Result bad = run("cache import " + quote(bundle), tmp_ + "/third");
+  const CommandResult bad = run("cache import " + shell_quote(bundle), tmp_ + "/third");
   EXPECT_EQ(bad.code, 5) << bad.output;
   EXPECT_THAT(bad.output, AllOf(HasSubstr(bundle), HasSubstr("nothing imported")));
 }
@@ -240,14 +203,14 @@ TEST_F(Prewarm, BundlesRoundTripToAnotherCache) {
 TEST_F(Prewarm, RefusesAWorldWritableCache) {
   fs::create_directories(cache_);
   ASSERT_EQ(::chmod(cache_.c_str(), 0777), 0);
-  const Result r = run("prewarm --arch sm_90 --dtypes f32 " + kSmall);
+  const CommandResult r = run("prewarm --arch sm_90 --dtypes f32 " + kSmall);
   EXPECT_EQ(r.code, 5) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr(cache_), HasSubstr("writable by other users"), HasSubstr("chmod 700")));
   EXPECT_TRUE(files_with(".lkjit").empty());
 }
 
 TEST_F(Prewarm, PresetCoversForwardBackwardAndBothPaths) {
-  const Result r = run("prewarm --preset wtconvnext-t --arch sm_80,sm_90 --list");
+  const CommandResult r = run("prewarm --preset wtconvnext-t --arch sm_80,sm_90 --list");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* arch : {"_sm80", "_sm90"})
     for (const char* dt : {"f32", "f16", "bf16"})
@@ -276,7 +239,7 @@ TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
   write_file(manifest, R"({"archs": ["sm_86"], "dtypes": ["bf16"], "passes": ["fwd"],
     "layers": [{"B": 2, "C": 8, "H": 16, "W": 16, "k": 7, "L": 2}],
     "kernels": ["lkjit_wtconv_fold_k9_L1_w256_sm86", "lkjit_wtconv_fold_k9_L1_w256_sm90"]})");
-  Result r = run("prewarm --list --manifest " + quote(manifest));
+  CommandResult r = run("prewarm --list --manifest " + shell_quote(manifest));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fwd_plane_bf16_nchw_k7_L2_"), HasSubstr("_sm86"),
                               HasSubstr("lkjit_wtconv_fold_k9_L1_w256_sm86"), Not(HasSubstr("_sm90")), Not(HasSubstr("bwd_"))));
@@ -284,18 +247,18 @@ TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
   write_file(db, R"({"format": 1, "kind": "lkjit-tuning-db", "records": [
     {"device": "NVIDIA H200", "arch": 90, "sm_count": 132, "spec": "lkjit_wtconv_fwd_plane_f16_nchw_k5_L3_sm90",
      "bucket": "B64_C128_H56_W56_s1", "shape": [64, 96, 56, 56, 1], "tile": {"planes": 2, "threads": 256, "vy": 2}}]})");
-  r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + quote(db));
+  r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + shell_quote(db));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_fwd_plane_f16_nchw_k5_L3_p2_v2_w256_sm90"));
   // An unknown format is said and skipped, not fatal.
   write_file(db, R"({"decisions": []})");
-  r = run("prewarm --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --progress never --tuning-db " + quote(db));
+  r = run("prewarm --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --progress never --tuning-db " + shell_quote(db));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("unknown tuning database format"), HasSubstr("tuned kernels left out")));
 }
 
 TEST_F(Prewarm, BadInputsNameTheValue) {
-  Result r = run("prewarm --preset wtconvnext-xl --list");
+  CommandResult r = run("prewarm --preset wtconvnext-xl --list");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("'wtconvnext-xl'"), HasSubstr("wtconvnext-t, wtconvnext-s, wtconvnext-b")));
   r = run("prewarm --arch sm_70 --preset wtconvnext-t --list");
@@ -312,11 +275,11 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
   EXPECT_THAT(r.output, HasSubstr("nothing to prewarm"));
   const std::string manifest = tmp_ + "/m.json";
   write_file(manifest, R"({"layer": []})");
-  r = run("prewarm --manifest " + quote(manifest));
+  r = run("prewarm --manifest " + shell_quote(manifest));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr(manifest), HasSubstr("unknown key \"layer\"")));
   write_file(manifest, R"({"layers": [{"C": 8, "H": 8, "W": 8, "L": 9}]})");
-  r = run("prewarm --manifest " + quote(manifest));
+  r = run("prewarm --manifest " + shell_quote(manifest));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("layers[0]"), HasSubstr("\"L\""), HasSubstr("[0, 8]")));
 }
@@ -325,7 +288,7 @@ TEST_F(Prewarm, AFailedCompileExitsWith3) {
   // A tuned tile this build rejects (2048 threads) fails; the rest still compile.
   const std::string manifest = tmp_ + "/m.json";
   write_file(manifest, R"({"kernels": ["lkjit_wtconv_fold_k3_L1_w2048_sm90", "lkjit_wtconv_fold_k3_L1_w256_sm90"]})");
-  const Result r = run("prewarm --arch sm_90 --progress never --manifest " + quote(manifest));
+  const CommandResult r = run("prewarm --arch sm_90 --progress never --manifest " + shell_quote(manifest));
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("failed: lkjit_wtconv_fold_k3_L1_w2048_sm90"), HasSubstr("threads=2048"),
                               HasSubstr("1 compiled, 0 already cached, 1 failed")));
@@ -334,7 +297,7 @@ TEST_F(Prewarm, AFailedCompileExitsWith3) {
 TEST_F(Prewarm, CacheExplainNamesTheDifferingInput) {
   ASSERT_EQ(run("compile --kernel wtconv_fold --k 3 --L 1 --arch sm_90").code, 0);
   const std::string name = "lkjit_wtconv_fold_k3_L1_w256_sm90";
-  Result r = run("cache explain " + name);
+  CommandResult r = run("cache explain " + name);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("cached (a lookup hits)"), HasSubstr("nvrtc"),
                               HasSubstr("header     wtconv/fold.cuh sha256")));
@@ -368,7 +331,7 @@ TEST_F(Prewarm, CacheExplainNamesTheDifferingInput) {
 TEST_F(Prewarm, CacheStatPruneAndClear) {
   ASSERT_EQ(run("prewarm --arch sm_90 --dtypes f32 --passes fwd " + kSmall).code, 0);
   write_file(cache_ + "/" + std::string(64, 'c') + ".lkjit", "junk");
-  Result r = run("cache stat", "", "LKJIT_CACHE_MAX_BYTES=64M");
+  CommandResult r = run("cache stat", "", "LKJIT_CACHE_MAX_BYTES=64M");
   EXPECT_THAT(r.output, AllOf(HasSubstr("entries    5"), HasSubstr("of 64.0 MiB cap"), HasSubstr("unreadable 1"),
                               HasSubstr("sm_90 / NVRTC")));
   r = run("cache verify");

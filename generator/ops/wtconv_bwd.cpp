@@ -24,42 +24,13 @@ TileSpace bwd_plane_space(const OpSpec&) {
            {"threads", {32, 64, 128, 256, 512}, "threads per block"}}};
 }
 std::optional<std::string> bwd_plane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape* sh) {
-  if (auto r = reject_threads(t, d)) return r;
-  if (t.planes < 1 || t.planes > 32) return fmt::format("planes={} is out of range; supported: [1, 32]", t.planes);
-  if (t.threads % (32 * t.planes) != 0)
-    return fmt::format("threads={} is not a whole number of warps per plane for planes={}", t.threads, t.planes);
-  if (t.threads / t.planes > 32 && t.planes > 15)
-    return fmt::format("planes={} with multi-warp groups exceeds the 15 named barriers", t.planes);
-  if (t.vy < 1 || t.vy > 8) return fmt::format("vy={} is out of range; supported: [1, 8]", t.vy);
-  if (sh) {
-    if (sh->H > 1024 || sh->W > 1024) return fmt::format("planes of {}x{} exceed 1024x1024", sh->H, sh->W);
-    return reject_smem(bwd_plane_smem_floats(s, t, *sh) * 4, d);
-  }
-  return std::nullopt;
+  return plane_reject_with(s, t, d, sh, bwd_plane_smem_floats);
 }
 Tile bwd_plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
-  const int64_t hw = sh.H * sh.W;
-  int warps = 1;
-  while (warps < 16 && hw > 192 * warps) warps *= 2;
-  Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 32 * warps};
-  // Fewer spare rows where one plane would not fit otherwise (large k on mid-size planes).
-  while (t.vy > 1 && bwd_plane_smem_floats(s, t, sh) * 4 > d.max_smem_per_block) t.vy /= 2;
-  const int64_t one = bwd_plane_smem_floats(s, t, sh) * 4;
-  while (t.threads * 2 <= 256 && one * t.planes * 2 <= 64 * 1024) {
-    t.planes *= 2;
-    t.threads *= 2;
-  }
-  return t;
+  return plane_default_with(s, sh, d, bwd_plane_smem_floats, 64 * 1024);
 }
 LaunchGeometry bwd_plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
-  LaunchGeometry g;
-  g.grid[0] = static_cast<unsigned>(cdiv(sh.B * sh.C, t.planes));
-  g.block[0] = t.threads;
-  g.smem_bytes = static_cast<unsigned>(bwd_plane_smem_floats(s, t, sh) * 4);
-  return g;
-}
-std::string bwd_plane_cfg(const OpSpec& s, const Tile& t) {
-  return base_cfg(s, t) + fmt::format("  static constexpr int planes = {};\n", t.planes);
+  return plane_geometry_with(s, t, sh, bwd_plane_smem_floats);
 }
 std::string bwd_plane_name(const OpSpec& s, const Tile& t) {
   return fmt::format("wtconv_bwd_plane_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
@@ -150,7 +121,7 @@ std::vector<KernelTraits> wtconv_bwd_kernels() {
   using namespace wtconv;
   return {
       {Kernel::kWTConvBwdPlane, "wtconv/bwd_plane.cuh", "wtconv_bwd_plane", "WTConvParams", validate_common,
-       bwd_plane_space, bwd_plane_reject, bwd_plane_default, bwd_plane_geometry, bwd_plane_cfg, bwd_plane_name},
+       bwd_plane_space, bwd_plane_reject, bwd_plane_default, bwd_plane_geometry, plane_cfg, bwd_plane_name},
       {Kernel::kWTConvBwdLevel, "wtconv/bwd_level.cuh", "wtconv_bwd_level", "WTConvParams", validate_common,
        tiled_space, bwd_level_reject, bwd_tiled_default, bwd_level_geometry, bwd_level_cfg, bwd_level_name},
       {Kernel::kWTConvBwdSynth, "wtconv/bwd_synth.cuh", "wtconv_bwd_synth", "WTConvParams", validate_common,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,55 @@ inline std::optional<std::string> reject_smem(int64_t bytes, const DeviceLimits&
   return std::nullopt;
 }
 
+// ---- plane-resident kernels: forward and backward differ only in their shared-memory layout ---------
+using PlaneSmemFloats = int64_t (*)(const OpSpec&, const Tile&, const Shape&);
+
+inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile& t, const DeviceLimits& d,
+                                                    const Shape* sh, PlaneSmemFloats smem_floats) {
+  if (auto r = reject_threads(t, d)) return r;
+  if (t.planes < 1 || t.planes > 32) return fmt::format("planes={} is out of range; supported: [1, 32]", t.planes);
+  if (t.threads % (32 * t.planes) != 0)
+    return fmt::format("threads={} is not a whole number of warps per plane for planes={}", t.threads, t.planes);
+  if (t.threads / t.planes > 32 && t.planes > 15)
+    return fmt::format("planes={} with multi-warp groups exceeds the 15 named barriers", t.planes);
+  if (t.vy < 1 || t.vy > 8) return fmt::format("vy={} is out of range; supported: [1, 8]", t.vy);
+  if (sh) {
+    if (sh->H > 1024 || sh->W > 1024) return fmt::format("planes of {}x{} exceed 1024x1024", sh->H, sh->W);
+    return reject_smem(smem_floats(s, t, *sh) * 4, d);
+  }
+  return std::nullopt;
+}
+
+// One warp group per plane, sized to ~6-12 pixels per thread; a block of about 256 threads, with at
+// most budget_bytes of shared memory so several blocks share an SM.
+inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLimits& d, PlaneSmemFloats smem_floats,
+                               int64_t budget_bytes) {
+  const int64_t hw = sh.H * sh.W;
+  int warps = 1;
+  while (warps < 16 && hw > 192 * warps) warps *= 2;
+  Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 32 * warps};
+  // Fewer spare rows where one plane would not fit otherwise (large k on mid-size planes).
+  while (t.vy > 1 && smem_floats(s, t, sh) * 4 > d.max_smem_per_block) t.vy /= 2;
+  const int64_t one = smem_floats(s, t, sh) * 4;
+  while (t.threads * 2 <= 256 && one * t.planes * 2 <= budget_bytes) {
+    t.planes *= 2;
+    t.threads *= 2;
+  }
+  return t;
+}
+
+inline LaunchGeometry plane_geometry_with(const OpSpec& s, const Tile& t, const Shape& sh,
+                                          PlaneSmemFloats smem_floats) {
+  LaunchGeometry g;
+  g.grid[0] = static_cast<unsigned>(cdiv(sh.B * sh.C, t.planes));
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>(smem_floats(s, t, sh) * 4);
+  return g;
+}
+
+inline std::string plane_cfg(const OpSpec& s, const Tile& t) {
+  return base_cfg(s, t) + fmt::format("  static constexpr int planes = {};\n", t.planes);
+}
 
 // Tiled kernels share one tile space and its basic constraints.
 TileSpace tiled_space(const OpSpec&);

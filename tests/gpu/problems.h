@@ -1,9 +1,11 @@
 // WTConv problem lists as data: edge cases first, then real layer shapes.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lkjit/error.h"
 #include "lkjit/spec.h"
 #include "lkjit/wtconv.h"
 
@@ -49,6 +51,19 @@ inline std::string problem_name(const Problem& p, DType t, WTConvPath path) {
                   std::to_string(p.stride) + (p.bias ? "" : "_nobias") + "_" + to_string(t);
   s += path == WTConvPath::kPlane ? "_plane" : path == WTConvPath::kTiled ? "_tiled" : "_auto";
   return s;
+}
+
+// Why the plane-resident path cannot run the problem (its planes do not fit), or nullopt; the plan
+// says so without launching.
+inline std::optional<std::string> plane_path_unavailable(const Problem& p, DType t, bool backward) {
+  try {
+    WTConv probe({p.C, p.k, p.L, t, p.bias, p.stride, 0});
+    probe.set_path(WTConvPath::kPlane);
+    probe.plan(p.B, p.H, p.W, backward);
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return std::nullopt;
 }
 
 }  // namespace lkjit::testing

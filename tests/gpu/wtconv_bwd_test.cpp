@@ -7,7 +7,6 @@
 #include <cstring>
 #include <tuple>
 
-#include "lkjit/error.h"
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "tests/gpu/gpu_fixture.h"
@@ -61,13 +60,7 @@ class WTConvBackward : public GpuTestP<Param> {};
 TEST_P(WTConvBackward, MatchesFloat64Reference) {
   const auto& [pb, dt, path] = GetParam();
   if (path == WTConvPath::kPlane) {
-    try {
-      WTConv probe({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
-      probe.set_path(path);
-      probe.plan(pb.B, pb.H, pb.W, true);
-    } catch (const SpecError& e) {
-      GTEST_SKIP() << e.what();
-    }
+    if (const auto why = plane_path_unavailable(pb, dt, /*backward=*/true)) GTEST_SKIP() << *why;
   }
   const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 17);
   const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
