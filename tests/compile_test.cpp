@@ -1,7 +1,6 @@
-// NVRTC compile tests (runtime/jit.cpp, runtime/nvrtc_compiler.cpp), CPU only: forward and fold
-// specializations compile to cubins with the default tile, for sm_90 (every k x L pair, the dtype
-// rotating so each dtype meets every k and every L) and sm_80 (a sample that still covers every k, L
-// and dtype); error paths carry names and logs.
+// NVRTC compile tests (runtime/jit.cpp, runtime/nvrtc_compiler.cpp), CPU only: every forward
+// specialization (k in {1,3,5,7,9,31}, L in 0..5, each dtype) and the backward kernels compile to
+// cubins with the default tile for sm_80 and sm_90; error paths carry names and logs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -48,34 +47,28 @@ CompileCase make_case(Kernel kn, DType dt, int k, int L, bool first, int arch) {
   return {s, t, kernel_name(s, t)};
 }
 
-// sm_90: every (k, L) pair of the plane and synth kernels with dtype (i_k + L) mod 3, so each dtype
-// meets every k and every L; the full k x L x dtype product (3x the NVRTC time, minutes on 2 cores)
-// would add no code path the rotation misses. Level kernels ignore L, fold ignores the dtype.
-std::vector<CompileCase> sm90_cases(int arch) {
+// Every forward specialization with k in {1,3,5,7,9,31}, L in 0..5 and each dtype (plane and synth
+// kernels; level kernels ignore L, fold ignores the dtype). The backward kernels: every (k, L) pair
+// with the dtype rotating, (i_k + L) mod 3, so each dtype meets every k and every L.
+std::vector<CompileCase> matrix_cases(int arch) {
   std::vector<CompileCase> v;
   for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdSynth})
+    for (int k : kKs)
+      for (int L = 0; L <= 5; ++L)
+        for (DType dt : kDTypes) v.push_back(make_case(kn, dt, k, L, true, arch));
+  for (Kernel kn : {Kernel::kWTConvBwdPlane, Kernel::kWTConvBwdSynth})
     for (int i = 0; i < 6; ++i)
       for (int L = 0; L <= 5; ++L) v.push_back(make_case(kn, kDTypes[(i + L) % 3], kKs[i], L, true, arch));
   for (int k : kKs) {
-    for (DType dt : kDTypes) v.push_back(make_case(Kernel::kWTConvFwdLevel, dt, k, 0, true, arch));
-    v.push_back(make_case(Kernel::kWTConvFwdLevel, DType::kF32, k, 0, false, arch));
-    for (int L = 0; L <= 5; ++L) v.push_back(make_case(Kernel::kWTConvFold, DType::kF32, k, L, true, arch));
+    for (Kernel kn : {Kernel::kWTConvFwdLevel, Kernel::kWTConvBwdLevel}) {
+      for (DType dt : kDTypes) v.push_back(make_case(kn, dt, k, 0, true, arch));
+      v.push_back(make_case(kn, DType::kF32, k, 0, false, arch));
+    }
+    for (int L = 0; L <= 5; ++L) {
+      v.push_back(make_case(Kernel::kWTConvFold, DType::kF32, k, L, true, arch));
+      v.push_back(make_case(Kernel::kWTConvReduce, DType::kF32, k, L, true, arch));
+    }
   }
-  return v;
-}
-
-// sm_80: the i-th k with L = i and the (i mod 3)-th dtype, so each k, L and dtype appears per kernel.
-std::vector<CompileCase> sample(int arch) {
-  std::vector<CompileCase> v;
-  for (int i = 0; i < 6; ++i) {
-    const int k = kKs[i], L = i;
-    const DType dt = kDTypes[i % 3];
-    v.push_back(make_case(Kernel::kWTConvFwdPlane, dt, k, L, true, arch));
-    v.push_back(make_case(Kernel::kWTConvFwdSynth, dt, k, L, true, arch));
-    v.push_back(make_case(Kernel::kWTConvFold, DType::kF32, k, L, true, arch));
-    v.push_back(make_case(Kernel::kWTConvFwdLevel, dt, k, 0, true, arch));
-  }
-  v.push_back(make_case(Kernel::kWTConvFwdLevel, DType::kF32, 31, 0, false, arch));
   return v;
 }
 
@@ -112,7 +105,7 @@ void prewarm_selected_cases() {
       }
     }
     std::vector<CompileCase> todo;
-    for (const auto& cases : {sm90_cases(90), sample(80)})
+    for (const auto& cases : {matrix_cases(90), matrix_cases(80)})
       for (const auto& c : cases)
         if (selected.count(c.name)) todo.push_back(c);
     std::atomic<size_t> next{0};
@@ -151,12 +144,12 @@ TEST_P(CompileMatrix, ProducesACubin) {
 
 std::string case_name(const ::testing::TestParamInfo<CompileCase>& info) { return info.param.name; }
 
-INSTANTIATE_TEST_SUITE_P(Sm90, CompileMatrix, ::testing::ValuesIn(sm90_cases(90)), case_name);
-INSTANTIATE_TEST_SUITE_P(Sm80, CompileMatrix, ::testing::ValuesIn(sample(80)), case_name);
+INSTANTIATE_TEST_SUITE_P(Sm90, CompileMatrix, ::testing::ValuesIn(matrix_cases(90)), case_name);
+INSTANTIATE_TEST_SUITE_P(Sm80, CompileMatrix, ::testing::ValuesIn(matrix_cases(80)), case_name);
 
 TEST(CompileCoverage, EveryArchSeesEveryKLAndDType) {
   // Guards the case lists above against edits that drop a value.
-  for (const auto& cases : {sm90_cases(90), sample(80)})
+  for (const auto& cases : {matrix_cases(90), matrix_cases(80)})
     for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdSynth, Kernel::kWTConvFwdLevel, Kernel::kWTConvFold}) {
       std::set<int> ks, Ls;
       std::set<DType> dts;
@@ -171,22 +164,30 @@ TEST(CompileCoverage, EveryArchSeesEveryKLAndDType) {
       if (kn != Kernel::kWTConvFwdLevel) EXPECT_EQ(Ls, (std::set<int>{0, 1, 2, 3, 4, 5}));
       if (kn != Kernel::kWTConvFold) EXPECT_EQ(dts.size(), 3u);
     }
-  // sm_90: every (k, L) pair, and every dtype with every k and with every L.
-  std::set<std::tuple<Kernel, int, int>> kl;
-  std::set<std::tuple<Kernel, int, DType>> kd, ld;
-  for (const auto& c : sm90_cases(90)) {
-    kl.emplace(c.spec.kernel, c.spec.k, c.spec.L);
-    kd.emplace(c.spec.kernel, c.spec.k, c.spec.dtype);
-    ld.emplace(c.spec.kernel, c.spec.L, c.spec.dtype);
-  }
-  for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdSynth})
+  // Forward: the full k x L x dtype product per arch. Backward: every (k, L) pair, and every dtype
+  // with every k and with every L.
+  for (const auto& cases : {matrix_cases(90), matrix_cases(80)}) {
+    std::set<std::tuple<Kernel, int, int, DType>> full;
+    std::set<std::tuple<Kernel, int, int>> kl;
+    std::set<std::tuple<Kernel, int, DType>> kd, ld;
+    for (const auto& c : cases) {
+      full.emplace(c.spec.kernel, c.spec.k, c.spec.L, c.spec.dtype);
+      kl.emplace(c.spec.kernel, c.spec.k, c.spec.L);
+      kd.emplace(c.spec.kernel, c.spec.k, c.spec.dtype);
+      ld.emplace(c.spec.kernel, c.spec.L, c.spec.dtype);
+    }
     for (int k : kKs)
       for (int L = 0; L <= 5; ++L)
         for (DType d : kDTypes) {
-          EXPECT_TRUE(kl.count({kn, k, L})) << to_string(kn) << " k=" << k << " L=" << L;
-          EXPECT_TRUE(kd.count({kn, k, d})) << to_string(kn) << " k=" << k << " " << to_string(d);
-          EXPECT_TRUE(ld.count({kn, L, d})) << to_string(kn) << " L=" << L << " " << to_string(d);
+          for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdSynth})
+            EXPECT_TRUE(full.count({kn, k, L, d})) << to_string(kn) << " k=" << k << " L=" << L << " " << to_string(d);
+          for (Kernel kn : {Kernel::kWTConvBwdPlane, Kernel::kWTConvBwdSynth}) {
+            EXPECT_TRUE(kl.count({kn, k, L})) << to_string(kn) << " k=" << k << " L=" << L;
+            EXPECT_TRUE(kd.count({kn, k, d})) << to_string(kn) << " k=" << k << " " << to_string(d);
+            EXPECT_TRUE(ld.count({kn, L, d})) << to_string(kn) << " L=" << L << " " << to_string(d);
+          }
         }
+  }
 }
 
 // ---- errors ----------------------------------------------------------------------------------------
