@@ -11,5 +11,7 @@ namespace lkjit::detail {
 std::vector<int64_t> level_sizes(int64_t n, int L);
 // SpecError naming every bad option.
 void validate_options(const WTConvOptions& o);
+// SpecError naming every bad size (B, H, W >= 1 and within range; C and stride as the layer's).
+void validate_shape(const WTConvOptions& o, const Shape& sh);
 
 }  // namespace lkjit::detail

@@ -80,18 +80,9 @@ WTConv::WTConv(const WTConvOptions& options) : opt_(options) { detail::validate_
 WTConv::~WTConv() { delete impl_; }
 
 Shape WTConv::shape_of(int64_t B, int64_t H, int64_t W) const {
-  std::vector<std::string> e;
-  if (B < 1 || B > (int64_t(1) << 31) - 1) e.push_back(fmt::format("B={} is out of range; supported: [1, 2^31-1]", B));
-  if (H < 1 || H > (int64_t(1) << 30)) e.push_back(fmt::format("H={} is out of range; supported: [1, 2^30]", H));
-  if (W < 1 || W > (int64_t(1) << 30)) e.push_back(fmt::format("W={} is out of range; supported: [1, 2^30]", W));
-  if (e.empty() && B * opt_.C * H * W > (int64_t(1) << 40))
-    e.push_back(fmt::format("B*C*H*W={} exceeds the supported 2^40 elements", B * opt_.C * H * W));
-  if (!e.empty()) {
-    std::string msg = "lkjit: error: wtconv: ";
-    for (size_t i = 0; i < e.size(); ++i) msg += (i ? "; " : "") + e[i];
-    throw SpecError(msg);
-  }
-  return Shape{B, opt_.C, H, W, opt_.stride};
+  const Shape sh{B, opt_.C, H, W, opt_.stride};
+  detail::validate_shape(opt_, sh);
+  return sh;
 }
 
 size_t WTConv::workspace_bytes() const { return impl_ ? impl_->wfold.bytes() + impl_->scratch.bytes() : 0; }

@@ -27,6 +27,21 @@ void validate_options(const WTConvOptions& o) {
   throw SpecError(msg);
 }
 
+void validate_shape(const WTConvOptions& o, const Shape& sh) {
+  std::vector<std::string> e;
+  if (sh.B < 1 || sh.B > (int64_t(1) << 31) - 1) e.push_back(fmt::format("B={} is out of range; supported: [1, 2^31-1]", sh.B));
+  if (sh.C != o.C) e.push_back(fmt::format("C={} does not match the layer's C={}", sh.C, o.C));
+  if (sh.H < 1 || sh.H > (int64_t(1) << 30)) e.push_back(fmt::format("H={} is out of range; supported: [1, 2^30]", sh.H));
+  if (sh.W < 1 || sh.W > (int64_t(1) << 30)) e.push_back(fmt::format("W={} is out of range; supported: [1, 2^30]", sh.W));
+  if (sh.stride != o.stride) e.push_back(fmt::format("stride={} does not match the layer's stride={}", sh.stride, o.stride));
+  if (e.empty() && double(sh.B) * double(sh.C) * double(sh.H) * double(sh.W) > double(int64_t(1) << 40))
+    e.push_back(fmt::format("B*C*H*W={} exceeds the supported 2^40 elements", sh.B * sh.C * sh.H * sh.W));
+  if (e.empty()) return;
+  std::string msg = "lkjit: error: wtconv: ";
+  for (size_t i = 0; i < e.size(); ++i) msg += (i ? "; " : "") + e[i];
+  throw SpecError(msg);
+}
+
 }  // namespace detail
 
 namespace {
@@ -65,6 +80,7 @@ bool plane_fits(const OpSpec& spec, const Shape& sh, const DeviceLimits& lim, Ti
 std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, const DeviceLimits& lim,
                                        bool backward, WTConvPath path) {
   detail::validate_options(o);
+  detail::validate_shape(o, sh);
   std::vector<PlannedKernel> plan;
   const OpSpec fold{Kernel::kWTConvFold, DType::kF32, o.k, o.L, true, lim.arch};
   plan.push_back({fold, default_tile(fold, sh, lim), sh});

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <iostream>
 #include <random>
+#include <set>
 
 #include "lkjit/numeric.h"
 #include "lkjit/reference.h"
@@ -55,6 +56,9 @@ std::vector<Layer> parse_layers(const std::string& s) {
         throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shapes: '{}' in '{}' is not an integer", x, item));
       }
     }
+    if (v[4] < 0 || v[4] > kMaxLevels)
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("lkjit: error: --shapes: L={} in '{}' is out of range; supported: L in [0, {}]", v[4], item, kMaxLevels));
     out.push_back({v[0], v[1], v[2], v[3], static_cast<int>(v[4])});
   }
   if (out.empty()) throw Error(ErrorCode::kUsage, "lkjit: error: --shapes is empty");
@@ -75,10 +79,12 @@ int run_without_gpu(const std::vector<Layer>& layers, const std::vector<DType>& 
   std::cout << fmt::format("{:<62} {:>9} {:>9}\n", "kernel", "origin", "seconds");
   const DeviceLimits lim = DeviceLimits::for_arch(arch);
   int n = 0;
+  std::set<std::string> seen;  // layers share kernels (e.g. the fold kernel): list each once
   for (const auto& ly : layers)
     for (DType dt : dtypes) {
       WTConvOptions o{ly.C, kK, ly.L, dt, !kNoBias, kStride, 0};
       for (const auto& pk : wtconv_plan(o, Shape{ly.B, ly.C, ly.H, ly.W, kStride}, lim, false, parse_path(kPath))) {
+        if (!seen.insert(kernel_name(pk.spec, pk.tile)).second) continue;
         const auto ck = compile_kernel(pk.spec, pk.tile);
         std::cout << fmt::format("{:<62} {:>9} {:>9.3f}\n", ck.kernel_name, ck.origin, ck.seconds);
         ++n;
@@ -96,6 +102,13 @@ int run_main() {
   const auto layers = parse_layers(kShapes);
   std::vector<DType> dtypes;
   for (const auto& d : split(kDtypes, ',')) dtypes.push_back(parse_dtype(d));
+  if (dtypes.empty() || kDtypes.find(",,") != std::string::npos || kDtypes.front() == ',' || kDtypes.back() == ',')
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --dtypes '{}' has an empty item; give e.g. f32,f16", std::string(kDtypes)));
+  // Every layer is checked (options and sizes) before anything is compiled or run.
+  for (const auto& ly : layers)
+    for (DType dt : dtypes)
+      wtconv_plan({ly.C, kK, ly.L, dt, !kNoBias, kStride, 0}, Shape{ly.B, ly.C, ly.H, ly.W, kStride},
+                  DeviceLimits::for_arch(parse_arch(kArch)), false, parse_path(kPath));
   if (kIters < 1) throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --iters={} must be >= 1", int(kIters)));
   const WTConvPath path = parse_path(kPath);
   std::string why;
