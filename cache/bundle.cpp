@@ -90,7 +90,8 @@ BundleStats import_bundle(const DiskStore& store, const std::string& path) {
     if (n >= end_at - pos || b[pos + n] != '\n') throw bad(fmt::format("entry {} runs past its record", entries.size() + 1));
     auto e = decode_entry(std::string_view(b).substr(pos, n), "", &why);
     if (!e) throw bad(fmt::format("entry {}: {}", entries.size() + 1, why));
-    if (!is_key(e->meta.key)) throw bad(fmt::format("entry {}: key '{}' is not 64 hex digits", entries.size() + 1, e->meta.key));
+    if (!is_key(e->meta.key))
+      throw bad(fmt::format("entry {}: key '{}' is not 64 hex digits", entries.size() + 1, escape_bytes(e->meta.key)));
     entries.push_back(std::move(*e));
     pos += n + 1;
   }

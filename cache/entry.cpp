@@ -33,7 +33,7 @@ std::optional<Head> split_head(std::string_view bytes, std::string* why) {
     h.checksum = std::string(magic.substr(prefix_v2.size()));
   } else {
     return fail(fmt::format("bad magic or format version '{}' (expected '{} {} <sha256>' or '{} 1')",
-                            std::string(magic.substr(0, 40)), kMagic, kEntryFormatVersion, kMagic));
+                            escape_bytes(magic.substr(0, 40)), kMagic, kEntryFormatVersion, kMagic));
   }
   const size_t nl2 = bytes.find('\n', nl1 + 1);
   if (nl2 == std::string_view::npos) return fail("truncated metadata");
@@ -79,6 +79,16 @@ std::optional<EntryMeta> parse_meta(std::string_view json, int format, std::stri
 
 }  // namespace
 
+std::string escape_bytes(std::string_view bytes) {
+  std::string out;
+  for (const char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) out += ch;
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  return out;
+}
+
 void set_inputs(EntryMeta& m, const KeySummary& in) { copy_key_summary(m, in); }
 
 KeySummary inputs_of(const EntryMeta& m) {
@@ -122,7 +132,7 @@ std::optional<Entry> decode_entry(std::string_view bytes, const std::string& exp
   auto meta = parse_meta(bytes.substr(head->meta_begin, head->meta_end - head->meta_begin), head->format, why);
   if (!meta) return std::nullopt;
   if (!expected_key.empty() && meta->key != expected_key)
-    return fail(fmt::format("key echo {} does not match the requested key {}", meta->key, expected_key));
+    return fail(fmt::format("key echo {} does not match the requested key {}", escape_bytes(meta->key), expected_key));
   const uint64_t have = bytes.size() - head->meta_end - 1;
   if (have != meta->size) return fail(fmt::format("payload is {} bytes, header says {}", have, meta->size));
   const std::string_view payload = bytes.substr(head->meta_end + 1);

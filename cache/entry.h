@@ -54,6 +54,10 @@ std::optional<Entry> decode_entry(std::string_view bytes, const std::string& exp
 // that the size adds up, not the checksum. For listings that must not read every payload.
 std::optional<EntryMeta> decode_entry_meta(std::string_view head, uint64_t file_size, std::string* why);
 
+// Untrusted bytes (a damaged header, a key echo) for a message: printable ASCII as is, every other
+// byte as \xNN, so that a corrupt entry cannot write control sequences to a terminal.
+std::string escape_bytes(std::string_view bytes);
+
 // Bytes of the first two lines are at most this long in any entry lkjit writes.
 constexpr size_t kMaxEntryHeadBytes = 64 * 1024;
 

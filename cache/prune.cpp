@@ -61,7 +61,7 @@ std::vector<DiskStore::Listed> DiskStore::list(bool verify) const {
           l.meta = std::move(*m);
           l.ok = true;
         } else {
-          l.problem = "key echo " + m->key + " does not match the file name";
+          l.problem = "key echo " + escape_bytes(m->key) + " does not match the file name";
         }
       }
     }

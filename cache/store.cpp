@@ -1,5 +1,6 @@
 #include "cache/store.h"
 
+#include <dirent.h>
 #include <fmt/format.h>
 #include <llvm/Support/FileSystem.h>
 #include <sys/stat.h>
@@ -85,22 +86,45 @@ DiskStore::DiskStore(std::string dir, uint64_t max_bytes) : dir_(std::move(dir))
 std::string DiskStore::path_for(const std::string& key) const { return dir_ + "/" + key + ".lkjit"; }
 std::string DiskStore::lock_path_for(const std::string& key) const { return dir_ + "/" + key + ".lock"; }
 
+namespace {
+
+// Is a directory, owned by this user and writable by nobody else: another user who can write here
+// could plant a cubin under any key, so refuse rather than load it.
+void check_private_dir(const std::string& dir, const struct stat& st) {
+  if (!S_ISDIR(st.st_mode))
+    throw CacheError(fmt::format("lkjit: error: {}: cache path is not a directory", dir));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    throw CacheError(fmt::format(
+        "lkjit: error: {}: cache directory is writable by other users (mode {:04o}); refusing to use it. "
+        "Fix with: chmod 700 {}", dir, st.st_mode & 07777, dir));
+  if (st.st_uid != ::getuid())
+    throw CacheError(fmt::format("lkjit: error: {}: cache directory is owned by uid {}, not by this user ({})",
+                                 dir, st.st_uid, ::getuid()));
+}
+
+}  // namespace
+
 void DiskStore::ensure_dir() const {
   if (auto ec = llvm::sys::fs::create_directories(dir_, true, llvm::sys::fs::perms::owner_all))
     throw CacheError(fmt::format("lkjit: error: {}: cannot create cache directory: {}", dir_, ec.message()));
   struct stat st {};
   if (::stat(dir_.c_str(), &st) != 0)
     throw CacheError(fmt::format("lkjit: error: {}: cannot stat cache directory: {}", dir_, std::strerror(errno)));
-  if (!S_ISDIR(st.st_mode))
-    throw CacheError(fmt::format("lkjit: error: {}: cache path is not a directory", dir_));
-  // Another user who can write here could plant a cubin under any key: refuse rather than load it.
-  if (st.st_mode & (S_IWGRP | S_IWOTH))
-    throw CacheError(fmt::format(
-        "lkjit: error: {}: cache directory is writable by other users (mode {:o}); refusing to load "
-        "kernels from it. Fix with: chmod 700 {}", dir_, st.st_mode & 0777, dir_));
-  if (st.st_uid != ::getuid())
-    throw CacheError(fmt::format("lkjit: error: {}: cache directory is owned by uid {}, not by this user ({})",
-                                 dir_, st.st_uid, ::getuid()));
+  check_private_dir(dir_, st);
+}
+
+bool DiskStore::check_existing() const {
+  struct stat st {};
+  if (::stat(dir_.c_str(), &st) != 0) {
+    if (errno == ENOENT) return false;
+    throw CacheError(fmt::format("lkjit: error: {}: cannot stat cache directory: {}", dir_, std::strerror(errno)));
+  }
+  check_private_dir(dir_, st);
+  // A listing that silently skips an unreadable directory would report an empty cache.
+  DIR* d = ::opendir(dir_.c_str());
+  if (!d) throw CacheError(fmt::format("lkjit: error: {}: cannot list cache directory: {}", dir_, std::strerror(errno)));
+  ::closedir(d);
+  return true;
 }
 
 std::optional<Entry> DiskStore::read(const std::string& key, std::string* why) const {

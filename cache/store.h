@@ -26,6 +26,9 @@ class DiskStore {
 
   // Creates the directory if needed and checks it is private to this user. Throws CacheError.
   void ensure_dir() const;
+  // For maintenance: the same checks on an existing directory, which must also be listable; false
+  // when it does not exist yet (nothing is created). Throws CacheError naming the path.
+  bool check_existing() const;
 
   // nullopt on a miss. A corrupt entry is removed and reported through *why (then it is a miss).
   // A hit stamps the entry as just used.

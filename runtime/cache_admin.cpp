@@ -59,13 +59,18 @@ KernelCache::KernelCache(std::string dir, uint64_t max_bytes) : dir_(std::move(d
 
 void KernelCache::check() const { cache::DiskStore(dir_).ensure_dir(); }
 
+bool KernelCache::exists() const { return cache::DiskStore(dir_).check_existing(); }
+
 std::vector<CacheEntryInfo> KernelCache::list(bool verify) const {
-  return to_infos(cache::DiskStore(dir_).list(verify));
+  const cache::DiskStore store(dir_);
+  if (!store.check_existing()) return {};
+  return to_infos(store.list(verify));
 }
 
 std::vector<CacheEntryInfo> KernelCache::verify() const {
   const cache::DiskStore store(dir_);
   store.ensure_dir();
+  store.check_existing();  // and listable
   auto listed = store.list(/*verify=*/true);
   for (const auto& l : listed)
     if (!l.ok) {
@@ -77,23 +82,30 @@ std::vector<CacheEntryInfo> KernelCache::verify() const {
 
 CachePruneReport KernelCache::prune(std::optional<uint64_t> max_bytes) const {
   const cache::DiskStore store(dir_);
-  // An explicit limit is literal (0 evicts everything not in use); this cache's cap of 0 means none.
-  const uint64_t cap = max_bytes ? *max_bytes : (max_bytes_ ? max_bytes_ : UINT64_MAX);
+  if (!store.check_existing()) return {};
+  // 0 means no cap, as in LKJIT_CACHE_MAX_BYTES: only stale files go.
+  const uint64_t cap = max_bytes.value_or(max_bytes_);
   // An explicit prune waits for a concurrent one rather than silently doing nothing.
-  const auto r = store.prune(cap, /*wait_ms=*/10000);
+  const auto r = store.prune(cap ? cap : UINT64_MAX, /*wait_ms=*/10000);
   return {r.removed, r.removed_bytes, r.kept_in_use, r.remaining, r.remaining_bytes, r.stale_files, r.skipped};
 }
 
-size_t KernelCache::clear() const { return cache::DiskStore(dir_).clear(); }
+size_t KernelCache::clear() const {
+  const cache::DiskStore store(dir_);
+  return store.check_existing() ? store.clear() : 0;
+}
 
 CacheBundleReport KernelCache::export_bundle(const std::string& file, const std::vector<std::string>& keys) const {
-  const auto s = cache::export_bundle(cache::DiskStore(dir_), keys, file);
+  const cache::DiskStore store(dir_);
+  store.check_existing();  // never ship entries out of a directory others could have written
+  const auto s = cache::export_bundle(store, keys, file);
   return {s.entries, s.imported, s.present, s.bytes, s.skipped};
 }
 
 CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
   const cache::DiskStore store(dir_, max_bytes_);
   store.ensure_dir();
+  store.check_existing();  // and listable (the cap is enforced by listing)
   const auto s = cache::import_bundle(store, file);
   return {s.entries, s.imported, s.present, s.bytes, s.skipped};
 }

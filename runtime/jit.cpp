@@ -63,7 +63,6 @@ cache::KeyInputs key_inputs(const GeneratedSource& src, int arch) {
   return in;
 }
 
-bool disk_enabled() { return rt::env("LKJIT_CACHE_DISABLE") != "1"; }
 
 std::optional<std::string> load_logged(const cache::DiskStore& store, const std::string& key) {
   std::string why;
@@ -75,7 +74,14 @@ std::optional<std::string> load_logged(const cache::DiskStore& store, const std:
 struct Built {
   std::string cubin;
   std::string origin;
+  std::string store_error;
 };
+
+// A CacheError's message without its "lkjit: error: " prefix, for a log line or a caller's message.
+std::string without_prefix(const std::string& msg) {
+  const std::string p = "lkjit: error: ";
+  return msg.compare(0, p.size(), p) == 0 ? msg.substr(p.size()) : msg;
+}
 
 // The disk entry, else NVRTC. Readers never lock; a miss takes the key's lock, looks again (another
 // process may have published it meanwhile) and only then compiles and publishes.
@@ -83,14 +89,14 @@ Built load_or_compile(const cache::DiskStore* store, const GeneratedSource& src,
                       const OpSpec& spec, const Tile& tile, const std::string& key) {
   cache::FileLock lock;
   if (store) {
-    if (auto hit = load_logged(*store, key)) return {std::move(*hit), "disk"};
+    if (auto hit = load_logged(*store, key)) return {std::move(*hit), "disk", ""};
     lock = cache::FileLock::acquire(store->lock_path_for(key), kLockWait);
     if (lock.state() == cache::FileLock::State::kTimedOut)
       rt::log_line(fmt::format("warning: {} is locked by another process for over {} s; compiling it here too",
                                src.kernel_name, kLockWait.count()));
     else if (lock.state() == cache::FileLock::State::kError)
       rt::log_line("warning: " + lock.error() + "; compiling without the lock");
-    if (auto hit = load_logged(*store, key)) return {std::move(*hit), "disk"};
+    if (auto hit = load_logged(*store, key)) return {std::move(*hit), "disk", ""};
   }
   rt::log_line(fmt::format("compiling {} (key {})", src.kernel_name, key.substr(0, 16)));
   auto r = rt::nvrtc_compile(src, spec.arch);
@@ -103,10 +109,12 @@ Built load_or_compile(const cache::DiskStore* store, const GeneratedSource& src,
     try {
       store->store(meta, r.cubin);
     } catch (const CacheError& e) {  // a full or read-only disk costs a recompile later, not this run
-      rt::log_line(std::string("warning: ") + e.what());
+      std::string why = without_prefix(e.what());
+      rt::log_line("warning: " + why);
+      return {std::move(r.cubin), "compiled", std::move(why)};
     }
   }
-  return {std::move(r.cubin), "compiled"};
+  return {std::move(r.cubin), "compiled", ""};
 }
 
 }  // namespace
@@ -114,6 +122,7 @@ Built load_or_compile(const cache::DiskStore* store, const GeneratedSource& src,
 std::string nvrtc_version() { return rt::nvrtc_version(); }
 std::vector<int> nvrtc_archs() { return rt::nvrtc_supported_archs(); }
 std::string cache_dir() { return cache::default_cache_dir(); }
+bool disk_cache_enabled() { return rt::env("LKJIT_CACHE_DISABLE") != "1"; }
 
 KeyInputsInfo kernel_key_inputs(const OpSpec& spec, const Tile& tile) {
   const GeneratedSource src = generate(spec, tile);
@@ -161,10 +170,11 @@ CompiledKernel compile_kernel(const OpSpec& spec, const Tile& tile) {
   if (from_memory()) return out;  // another thread compiled it meanwhile
 
   std::optional<cache::DiskStore> store;
-  if (disk_enabled()) store.emplace(cache::default_cache_dir(), cache_max_bytes());
+  if (disk_cache_enabled()) store.emplace(cache::default_cache_dir(), cache_max_bytes());
   Built b = load_or_compile(store ? &*store : nullptr, src, in, spec, tile, out.key);
   out.cubin = std::move(b.cubin);
   out.origin = std::move(b.origin);
+  out.store_error = std::move(b.store_error);
   {
     std::lock_guard<std::mutex> lock(mem.mu);
     mem.cubins.emplace(out.key, out.cubin);
@@ -181,7 +191,7 @@ void evict_compiled(const CompiledKernel& k) {
   }
   rt::log_line(fmt::format("dropping {} (key {}) from the caches; its next lookup rebuilds it", k.kernel_name,
                            k.key.substr(0, 16)));
-  if (disk_enabled()) cache::DiskStore(cache::default_cache_dir()).evict(k.key);
+  if (disk_cache_enabled()) cache::DiskStore(cache::default_cache_dir()).evict(k.key);
 }
 
 }  // namespace lkjit

@@ -344,6 +344,30 @@ TEST_F(CompileRecovery, AMalformedCapNamesTheValue) {
   }
 }
 
+TEST_F(CompileRecovery, AFailedStoreIsReportedWithTheCubin) {
+  // The entry's path is taken by a directory, so publishing fails (EISDIR, even for root): the caller
+  // still gets the cubin, and learns that nothing was stored.
+  const Tile t{0, 0, 0, 0, 288};
+  forget(spec_, t);
+  const std::string key = kernel_key_inputs(spec_, t).key, path = dir_ + "/" + key + ".lkjit";
+  fs::create_directories(path);
+  fs::permissions(dir_, fs::perms::owner_all);
+  ::testing::internal::CaptureStderr();
+  const CompiledKernel k = compile_kernel(spec_, t);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(k.origin, "compiled");
+  EXPECT_FALSE(k.cubin.empty());
+  EXPECT_THAT(k.store_error, AllOf(HasSubstr(path), HasSubstr("cannot publish")));
+  EXPECT_EQ(k.store_error.rfind("lkjit: error: ", 0), std::string::npos) << k.store_error;
+  EXPECT_THAT(log, HasSubstr("lkjit: warning: " + path + ": cannot publish"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("lkjit: error:"))) << "doubled prefix in the log line";
+  fs::remove(path);
+  // A store that works reports nothing.
+  forget(spec_, t);
+  EXPECT_EQ(compile_kernel(spec_, t).store_error, "");
+  EXPECT_TRUE(fs::is_regular_file(path));
+}
+
 TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
   // Another process holds the key's lock and publishes the entry: this one must not compile.
   const Tile t{0, 0, 0, 0, 224};
@@ -370,6 +394,66 @@ TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
   ::close(go[1]);
   EXPECT_EQ(k.origin, "disk");
   EXPECT_EQ(k.cubin, "published by the other process");
+}
+
+// ---- KernelCache: every action checks the directory -------------------------------------------------
+
+TEST(KernelCacheAdmin, PruneToZeroMeansNoCap) {
+  TempDir tmp(kTmpPrefix);
+  const DiskStore s(tmp.path());
+  for (char c : {'a', 'b'}) s.store(meta_for(key_of(c)), std::string(1000, c));
+  EXPECT_EQ(KernelCache(tmp.path(), 0).prune(0).removed, 0u);
+  EXPECT_EQ(KernelCache(tmp.path(), 1).prune(0).removed, 0u);
+  EXPECT_EQ(KernelCache(tmp.path(), 0).prune().removed, 0u);
+  EXPECT_EQ(entry_keys(s).size(), 2u);
+  EXPECT_EQ(KernelCache(tmp.path(), 0).prune(1).removed, 2u);
+}
+
+TEST(KernelCacheAdmin, UnsafeOrUnusableDirectoriesAreCacheErrors) {
+  TempDir tmp(kTmpPrefix);
+  const std::string open = tmp.path() + "/open", file = tmp.path() + "/file", none = tmp.path() + "/none";
+  DiskStore(open).store(meta_for(key_of('a')), "cubin");
+  fs::permissions(open, fs::perms::all | fs::perms::sticky_bit);
+  write_file(file, "x");
+  for (const std::string& dir : {open, file}) {
+    SCOPED_TRACE(dir);
+    const KernelCache c(dir, 0);
+    const std::vector<std::pair<const char*, std::function<void()>>> actions = {
+        {"exists", [&] { c.exists(); }},
+        {"list", [&] { c.list(); }},
+        {"prune", [&] { c.prune(); }},
+        {"clear", [&] { c.clear(); }},
+        {"export", [&] { c.export_bundle(tmp.path() + "/b"); }},
+    };
+    for (const auto& [what, fn] : actions) {
+      try {
+        fn();
+        ADD_FAILURE() << what << " accepted " << dir;
+      } catch (const CacheError& e) {
+        EXPECT_THAT(e.what(), HasSubstr("lkjit: error: " + dir + ": ")) << what;
+        if (dir == open) EXPECT_THAT(e.what(), HasSubstr("mode 1777")) << what;
+      }
+    }
+  }
+  EXPECT_FALSE(fs::exists(tmp.path() + "/b"));
+  EXPECT_EQ(fs::status(open).permissions() & fs::perms::all, fs::perms::all) << "a check changed the mode";
+  // Not created yet: an empty cache, and looking does not create it.
+  const KernelCache c(none, 0);
+  EXPECT_FALSE(c.exists());
+  EXPECT_TRUE(c.list().empty());
+  EXPECT_EQ(c.clear(), 0u);
+  EXPECT_FALSE(fs::exists(none));
+}
+
+TEST(EntryFormat, ProblemsEscapeBinaryBytes) {
+  std::string why;
+  EXPECT_FALSE(decode_entry("\x1b[31mLKJIT\x01\xfe\n{}\n", "", &why));
+  EXPECT_THAT(why, HasSubstr("'\\x1b[31mLKJIT\\x01\\xfe'"));
+  for (char c : why) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << int(static_cast<unsigned char>(c));
+  // A key echo from the metadata is escaped too.
+  EntryMeta m = meta_for(std::string("\x1b]0;title\x07", 10));
+  EXPECT_FALSE(decode_entry(encode_entry(m, "x"), key_of('a'), &why));
+  EXPECT_THAT(why, HasSubstr("key echo \\x1b]0;title\\x07 does not match"));
 }
 
 // ---- bundles ----------------------------------------------------------------------------------------

@@ -27,11 +27,17 @@ using lkjit::test::run_command;
 using lkjit::test::shell_quote;
 using lkjit::test::TempDir;
 
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
 // One CLI run per test with its own cache directory; the parent's cache settings never leak in.
 class Cli : public ::testing::Test {
  protected:
-  CommandResult run(const std::string& args) const {
-    return run_command("env -u LKJIT_CACHE_DISABLE -u LKJIT_DUMP_DIR -u LKJIT_LOG LKJIT_CACHE_DIR=" + shell_quote(cache_) +
+  CommandResult run(const std::string& args, const std::string& shell_prefix = "") const {
+    return run_command(shell_prefix + "env -u LKJIT_CACHE_DISABLE -u LKJIT_DUMP_DIR -u LKJIT_LOG LKJIT_CACHE_DIR=" + shell_quote(cache_) +
                        " " + shell_quote(LKJIT_CLI_PATH) + " " + args + " 2>&1");
   }
 
@@ -124,6 +130,50 @@ TEST_F(Cli, UnsafeCacheDirectoryExitsWithTheCacheCode) {
   const CommandResult r = run("compile --kernel wtconv_fold --k 3 --L 2");
   EXPECT_EQ(r.code, 5) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr(cache_), HasSubstr("writable")));
+}
+
+TEST_F(Cli, CompileIntoAnUnwritableCacheFailsWithTheCacheCode) {
+  // The kernel compiles, but is stored nowhere: that is the cache's failure, not a success.
+  const auto dir = lkjit::test::make_unwritable_dir(cache_);
+  const CommandResult r = run("compile --kernel wtconv_fold --k 3 --L 1", dir.prefix);
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit: error: " + cache_), HasSubstr("could not be stored"),
+                              HasSubstr("not cached")));
+  EXPECT_EQ(count(r.output, dir.os_error), 1u) << r.output;
+  EXPECT_EQ(cache_entries(), 0u);
+}
+
+TEST_F(Cli, CompileChecksEveryArchBeforeCompilingAny) {
+  CommandResult r = run("compile --kernel wtconv_fold --k 3 --L 1 --arch sm_90,sm_999");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("sm_999"), Not(HasSubstr("lkjit_wtconv_fold_k3_L1_w256_sm90"))));
+  EXPECT_EQ(cache_entries(), 0u) << "sm_90 was compiled before sm_999 was checked";
+  for (const char* archs : {"''", "' '", "sm_90,,sm_80", "sm_90,"}) {
+    r = run(std::string("compile --kernel wtconv_fold --k 3 --L 1 --arch ") + archs);
+    EXPECT_EQ(r.code, 1) << archs << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("lkjit: error: --arch: ")) << archs;
+  }
+  r = run("compile --kernel wtconv_fold --tile 0,0,,0,256");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--tile"));
+  EXPECT_EQ(cache_entries(), 0u);
+}
+
+TEST_F(Cli, CompileRejectsATileAxisTheKernelDoesNotHave) {
+  // A plane kernel has no spatial tile, a level kernel no planes: such values would only change the
+  // kernel's name and cache key.
+  CommandResult r = run("compile --kernel wtconv_fwd_plane --tile 8,8,1,1,128 --emit-source");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("wtconv_fwd_plane has no tile_h axis"), HasSubstr("planes, vy, threads")));
+  r = run("compile --kernel wtconv_fwd_level --tile 8,32,2,1,128 --emit-source");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("wtconv_fwd_level has no planes axis"));
+  r = run("compile --kernel wtconv_fwd_plane --tile 0,0,1,1,128 --emit-source");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_fwd_plane_f32_nchw_k5_L3_p1_v1_w128_sm90"));
+  r = run("compile --help");
+  for (lkjit::Kernel k : lkjit::all_kernels()) EXPECT_THAT(r.output, HasSubstr(lkjit::to_string(k)));
+  EXPECT_EQ(cache_entries(), 0u);
 }
 
 TEST_F(Cli, RunWithoutGpuCompilesThePlannedKernels) {

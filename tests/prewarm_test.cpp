@@ -56,9 +56,10 @@ class Prewarm : public ::testing::Test {
            shell_quote(cache) + " " + extra + " ";
   }
 
-  CommandResult run(const std::string& args, const std::string& cache = "", const std::string& extra_env = "") const {
-    return run_command(env_prefix(cache.empty() ? cache_ : cache, extra_env) + shell_quote(LKJIT_CLI_PATH) + " " + args +
-                       " 2>&1");
+  CommandResult run(const std::string& args, const std::string& cache = "", const std::string& extra_env = "",
+                    const std::string& shell_prefix = "") const {
+    return run_command(shell_prefix + env_prefix(cache.empty() ? cache_ : cache, extra_env) + shell_quote(LKJIT_CLI_PATH) +
+                       " " + args + " 2>&1");
   }
 
   std::vector<std::string> files_with(const std::string& suffix) const {
@@ -250,11 +251,99 @@ TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
   r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + shell_quote(db));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_fwd_plane_f16_nchw_k5_L3_p2_v2_w256_sm90"));
-  // An unknown format is said and skipped, not fatal.
-  write_file(db, R"({"decisions": []})");
-  r = run("prewarm --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --progress never --tuning-db " + shell_quote(db));
+  // Its kernel names this lkjit does not generate (a newer lkjit's) are noted and left out.
+  write_file(db, R"({"entries": [{"kernel": "lkjit_wtconv_future_k3_sm90"}]})");
+  r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + shell_quote(db));
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("unknown tuning database format"), HasSubstr("tuned kernels left out")));
+  EXPECT_THAT(r.output, HasSubstr("'lkjit_wtconv_future_k3_sm90' is not a kernel name this lkjit generates; left out"));
+}
+
+TEST_F(Prewarm, ABrokenTuningDatabaseIsAnError) {
+  // Given explicitly, a database that cannot be used is the user's error, alone or with other sets.
+  const std::string db = tmp_ + "/tuning.json";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\"records\": [", "not JSON"},
+      {"{}", "no \"records\" or \"entries\" array"},
+      {R"({"decisions": []})", "unknown tuning database format"},
+      {R"({"records": [{"spec": "lkjit_wtconv_fold_k3_L1_sm90"}]})", "no \"tile\""},
+  };
+  for (const auto& [text, problem] : cases) {
+    SCOPED_TRACE(text);
+    write_file(db, text);
+    for (const std::string& also : {std::string(), "--preset wtconvnext-t " + kSmall}) {
+      const CommandResult r = run("prewarm --arch sm_90 --dtypes f32 --tuning-db " + shell_quote(db) + " " + also);
+      EXPECT_EQ(r.code, 2) << also << ": " << r.output;
+      EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit: error: " + db + ": "), HasSubstr(problem), Not(HasSubstr("nothing to prewarm"))))
+          << also;
+    }
+  }
+  CommandResult r = run("prewarm --arch sm_90 --tuning-db " + shell_quote(tmp_ + "/missing.json"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr(tmp_ + "/missing.json"), HasSubstr("cannot read")));
+  // A valid database without records: nothing to prewarm, and it says which option gave nothing.
+  write_file(db, R"({"format": 1, "kind": "lkjit-tuning-db", "records": []})");
+  r = run("prewarm --arch sm_90 --tuning-db " + shell_quote(db));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("nothing to prewarm"), HasSubstr(db + " has no tuned kernels")));
+  EXPECT_TRUE(files_with(".lkjit").empty());
+}
+
+TEST_F(Prewarm, ManifestKernelNamesAreCheckedBeforeCompiling) {
+  const std::string manifest = tmp_ + "/m.json";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"lkjit_nope_sm90", "is not a kernel name this lkjit generates"},
+      {"lkjit_wtconv_fold_k4_L1_w256_sm90", "k=4"},
+      {"lkjit_wtconv_fold_k3_L1_w2048_sm90", "threads=2048"},
+      {"lkjit_wtconv_fold_k3_L1_w256_sm75", "sm_75"},
+  };
+  for (const auto& [name, why] : cases) {
+    SCOPED_TRACE(name);
+    // The good kernel first: nothing may be compiled before the bad name is seen.
+    write_file(manifest, R"({"kernels": ["lkjit_wtconv_fold_k3_L1_w256_sm90", ")" + name + "\"]}");
+    for (const char* list : {"", "--list"}) {
+      const CommandResult r = run("prewarm --arch sm_90 --progress never " + std::string(list) + " --manifest " + shell_quote(manifest));
+      EXPECT_EQ(r.code, 2) << r.output;
+      EXPECT_THAT(r.output, AllOf(HasSubstr(manifest + ": kernels[1]: '" + name + "'"), HasSubstr(why)));
+    }
+  }
+  EXPECT_TRUE(files_with(".lkjit").empty());
+}
+
+TEST_F(Prewarm, EmptyListsAndItemsAreUsageErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--arch ''", "--arch"},          {"--arch ' '", "--arch"},       {"--dtypes ''", "--dtypes"},
+      {"--dtypes f16,,f32", "--dtypes"}, {"--arch sm_90,", "--arch"},   {"--passes fwd,,bwd", "--passes"},
+      {"--k 3,,5", "--k"},               {"--shapes 1:4:8:8,", "--shapes"},
+  };
+  for (const auto& [args, option] : cases) {
+    const std::string shapes = args.rfind("--shapes", 0) == 0 ? "" : "--shapes 1:4:8:8 ";
+    const CommandResult r = run("prewarm --progress never " + shapes + args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("lkjit: error: " + option + ": ")) << args;
+  }
+  EXPECT_TRUE(files_with(".lkjit").empty());
+}
+
+TEST_F(Prewarm, AnUnwritableCacheIsAFailureWithTheCacheCode) {
+  // Every kernel compiles, none is stored: counted as failed, the reason said once, exit 5.
+  const auto dir = lkjit::test::make_unwritable_dir(cache_);
+  const CommandResult r = run("prewarm --arch sm_90 --dtypes f32 --passes fwd " + kSmall, "", "", dir.prefix);
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit: error: " + cache_ + ": 4 compiled kernel(s) could not be stored"),
+                              HasSubstr("0 compiled, 0 already cached, 4 failed")));
+  size_t times = 0;
+  for (size_t at = r.output.find(dir.os_error); at != std::string::npos; at = r.output.find(dir.os_error, at + 1)) ++times;
+  EXPECT_EQ(times, 1u) << r.output;
+  EXPECT_TRUE(files_with(".lkjit").empty());
+}
+
+TEST_F(Prewarm, RefusesWhenTheDiskCacheIsDisabled) {
+  const CommandResult r = run("prewarm --arch sm_90 --dtypes f32 --passes fwd " + kSmall, "", "LKJIT_CACHE_DISABLE=1");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("disabled by LKJIT_CACHE_DISABLE=1"), HasSubstr(cache_), Not(HasSubstr("compiled,"))));
+  EXPECT_FALSE(fs::exists(cache_));
+  // Listing compiles nothing, so it still works.
+  EXPECT_EQ(run("prewarm --list --arch sm_90 --dtypes f32 " + kSmall, "", "LKJIT_CACHE_DISABLE=1").code, 0);
 }
 
 TEST_F(Prewarm, BadInputsNameTheValue) {
@@ -285,10 +374,11 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
 }
 
 TEST_F(Prewarm, AFailedCompileExitsWith3) {
-  // A tuned tile this build rejects (2048 threads) fails; the rest still compile.
-  const std::string manifest = tmp_ + "/m.json";
-  write_file(manifest, R"({"kernels": ["lkjit_wtconv_fold_k3_L1_w2048_sm90", "lkjit_wtconv_fold_k3_L1_w256_sm90"]})");
-  const CommandResult r = run("prewarm --arch sm_90 --progress never --manifest " + shell_quote(manifest));
+  // A tuned tile this build rejects (2048 threads) fails; the rest still compile. (In a manifest the
+  // name would be refused before compiling; a tuning database may come from another build.)
+  const std::string db = tmp_ + "/tuning.json";
+  write_file(db, R"({"entries": [{"kernel": "lkjit_wtconv_fold_k3_L1_w2048_sm90"}, {"kernel": "lkjit_wtconv_fold_k3_L1_w256_sm90"}]})");
+  const CommandResult r = run("prewarm --arch sm_90 --progress never --tuning-db " + shell_quote(db));
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("failed: lkjit_wtconv_fold_k3_L1_w2048_sm90"), HasSubstr("threads=2048"),
                               HasSubstr("1 compiled, 0 already cached, 1 failed")));
@@ -347,6 +437,102 @@ TEST_F(Prewarm, CacheStatPruneAndClear) {
   r = run("cache prune --max-bytes lots");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--max-bytes='lots'"));
+}
+
+// Fake entries (the CLI lists them by name and header; no compile needed).
+std::string fake_entry(char c, size_t payload_bytes) {
+  lkjit::cache::EntryMeta m;
+  m.key = std::string(64, c);
+  m.kernel_name = "lkjit_wtconv_fold_k3_L1_w256_sm90";
+  m.arch = 90;
+  m.nvrtc_version = "13.0";
+  return lkjit::cache::encode_entry(m, std::string(payload_bytes, c));
+}
+
+TEST_F(Prewarm, PruneMaxBytesZeroMeansNoCap) {
+  fs::create_directories(cache_);
+  fs::permissions(cache_, fs::perms::owner_all);
+  for (char c : {'a', 'b'}) write_file(cache_ + "/" + std::string(64, c) + ".lkjit", fake_entry(c, 1000));
+  write_file(cache_ + "/" + std::string(64, 'a') + ".lock", "12345\n");  // its owner died
+  CommandResult r = run("cache prune --max-bytes 0");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("removed 0 entries"), HasSubstr("2 entries"), HasSubstr("1 stale files removed")));
+  EXPECT_EQ(files_with(".lkjit").size(), 2u) << "--max-bytes 0 emptied the cache";
+  r = run("cache prune", "", "LKJIT_CACHE_MAX_BYTES=0");
+  EXPECT_THAT(r.output, HasSubstr("removed 0 entries"));
+  EXPECT_EQ(files_with(".lkjit").size(), 2u);
+  EXPECT_THAT(run("cache --help").output, HasSubstr("0: no limit"));
+}
+
+TEST_F(Prewarm, EveryCacheActionChecksTheDirectory) {
+  const std::string bundle = tmp_ + "/out.bundle";
+  const std::vector<std::string> actions = {"stat", "ls", "prune", "clear", "explain lkjit_wtconv_fold_k3_L1_w256_sm90",
+                                            "export " + shell_quote(bundle), "verify", "import " + shell_quote(bundle)};
+  // Writable by others: refused by every action, and nothing leaves it in a bundle.
+  fs::create_directories(cache_);
+  write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", fake_entry('a', 100));
+  ASSERT_EQ(::chmod(cache_.c_str(), 0777), 0);
+  for (const auto& a : actions) {
+    const CommandResult r = run("cache " + a);
+    EXPECT_EQ(r.code, 5) << a << ": " << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr(cache_), HasSubstr("writable by other users"))) << a;
+  }
+  EXPECT_FALSE(fs::exists(bundle));
+  // A regular file.
+  const std::string file = tmp_ + "/a-file";
+  write_file(file, "not a directory");
+  for (const auto& a : actions) {
+    const CommandResult r = run("cache " + a, file);
+    EXPECT_EQ(r.code, 5) << a << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(file + ": ")) << a;
+    EXPECT_THAT(r.output, Not(HasSubstr("0 entries"))) << a;
+  }
+  // Not there yet: an empty cache, said so, and not created by looking.
+  const std::string none = tmp_ + "/none";
+  for (const char* a : {"stat", "ls", "prune", "clear"}) {
+    const CommandResult r = run(std::string("cache ") + a, none);
+    EXPECT_EQ(r.code, 0) << a << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("no cache at " + none + " yet")) << a;
+  }
+  EXPECT_FALSE(fs::exists(none));
+  // Unreadable (root reads it anyway).
+  if (::geteuid() != 0) {
+    const std::string closed = tmp_ + "/closed";
+    fs::create_directories(closed);
+    ASSERT_EQ(::chmod(closed.c_str(), 0300), 0);
+    for (const char* a : {"ls", "stat", "verify", "prune"}) {
+      const CommandResult r = run(std::string("cache ") + a, closed);
+      EXPECT_EQ(r.code, 5) << a << ": " << r.output;
+      EXPECT_THAT(r.output, AllOf(HasSubstr(closed), HasSubstr("Permission denied"), Not(HasSubstr("0 entries")))) << a;
+    }
+    ::chmod(closed.c_str(), 0700);
+  }
+}
+
+TEST_F(Prewarm, CacheVerifyEscapesBinaryHeaders) {
+  fs::create_directories(cache_);
+  fs::permissions(cache_, fs::perms::owner_all);
+  for (const char* a : {"verify", "ls"}) {  // verify removes the entry: write it for each
+    write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", "\x1b[2J\x1b]0;owned\x07\x01\xff\nrest");
+    const CommandResult r = run(std::string("cache ") + a);
+    EXPECT_THAT(r.output, AllOf(HasSubstr("bad magic"), HasSubstr("\\x1b[2J\\x1b]0;owned\\x07\\x01\\xff"))) << a;
+    for (char c : r.output) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << a << ": byte " << int(static_cast<unsigned char>(c));
+  }
+}
+
+TEST_F(Prewarm, CacheStatPrintsHumanSizesAndTheFullMode) {
+  fs::create_directories(cache_);
+  fs::permissions(cache_, fs::perms::owner_all);
+  write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", std::string(48 * 1024, 'x'));
+  CommandResult r = run("cache stat", "", "LKJIT_CACHE_MAX_BYTES=2G");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("size       48.0 KiB of 2.0 GiB cap"), Not(HasSubstr("MiB"))));
+  write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", std::string(100, 'x'));
+  EXPECT_THAT(run("cache stat").output, HasSubstr("size       100 B of 1.0 GiB cap"));
+  ASSERT_EQ(::chmod(cache_.c_str(), 01777), 0);
+  r = run("cache stat");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("(mode 1777)"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -92,6 +93,20 @@ inline CommandResult run_command(const std::string& cmd) {
   const int status = ::pclose(p);
   if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
   return r;
+}
+
+// A cache directory that exists, passes the cache's checks, and takes no writes, for a CLI run:
+// mode 0500 for a normal user. Root ignores modes, so for root the run gets a file size limit of 0
+// instead (SIGXFSZ ignored, so a write fails with EFBIG). prefix goes before the command line.
+struct UnwritableDir {
+  std::string prefix;    // shell commands to run first
+  std::string os_error;  // the strerror the failed writes report
+};
+inline UnwritableDir make_unwritable_dir(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  if (::geteuid() != 0) return {"", "Permission denied"};
+  return {"trap '' XFSZ; ulimit -f 0; ", "File too large"};
 }
 
 }  // namespace lkjit::test

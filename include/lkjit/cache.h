@@ -81,12 +81,17 @@ class KernelCache {
 
   // Creates the directory if needed and refuses one writable by others. Throws CacheError.
   void check() const;
+  // The same checks without creating anything: false when the directory does not exist yet; CacheError
+  // when it is not a directory, cannot be listed, or is not private to this user. list, prune, clear
+  // and export_bundle apply it first (an absent directory is an empty cache).
+  bool exists() const;
   // Every entry, most recently used first. verify=false reads only metadata (fast); true reads and
   // checksums every entry.
   std::vector<CacheEntryInfo> list(bool verify = false) const;
   // Checks every entry; the corrupt ones are removed (as a lookup would) and returned with why.
   std::vector<CacheEntryInfo> verify() const;
-  // Least-recently-used eviction down to max_bytes (default: this cache's cap), plus stale files.
+  // Least-recently-used eviction down to max_bytes (default: this cache's cap; 0: no cap, so only
+  // stale temp and lock files are removed), plus stale files.
   CachePruneReport prune(std::optional<uint64_t> max_bytes = std::nullopt) const;
   // Removes every entry not in use. Returns how many.
   size_t clear() const;

@@ -24,11 +24,15 @@ struct CompiledKernel {
   int arch = 0;
   OpSpec spec;  // what it was compiled from (load_kernel rebuilds a rejected image from these)
   Tile tile;
+  // Why the compiled cubin could not be stored in the on-disk cache (path and OS message, no
+  // "lkjit: error:" prefix); empty when it was stored or came from a cache. The cubin is still good.
+  std::string store_error;
 };
 
 // Generates the source, then returns the cubin from the in-process cache, the on-disk cache
 // (LKJIT_CACHE_DIR) or NVRTC, storing what it compiled. Processes sharing the directory compile each
-// key once (a node-local lock per key). Throws SpecError / CompileError / CacheError.
+// key once (a node-local lock per key). Throws SpecError / CompileError / CacheError; a failed store
+// is not thrown (the kernel still runs) but reported in store_error.
 CompiledKernel compile_kernel(const OpSpec& spec, const Tile& tile);
 // Drops a kernel from the in-process and on-disk caches (the driver rejected its image), so that the
 // next compile_kernel rebuilds it.
@@ -37,6 +41,7 @@ void evict_compiled(const CompiledKernel& k);
 std::string nvrtc_version();            // e.g. "13.0"
 std::vector<int> nvrtc_archs();          // archs the loaded NVRTC can target
 std::string cache_dir();                 // the on-disk cache in use
+bool disk_cache_enabled();               // false when LKJIT_CACHE_DISABLE=1 (in-memory cache only)
 
 // ---- devices -----------------------------------------------------------------------------------
 // True when libcuda.so.1 loads and reports a device; otherwise *why says which is missing.

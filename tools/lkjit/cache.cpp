@@ -25,14 +25,15 @@ cl::SubCommand kCmd("cache", "Inspect and maintain the kernel cache: stat | ls |
                              "explain KEY | import FILE | export FILE");
 cl::OptionCategory kCat("lkjit cache options");
 cl::list<std::string> kArgs(cl::Positional, cl::desc("<action> [argument]"), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<std::string> kMaxBytes("max-bytes", cl::desc("prune: the size to prune down to (default LKJIT_CACHE_MAX_BYTES)"),
+cl::opt<std::string> kMaxBytes("max-bytes",
+                               cl::desc("prune: the size to prune down to, bytes or with a K/M/G/T suffix (default "
+                                        "LKJIT_CACHE_MAX_BYTES; 0: no limit, only stale temp and lock files are removed)"),
                                cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kKernel("kernel", cl::desc("explain: for a key not in the cache, the kernel name it was looked up for"),
                              cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 
 constexpr const char* kActions = "stat, ls, verify, prune, clear, explain, import, export";
 
-std::string mib(uint64_t b) { return fmt::format("{:.1f} MiB", b / 1048576.0); }
 
 std::string age(double when) {
   const double s = std::difftime(std::time(nullptr), static_cast<std::time_t>(when));
@@ -44,7 +45,16 @@ std::string age(double when) {
 
 int usage(const std::string& why) { throw Error(ErrorCode::kUsage, "lkjit: error: cache: " + why); }
 
+// Every action checks the directory the same way (KernelCache::exists); one that does not exist yet is
+// an empty cache, said once.
+bool present(const KernelCache& c) {
+  if (c.exists()) return true;
+  std::cout << fmt::format("no cache at {} yet\n", c.dir());
+  return false;
+}
+
 int stat_main(const KernelCache& c) {
+  present(c);
   const auto entries = c.list();
   uint64_t bytes = 0;
   size_t bad = 0, locked = 0;
@@ -57,7 +67,7 @@ int stat_main(const KernelCache& c) {
   }
   std::cout << fmt::format("cache      {}\n", c.dir());
   std::cout << fmt::format("entries    {}\n", entries.size());
-  std::cout << fmt::format("size       {} of {} cap{}\n", mib(bytes), c.max_bytes() ? mib(c.max_bytes()) : "no",
+  std::cout << fmt::format("size       {} of {} cap{}\n", human_bytes(bytes), c.max_bytes() ? human_bytes(c.max_bytes()) : "no",
                            c.max_bytes() ? fmt::format(" ({:.0f}%)", 100.0 * bytes / c.max_bytes()) : "");
   std::cout << fmt::format("unreadable {}\n", bad);
   std::cout << fmt::format("compiling  {}\n", locked);
@@ -68,6 +78,7 @@ int stat_main(const KernelCache& c) {
 }
 
 int ls_main(const KernelCache& c) {
+  present(c);
   const auto entries = c.list();
   std::cout << fmt::format("{:<16}  {:<60} {:>6} {:>9}  {}\n", "key", "kernel", "arch", "bytes", "last used");
   for (const auto& e : entries) {
@@ -99,15 +110,16 @@ int verify_main(const KernelCache& c) {
 
 int prune_main(const KernelCache& c) {
   std::optional<uint64_t> cap;
-  if (!kMaxBytes.empty()) cap = parse_byte_size(kMaxBytes, "--max-bytes");
+  if (kMaxBytes.getNumOccurrences()) cap = parse_byte_size(kMaxBytes, "--max-bytes");
+  if (!present(c)) return 0;
   const auto r = c.prune(cap);
   if (r.skipped) {
     std::cout << "prune: another process is pruning this cache; nothing done\n";
     return 0;
   }
   std::cout << fmt::format("prune: removed {} entries ({}), kept {} in use; {} entries ({}) remain; {} stale files removed\n",
-                           r.removed, mib(r.removed_bytes), r.kept_in_use, r.remaining, mib(r.remaining_bytes),
-                           r.stale_files);
+                           r.removed, human_bytes(r.removed_bytes), r.kept_in_use, r.remaining,
+                           human_bytes(r.remaining_bytes), r.stale_files);
   return 0;
 }
 
@@ -144,6 +156,7 @@ std::optional<KeyInputsInfo> current_inputs(const std::string& name) {
 }
 
 int explain_main(const KernelCache& c, std::string arg) {
+  present(c);
   const auto entries = c.list();
   if (arg.rfind("lkjit_", 0) == 0) {  // a kernel name: why would it miss now?
     const auto now = current_inputs(arg);
@@ -223,7 +236,7 @@ int cache_main() {
   if (action == "verify") return verify_main(c);
   if (action == "prune") return prune_main(c);
   if (action == "clear") {
-    std::cout << fmt::format("clear: removed {} entries from {}\n", c.clear(), c.dir());
+    if (present(c)) std::cout << fmt::format("clear: removed {} entries from {}\n", c.clear(), c.dir());
     return 0;
   }
   if (action == "explain") return explain_main(c, kArgs[1]);
@@ -234,9 +247,10 @@ int cache_main() {
     return 0;
   }
   if (action == "export") {
+    present(c);
     const auto r = c.export_bundle(kArgs[1]);
     for (const auto& s : r.skipped) std::cerr << "export: left out " << s << "\n";
-    std::cout << fmt::format("export: {}: {} entries, {}\n", kArgs[1], r.entries, mib(r.bytes));
+    std::cout << fmt::format("export: {}: {} entries, {}\n", kArgs[1], r.entries, human_bytes(r.bytes));
     return 0;
   }
   return usage(fmt::format("action '{}' is unknown; supported: {}", action, kActions));

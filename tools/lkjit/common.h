@@ -11,6 +11,12 @@ namespace lkjit::tool {
 
 std::vector<std::string> split(const std::string& s, char sep);
 std::vector<int> parse_ints(const std::string& s, const char* what);
+// A comma-separated option value (what: "--arch"): usage error when the list or an item is empty.
+std::vector<std::string> split_list(const std::string& s, const char* what);
+// 512 B, 48.0 KiB, 3.2 MiB, 1.5 GiB.
+std::string human_bytes(uint64_t bytes);
+// Parses archs and checks each has a limits table and is a target of the loaded NVRTC (SpecError).
+std::vector<int> parse_target_archs(const std::vector<std::string>& items, const char* what);
 
 // Subcommands: whether the command line chose it, and its entry point (returns the exit code).
 bool run_cmd();

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
 
+#include <algorithm>
 #include <iostream>
 
+#include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
 #include "tools/lkjit/common.h"
@@ -14,43 +16,78 @@ namespace cl = llvm::cl;
 namespace lkjit::tool {
 namespace {
 
+std::string kernel_list() {
+  std::string s;
+  for (Kernel k : all_kernels()) s += (s.empty() ? "" : " | ") + std::string(to_string(k));
+  return s;
+}
+
+const std::string kKernelHelp = kernel_list();  // before kKernel: cl::desc keeps a reference
 cl::SubCommand kCompile("compile", "Generate and compile one kernel for the given archs (no GPU needed)");
 cl::OptionCategory kCat("lkjit compile options");
-cl::opt<std::string> kKernel("kernel", cl::desc("wtconv_fwd_plane | wtconv_fwd_level | wtconv_fwd_synth | wtconv_fold"),
-                             cl::init("wtconv_fwd_plane"), cl::sub(kCompile), cl::cat(kCat));
+cl::opt<std::string> kKernel("kernel", cl::desc(kKernelHelp), cl::init("wtconv_fwd_plane"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kDtype("dtype", cl::desc("f32 | f16 | bf16"), cl::init("f32"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<int> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<int> kL("L", cl::desc("levels, 0..8"), cl::init(3), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<bool> kDeeper("deeper", cl::desc("level kernels: the variant reading an fp32 low band"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kArchs("arch", cl::desc("comma-separated archs, e.g. sm_80,sm_90"), cl::init("sm_90"), cl::sub(kCompile), cl::cat(kCat));
-cl::opt<std::string> kTile("tile", cl::desc("tile as tile_h,tile_w,planes,vy,threads (default: heuristic for 64x96x56x56)"),
+cl::opt<std::string> kTile("tile", cl::desc("tile as tile_h,tile_w,planes,vy,threads; 0 on the axes the kernel does not have "
+                                            "(default: heuristic for 64x96x56x56)"),
                            cl::init(""), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<bool> kEmit("emit-source", cl::desc("print the generated source and exit"), cl::sub(kCompile), cl::cat(kCat));
+
+// The --tile value; a nonzero value on an axis the kernel does not tile would only change its name
+// and cache key, not its code.
+Tile parse_tile(const OpSpec& s) {
+  split_list(kTile, "--tile");  // no empty items
+  const std::vector<int> v = parse_ints(kTile, "tile");
+  if (v.size() != 5) throw Error(ErrorCode::kUsage, "lkjit: error: --tile needs 5 integers: tile_h,tile_w,planes,vy,threads");
+  const Tile t{v[0], v[1], v[2], v[3], v[4]};
+  const std::pair<const char*, int> given[] = {
+      {"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"planes", t.planes}, {"vy", t.vy}, {"threads", t.threads}};
+  const auto axes = tile_space(s).axes;
+  std::string names;
+  for (const auto& a : axes) names += (names.empty() ? "" : ", ") + a.name;
+  for (const auto& [name, value] : given) {
+    const bool has = std::any_of(axes.begin(), axes.end(), [&](const TileAxis& a) { return a.name == name; });
+    if (!has && value != 0)
+      throw SpecError(fmt::format("lkjit: error: --tile: {} has no {} axis ({}={}); supported: axes {}, 0 for the others",
+                                  to_string(s.kernel), name, name, value, names));
+  }
+  return t;
+}
 
 }  // namespace
 
 bool compile_cmd() { return static_cast<bool>(kCompile); }
 
 int compile_main() {
-  for (const auto& a : split(kArchs, ',')) {
+  // Everything is checked before the first compile, so a bad item fails fast and compiles nothing.
+  const std::vector<std::string> items = split_list(kArchs, "--arch");
+  std::vector<std::pair<OpSpec, Tile>> jobs;
+  for (const auto& a : items) {
     OpSpec s{parse_kernel(kKernel), parse_dtype(kDtype), kK, kL, !kDeeper, parse_arch(a)};
     validate(s);
-    Tile t;
-    if (kTile.empty()) {
-      t = default_tile(s, Shape{64, 96, 56, 56, 1}, DeviceLimits::for_arch(s.arch));
-    } else {
-      const auto v = parse_ints(kTile, "tile");
-      if (v.size() != 5) throw Error(ErrorCode::kUsage, "lkjit: error: --tile needs 5 integers: tile_h,tile_w,planes,vy,threads");
-      t = Tile{v[0], v[1], v[2], v[3], v[4]};
-    }
-    if (kEmit) {
-      std::cout << generate(s, t).source;
-      return 0;
-    }
-    const auto ck = compile_kernel(s, t);
-    std::cout << fmt::format("{}  {}  {} bytes  {}  {:.3f} s  key {}\n", ck.kernel_name, arch_name(s.arch),
-                             ck.cubin.size(), ck.origin, ck.seconds, ck.key.substr(0, 16));
+    const Tile t = kTile.empty() ? default_tile(s, Shape{64, 96, 56, 56, 1}, DeviceLimits::for_arch(s.arch)) : parse_tile(s);
+    validate(s, t, DeviceLimits::for_arch(s.arch));
+    jobs.emplace_back(s, t);
   }
+  if (kEmit) {
+    std::cout << generate(jobs.front().first, jobs.front().second).source;
+    return 0;
+  }
+  parse_target_archs(items, "--arch");  // NVRTC must target all of them
+  std::string store_error;
+  for (const auto& [s, t] : jobs) {
+    const auto ck = compile_kernel(s, t);
+    std::cout << fmt::format("{}  {}  {} bytes  {}{}  {:.3f} s  key {}\n", ck.kernel_name, arch_name(s.arch),
+                             ck.cubin.size(), ck.origin, ck.store_error.empty() ? "" : " (not cached)", ck.seconds,
+                             ck.key.substr(0, 16));
+    if (store_error.empty()) store_error = ck.store_error;
+  }
+  if (!store_error.empty())
+    throw CacheError(fmt::format("lkjit: error: {}: compiled kernels could not be stored in the cache: {}", cache_dir(),
+                                 store_error));
   return 0;
 }
 

@@ -1,7 +1,9 @@
 // lkjit: the command-line tool. Subcommands dispatch through llvm::cl::SubCommand; each keeps its own
 // options. Exit codes come from lkjit::ErrorCode (0 ok, 1 usage, 2 bad input, 3 compile, 4 driver, 5 cache).
+#include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "lkjit/error.h"
@@ -42,6 +44,45 @@ std::vector<int> parse_ints(const std::string& s, const char* what) {
     }
   }
   return v;
+}
+
+std::vector<std::string> split_list(const std::string& s, const char* what) {
+  const std::vector<std::string> all = split(s, ',');
+  size_t items = 1;
+  for (char c : s) items += c == ',';
+  if (all.empty())
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: the list is empty; supported: one or more "
+                                               "comma-separated values", what));
+  if (all.size() != items)
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: '{}' has an empty item; supported: "
+                                               "comma-separated values without empty items", what, s));
+  return all;
+}
+
+std::string human_bytes(uint64_t b) {
+  if (b < 1024) return fmt::format("{} B", b);
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = b / 1024.0;
+  int u = 0;
+  for (; v >= 1024 && u < 3; ++u) v /= 1024;
+  return fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::vector<int> parse_target_archs(const std::vector<std::string>& items, const char* what) {
+  const std::vector<int> ok = nvrtc_archs();
+  std::vector<int> out;
+  for (const auto& item : items) {
+    const int a = parse_arch(item);
+    DeviceLimits::for_arch(a);  // an arch the generator has no limits for cannot be planned
+    if (std::find(ok.begin(), ok.end(), a) == ok.end()) {
+      std::string all;
+      for (int x : ok) all += (all.empty() ? "" : ", ") + arch_name(x);
+      throw SpecError(fmt::format("lkjit: error: {}: {} is not supported by NVRTC {}; supported: {}", what,
+                                  arch_name(a), nvrtc_version(), all));
+    }
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  }
+  return out;
 }
 
 int dispatch() {

@@ -21,11 +21,15 @@
 //                                                   C, H, W required; B 1, k 5, L 1, stride 1 default
 //    "kernels": ["lkjit_wtconv_fold_k5_L3_w256_sm90"],   exact kernels (kept when their arch is a target)
 //    "all_tiles": false}
+// A manifest kernel name this lkjit does not generate, or one with an invalid spec or tile, is an error
+// (exit 2) before anything compiles.
 // Tuning database: lkjit's own (cache/tuning_db.h: "records" with "spec" and "tile"), or any JSON with
-// {"entries": [{"kernel": "<kernel name>"}, ...]}; another format is reported and skipped.
+// {"entries": [{"kernel": "<kernel name>"}, ...]}; an unreadable file or another format is an error
+// (exit 2). Its kernel names this lkjit does not generate are noted and left out.
 //
 // Output: a summary "N kernels ...: C compiled, D already cached, F failed in S s"; a progress bar on
-// stderr when it is a terminal. Exit code 0, or 3 when any kernel failed (each is listed).
+// stderr when it is a terminal. Exit code 0; 3 when a kernel failed to compile (each is listed); 5 when
+// the cache is unusable, disabled (LKJIT_CACHE_DISABLE=1) or a compiled kernel could not be stored.
 #include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/ThreadPool.h>
@@ -73,10 +77,12 @@ cl::opt<std::string> kManifest(
              "     \"kernels\": [\"lkjit_wtconv_fold_k5_L3_w256_sm90\"],\n"
              "     \"all_tiles\": false}\n"
              "  layers: C, H, W required; B 1, k 5, L 1, stride 1 by default. kernels: names as\n"
-             "  `lkjit compile` prints them (kept when their arch is a target)"),
+             "  `lkjit compile` prints them (kept when their arch is a target; an unknown or invalid\n"
+             "  name is an error)"),
     cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kTuningDb("tuning-db", cl::value_desc("file.json"),
-                               cl::desc("also compile the tuned kernels of this tuning database"), cl::init(""),
+                               cl::desc("also compile the tuned kernels of this tuning database (an unreadable "
+                                        "or unknown file is an error)"), cl::init(""),
                                cl::sub(kCmd), cl::cat(kCat));
 cl::opt<bool> kAllTiles("all-tiles", cl::desc("every tile candidate of each planned kernel, not just the default"),
                         cl::sub(kCmd), cl::cat(kCat));
@@ -93,58 +99,60 @@ cl::opt<std::string> kProgress("progress", cl::desc("auto (when stderr is a term
 struct Outcome {
   std::string origin;  // "compiled" | "disk" | "memory"; empty on failure
   std::string key, error;
+  std::string store_error;  // compiled, but not stored in the cache
 };
 
 std::vector<DType> parse_dtypes(const std::string& s) {
   std::vector<DType> v;
-  for (const auto& d : split(s, ',')) v.push_back(parse_dtype(d));
+  for (const auto& d : split_list(s, "--dtypes")) v.push_back(parse_dtype(d));
   return v;
 }
 
-// Everything the command line and the files ask for. Notes collect what was left out.
-PrewarmSet build_set(std::vector<std::string>* notes) {
+std::vector<int> parse_int_list(const std::string& s, const char* what) {
+  split_list(s, what);  // no empty list or item
+  return parse_ints(s, what + 2);
+}
+
+// Everything the command line and the files ask for.
+PrewarmSet build_set() {
   PrewarmSet set;
   bool manifest_archs = false, manifest_dtypes = false;
   if (!kManifest.empty()) read_manifest(kManifest, &set, &manifest_archs, &manifest_dtypes);
   if (kArch.getNumOccurrences() || !manifest_archs) {
-    set.archs.clear();
-    for (const auto& a : split(kArch, ',')) set.archs.push_back(parse_arch(a));
+    set.archs = parse_target_archs(split_list(kArch, "--arch"), "--arch");
+  } else {
+    std::vector<std::string> names;
+    for (int a : set.archs) names.push_back(arch_name(a));
+    set.archs = parse_target_archs(names, (kManifest + ": \"archs\"").c_str());
   }
   if (kDtypes.getNumOccurrences() || !manifest_dtypes) set.dtypes = parse_dtypes(kDtypes);
   if (kPasses.getNumOccurrences() || kManifest.empty()) {
     set.forward = set.backward = false;
-    for (const auto& p : split(kPasses, ',')) {
+    for (const auto& p : split_list(kPasses, "--passes")) {
       if (p == "fwd") set.forward = true;
       else if (p == "bwd") set.backward = true;
       else throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --passes: '{}' is unknown; supported: fwd, bwd", p));
     }
   }
-  for (const auto& p : split(kPreset, ','))
-    for (const auto& ly : preset_layers(p)) set.layers.push_back(ly);
-  if (!kShapes.empty()) {
-    for (const auto& ly : parse_shapes(kShapes, parse_ints(kK, "k"), parse_ints(kL, "L"))) set.layers.push_back(ly);
+  if (kPreset.getNumOccurrences())
+    for (const auto& p : split_list(kPreset, "--preset"))
+      for (const auto& ly : preset_layers(p)) set.layers.push_back(ly);
+  if (kShapes.getNumOccurrences()) {
+    for (const auto& ly : parse_shapes(kShapes, parse_int_list(kK, "--k"), parse_int_list(kL, "--L")))
+      set.layers.push_back(ly);
   } else if (kK.getNumOccurrences() || kL.getNumOccurrences()) {
     throw Error(ErrorCode::kUsage, "lkjit: error: --k and --L apply to --shapes, which is missing (e.g. --shapes 64:96:56:56)");
   }
-  if (!kTuningDb.empty()) {
-    const std::string note = read_tuning_db(kTuningDb, &set.kernel_names);
-    if (!note.empty()) notes->push_back(note);
-  }
+  if (kTuningDb.getNumOccurrences()) read_tuning_db(kTuningDb, &set.kernel_names);
   set.all_tiles = set.all_tiles || kAllTiles;
-  if (set.archs.empty()) throw Error(ErrorCode::kUsage, "lkjit: error: --arch is empty");
-  if (set.dtypes.empty()) throw Error(ErrorCode::kUsage, "lkjit: error: --dtypes is empty");
+  // Empty command-line lists are refused by split_list; these can only come from the manifest.
+  if (set.archs.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("lkjit: error: {}: \"archs\" is empty; supported: one or more archs", std::string(kManifest)));
+  if (set.dtypes.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("lkjit: error: {}: \"dtypes\" is empty; supported: f32, f16, bf16", std::string(kManifest)));
   return set;
-}
-
-void check_archs(const std::vector<int>& archs) {
-  const auto ok = nvrtc_archs();
-  for (int a : archs)
-    if (std::find(ok.begin(), ok.end(), a) == ok.end()) {
-      std::string all;
-      for (int x : ok) all += (all.empty() ? "" : ", ") + arch_name(x);
-      throw SpecError(fmt::format("lkjit: error: --arch: {} is not supported by NVRTC {}; supported: {}", arch_name(a),
-                                  nvrtc_version(), all));
-    }
 }
 
 std::string join_archs(const std::vector<int>& archs) {
@@ -163,14 +171,20 @@ int prewarm_main() {
   if (kProgress != "auto" && kProgress != "always" && kProgress != "never")
     throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never",
                                                std::string(kProgress)));
-  std::vector<std::string> notes;
-  const PrewarmSet set = build_set(&notes);
-  if (set.layers.empty() && set.kernel_names.empty())
+  // Without the disk cache every compile would be thrown away at exit.
+  if (!kList && !disk_cache_enabled())
+    throw CacheError(fmt::format("lkjit: error: prewarm: the on-disk cache is disabled by LKJIT_CACHE_DISABLE=1, so "
+                                 "nothing compiled would be kept; unset it to prewarm {}", cache_dir()));
+  const PrewarmSet set = build_set();
+  if (set.layers.empty() && set.kernel_names.empty()) {
+    if (kTuningDb.getNumOccurrences())
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: nothing to prewarm: --tuning-db {} has no tuned kernels; "
+                                                 "give also --preset, --shapes or --manifest", std::string(kTuningDb)));
     throw Error(ErrorCode::kUsage, "lkjit: error: nothing to prewarm: give --preset, --shapes, --manifest or --tuning-db");
-  check_archs(set.archs);
+  }
   const PrewarmPlan plan = expand(set);
-  for (const auto& n : plan.notes) notes.push_back(n);
   if (kList) {
+    for (const auto& n : plan.notes) std::cerr << "prewarm: note: " << n << "\n";
     for (const auto& j : plan.jobs)
       std::cout << fmt::format("{}  {}  {}\n", j.kernel_name, j.spec.to_string(), j.tile.to_string());
     std::cout << fmt::format("{} kernels\n", plan.jobs.size());
@@ -197,6 +211,7 @@ int prewarm_main() {
         const CompiledKernel ck = compile_kernel(plan.jobs[i].spec, plan.jobs[i].tile);
         o.origin = ck.origin;
         o.key = ck.key;
+        o.store_error = ck.store_error;
       } catch (const std::exception& e) {
         o.error = e.what();
       } catch (...) {
@@ -208,7 +223,8 @@ int prewarm_main() {
   progress.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  size_t compiled = 0, cached = 0, failed = 0;
+  size_t compiled = 0, cached = 0, failed = 0, not_stored = 0;
+  std::string store_error;
   std::vector<std::string> keys;
   for (size_t i = 0; i < out.size(); ++i) {
     if (!out[i].error.empty()) {
@@ -216,10 +232,18 @@ int prewarm_main() {
       std::cerr << fmt::format("prewarm: failed: {}: {}\n", plan.jobs[i].kernel_name, first_line(out[i].error));
       continue;
     }
+    if (!out[i].store_error.empty()) {  // compiled for nothing: reported once below, not per kernel
+      ++failed;
+      if (!not_stored++) store_error = out[i].store_error;
+      continue;
+    }
     (out[i].origin == "compiled" ? compiled : cached) += 1;
     keys.push_back(out[i].key);
   }
-  for (const auto& n : notes) std::cout << "prewarm: note: " << n << "\n";
+  if (not_stored)
+    std::cerr << fmt::format("lkjit: error: {}: {} compiled kernel(s) could not be stored in the cache: {}\n", cache.dir(),
+                             not_stored, store_error);
+  for (const auto& n : plan.notes) std::cout << "prewarm: note: " << n << "\n";
   std::string dts;
   for (DType d : set.dtypes) dts += (dts.empty() ? "" : ", ") + std::string(to_string(d));
   std::cout << fmt::format("prewarm: {} kernels for {} ({}) into {}: {} compiled, {} already cached, {} failed "
@@ -229,10 +253,10 @@ int prewarm_main() {
   if (!kBundle.empty()) {
     const auto b = cache.export_bundle(kBundle, keys);
     for (const auto& s : b.skipped) std::cerr << "prewarm: bundle: left out " << s << "\n";
-    std::cout << fmt::format("prewarm: bundle {}: {} entries, {:.1f} MiB\n", std::string(kBundle), b.entries,
-                             b.bytes / 1048576.0);
+    std::cout << fmt::format("prewarm: bundle {}: {} entries, {}\n", std::string(kBundle), b.entries, human_bytes(b.bytes));
     if (!b.skipped.empty() && !failed) return static_cast<int>(ErrorCode::kCache);
   }
+  if (not_stored) return static_cast<int>(ErrorCode::kCache);
   return failed ? static_cast<int>(ErrorCode::kCompile) : 0;
 }
 

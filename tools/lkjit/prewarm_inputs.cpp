@@ -8,7 +8,9 @@
 #include <set>
 
 #include "lkjit/error.h"
+#include "lkjit/generator.h"
 #include "lkjit/spec.h"
+#include "tools/lkjit/kernel_names.h"
 #include "tools/lkjit/prewarm_set.h"
 
 namespace lkjit::tool {
@@ -51,6 +53,24 @@ int64_t integer(const llvm::json::Object& o, const char* key, std::optional<int6
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("lkjit: error: {}: \"{}\" is out of range; supported: an integer in [{}, {}]", where, key, lo, hi));
   return *n;
+}
+
+// A named kernel must be one this lkjit generates, with a valid spec and tile for its arch: caught
+// here, before anything compiles, rather than as a compile failure.
+void check_kernel_name(const std::string& name, const std::string& where) {
+  const auto nk = parse_kernel_name(name);
+  if (!nk)
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("lkjit: error: {}: '{}' is not a kernel name this lkjit generates; supported: names as "
+                            "`lkjit compile` or `lkjit prewarm --list` prints them (lkjit_<kernel>_..._smXY)",
+                            where, name));
+  try {
+    validate(nk->spec, nk->tile, DeviceLimits::for_arch(nk->spec.arch));
+  } catch (const SpecError& e) {
+    std::string why = e.what();
+    if (why.rfind("lkjit: error: ", 0) == 0) why = why.substr(14);
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}: '{}' is invalid: {}", where, name, why));
+  }
 }
 
 }  // namespace
@@ -97,7 +117,11 @@ void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, 
       set->layers.push_back(ly);
     }
   }
-  for (const auto& k : strings(*root, "kernels", path)) set->kernel_names.push_back(k);
+  const auto kernels = strings(*root, "kernels", path);
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    check_kernel_name(kernels[i], fmt::format("{}: kernels[{}]", path, i));
+    set->kernel_names.push_back(kernels[i]);
+  }
   if (const llvm::json::Value* v = root->get("all_tiles")) {
     auto b = v->getAsBoolean();
     if (!b) throw bad(path, "\"all_tiles\" must be true or false");
@@ -129,40 +153,37 @@ std::optional<std::string> record_kernel_name(const llvm::json::Object& r) {
   return s.substr(0, sm) + "_" + t.to_string() + s.substr(sm);
 }
 
-std::string read_tuning_db(const std::string& path, std::vector<std::string>* kernel_names) {
-  const std::string text = read_text(path);  // a missing file is an error, not a format question
+void read_tuning_db(const std::string& path, std::vector<std::string>* kernel_names) {
+  const std::string text = read_text(path);
   const std::string expected =
-      "expected lkjit's tuning database ({\"records\": [{\"spec\": ..., \"tile\": {...}}, ...]}) or "
+      "supported: lkjit's tuning database ({\"records\": [{\"spec\": ..., \"tile\": {...}}, ...]}) or "
       "{\"entries\": [{\"kernel\": \"lkjit_..._smXY\"}, ...]}";
   auto parsed = llvm::json::parse(text);
-  if (!parsed) {
-    const std::string msg = llvm::toString(parsed.takeError());
-    return fmt::format("{}: not JSON ({}); tuned kernels left out", path, msg);
-  }
+  if (!parsed)
+    throw bad(path, fmt::format("tuning database is not JSON: {}; {}", llvm::toString(parsed.takeError()), expected));
   const llvm::json::Object* root = parsed->getAsObject();
   std::vector<std::string> names;
   auto unknown = [&](const std::string& why) {
-    return fmt::format("{}: unknown tuning database format ({}; {}); tuned kernels left out", path, why, expected);
+    return bad(path, fmt::format("unknown tuning database format: {}; {}", why, expected));
   };
   if (const llvm::json::Array* records = root ? root->getArray("records") : nullptr) {
     for (const auto& e : *records) {
       const llvm::json::Object* o = e.getAsObject();
       auto name = o ? record_kernel_name(*o) : std::nullopt;
-      if (!name) return unknown("a record has no \"spec\" string or no \"tile\" of known axes");
+      if (!name) throw unknown("a record has no \"spec\" string or no \"tile\" of known axes");
       names.push_back(*name);
     }
   } else if (const llvm::json::Array* entries = root ? root->getArray("entries") : nullptr) {
     for (const auto& e : *entries) {
       const llvm::json::Object* o = e.getAsObject();
       auto name = o ? o->getString("kernel") : llvm::None;
-      if (!name) return unknown("an entry has no \"kernel\" string");
+      if (!name) throw unknown("an entry has no \"kernel\" string");
       names.push_back(name->str());
     }
   } else {
-    return unknown("no \"records\" or \"entries\" array");
+    throw unknown("no \"records\" or \"entries\" array");
   }
   kernel_names->insert(kernel_names->end(), names.begin(), names.end());
-  return "";
 }
 
 }  // namespace lkjit::tool

@@ -31,7 +31,7 @@ std::vector<PrewarmLayer> preset_layers(const std::string& name) {
 
 std::vector<PrewarmLayer> parse_shapes(const std::string& shapes, const std::vector<int>& ks, const std::vector<int>& Ls) {
   std::vector<PrewarmLayer> out;
-  for (const auto& item : split(shapes, ',')) {
+  for (const auto& item : split_list(shapes, "--shapes")) {
     const auto f = split(item, ':');
     if (f.size() != 4)
       throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shapes: '{}' is not B:C:H:W", item));

@@ -50,11 +50,13 @@ std::vector<PrewarmLayer> parse_shapes(const std::string& shapes, const std::vec
                                        const std::vector<int>& Ls);
 
 // --manifest FILE (schema in prewarm.cpp's help). Fills set; *archs_given / *dtypes_given say
-// whether the manifest named them. Throws Error naming the file, the field and the bad value.
+// whether the manifest named them. Throws Error naming the file, the field and the bad value; a
+// kernel name this lkjit does not generate, or whose spec or tile is invalid, is such an error.
 void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, bool* dtypes_given);
 
-// --tuning-db FILE: appends the kernel names of {"entries": [{"kernel": NAME, ...}, ...]}. Returns
-// "" on success, or a note saying why the file was skipped (unknown format).
-std::string read_tuning_db(const std::string& path, std::vector<std::string>* kernel_names);
+// --tuning-db FILE: appends the kernel names of lkjit's tuning database or of {"entries": [{"kernel":
+// NAME, ...}, ...]}. Throws Error (kInvalidArgument) naming the file and the problem when it cannot be
+// read or is not one of these formats.
+void read_tuning_db(const std::string& path, std::vector<std::string>* kernel_names);
 
 }  // namespace lkjit::tool
