@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -15,7 +16,7 @@ const std::vector<EnvVar>& env_table() {
        "size cap of the on-disk cache: bytes, or with a K/M/G/T suffix (powers of 1024); 0 = no cap. "
        "Least recently used entries are evicted after each store"},
       {"LKJIT_LOG", "0", "1: log compiles and cache hits/misses to stderr"},
-      {"LKJIT_DUMP_DIR", "", "write each generated source and NVRTC log there"},
+      {"LKJIT_DUMP_DIR", "", "write each generated source and NVRTC log there (created if missing)"},
       {"LKJIT_TUNE", "",
        "tile choice: off (heuristic only) | cached (tuning-database lookup) | tune (tune on a miss) | "
        "retune (always tune); unset: layers use cached, the Tuner API tunes on a miss"},
@@ -38,6 +39,12 @@ std::string env(const char* name) {
 void dump_source(const GeneratedSource& src, const std::string& log) {
   const std::string dir = env("LKJIT_DUMP_DIR");
   if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // a debugging aid: never fails the compile
+  if (ec) {
+    std::cerr << "lkjit: warning: LKJIT_DUMP_DIR=" << dir << ": " << ec.message() << "\n";
+    return;
+  }
   std::ofstream(dir + "/" + src.kernel_name + ".cu") << src.source;
   std::ofstream(dir + "/" + src.kernel_name + ".log") << log;
 }
