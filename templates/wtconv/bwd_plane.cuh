@@ -151,27 +151,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   }
   g.sync();
 
-  // 3. dY synthesis, coarse to fine (same recurrence as the forward output).
-  int zend = zoff;
-#pragma unroll 1
-  for (int l = Cfg::L; l >= 2; --l) {
-    const int h = p.lh[l], w = p.lw[l], hw = h * w, hf = p.lh[l - 1], wf_ = p.lw[l - 1];
-    const int zl = zend - 4 * hw, zf = zl - 4 * hf * wf_;
-    zend = zl;
-    const FastDiv fw(w);
-    for (int r = t; r < hw; r += GT) {
-      const int i = fw.div(r), j = r - i * w;
-      const float* z = dys + zl + r;
-      const float ll = z[0], lh = z[hw], hl = z[2 * hw], hh = z[3 * hw];
-      float* f = dys + zf + (2 * i) * wf_ + 2 * j;
-      const bool r1 = 2 * i + 1 < hf, c1 = 2 * j + 1 < wf_;
-      f[0] += 0.5f * (ll + lh + hl + hh);
-      if (c1) f[1] += 0.5f * (ll + lh - hl - hh);
-      if (r1) f[wf_] += 0.5f * (ll - lh + hl - hh);
-      if (r1 && c1) f[wf_ + 1] += 0.5f * (ll - lh - hl + hh);
-    }
-    g.sync();
-  }
+  // 3. dY synthesis, coarse to fine (the same recurrence as the forward output).
+  plane_fold_levels<Cfg::L>(g, dys, zoff, p.lh, p.lw);
 
   // 4. dX = dw^T(G, W~0) + level-1 synthesis of dY; then the base wgrad dW~0 = corr(X, G), db~ = sum G.
   T* __restrict__ dx = static_cast<T*>(p.out) + plane * H * W;

@@ -5,7 +5,7 @@
 // per level the 4 subbands of dY under the tile; red (threads).
 #pragma once
 #include "wtconv/bwd_common.cuh"
-#include "wtconv/plane_common.cuh"
+#include "wtconv/tile_levels.cuh"
 
 namespace lkjit {
 
@@ -39,52 +39,14 @@ __device__ __forceinline__ void wtconv_bwd_synth(const WTConvParams& p) {
     gs[r] = g_full(go, i, j, H, W, p.stride, p.W_out);
     xs[r] = (i >= 0 && i < H && j >= 0 && j < W) ? ldg_f32(x + (long long)i * W + j) : 0.f;
   }
-  int zoff[Cfg::L + 1];
-  {
-    int o = 0;
-#pragma unroll
-    for (int l = 1; l <= Cfg::L; ++l) {
-      const int r0 = y0 >> l, c0 = x0 >> l, rl = (y1 >> l) - r0 + 1, cl = (x1 >> l) - c0 + 1;
-      const int h = p.lh[l], w = p.lw[l];
-      const float* z = p.z + p.z_off[l - 1] + plane * 4LL * h * w;
-      zoff[l] = o;
-      const FastDiv fn(rl * cl), fc(cl);
-      for (int e = tid; e < 4 * rl * cl; e += NT) {
-        const int s = fn.div(e), r = e - s * rl * cl, ri = fc.div(r), i = r0 + ri, j = c0 + (r - ri * cl);
-        zr[o + e] = (i < h && j < w) ? __ldg(z + (long long)s * h * w + (long long)i * w + j) : 0.f;
-      }
-      o += 4 * rl * cl;
-    }
-  }
+  TileLevels<Cfg::L, NT> lv{y0, x0, y1, x1, {}};
+  lv.stage(p, plane, zr, tid);
   __syncthreads();
 
-#pragma unroll
-  for (int l = Cfg::L; l >= 2; --l) {
-    const int r0 = y0 >> l, c0 = x0 >> l, rl = (y1 >> l) - r0 + 1, cl = (x1 >> l) - c0 + 1;
-    const int f0 = y0 >> (l - 1), g0 = x0 >> (l - 1);
-    const int rf = (y1 >> (l - 1)) - f0 + 1, cf = (x1 >> (l - 1)) - g0 + 1;
-    const int hf = p.lh[l - 1], wf_ = p.lw[l - 1];
-    const float* z = zr + zoff[l];
-    float* f = zr + zoff[l - 1];
-    const FastDiv fc(cl);
-    for (int e = tid; e < rl * cl; e += NT) {
-      const int i = fc.div(e), j = e - i * cl;
-      const float ll = z[e], lh = z[rl * cl + e], hl = z[2 * rl * cl + e], hh = z[3 * rl * cl + e];
-      const float v[4] = {0.5f * (ll + lh + hl + hh), 0.5f * (ll + lh - hl - hh), 0.5f * (ll - lh + hl - hh),
-                          0.5f * (ll - lh - hl + hh)};
-#pragma unroll
-      for (int pq = 0; pq < 4; ++pq) {
-        const int fi = 2 * (r0 + i) + (pq >> 1), fj = 2 * (c0 + j) + (pq & 1);
-        if (fi >= f0 && fi < f0 + rf && fj >= g0 && fj < g0 + cf && fi < hf && fj < wf_)
-          f[(fi - f0) * cf + (fj - g0)] += v[pq];
-      }
-    }
-    __syncthreads();
-  }
+  lv.fold(p, zr, tid);  // coarse to fine
 
   T* __restrict__ dx = static_cast<T*>(p.out) + plane * (long long)H * W;
   constexpr int STRIPS = TH / V, ITEMS = STRIPS * TW;
-  const int r01 = y0 >> 1, c01 = x0 >> 1, cl1 = (x1 >> 1) - c01 + 1, n1 = ((y1 >> 1) - r01 + 1) * cl1;
   for (int e = tid; e < ITEMS; e += NT) {
     const int lo0 = (e / TW) * V, lx = e % TW, xx = x0 + lx;
     if (xx >= W || y0 + lo0 >= H) continue;
@@ -96,11 +58,7 @@ __device__ __forceinline__ void wtconv_bwd_synth(const WTConvParams& p) {
     for (int v = 0; v < V; ++v) {
       const int y = y0 + lo0 + v;
       if (y >= H) continue;
-      if (Cfg::L >= 1) {
-        const float* z = zr + ((y >> 1) - r01) * cl1 + ((xx >> 1) - c01);
-        const float sy = (y & 1) ? -1.f : 1.f, sx = (xx & 1) ? -1.f : 1.f;
-        acc[v] += 0.5f * (z[0] + sy * z[n1] + sx * z[2 * n1] + sy * sx * z[3 * n1]);
-      }
+      if (Cfg::L >= 1) acc[v] += lv.level1(zr, y, xx);
       dx[(long long)y * W + xx] = from_f32<T>(acc[v]);
     }
   }

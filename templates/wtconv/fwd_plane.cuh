@@ -107,28 +107,8 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
     g.sync();
   }
 
-  // 3. Synthesis, coarse to fine: Z_{l-1}[LL] += crop(Synth(Z_l)) for l = L..2. Each coarse position
-  //    is read once and feeds its 2x2 block.
-  int zend = zoff;
-#pragma unroll 1
-  for (int l = Cfg::L; l >= 2; --l) {
-    const int h = p.lh[l], w = p.lw[l], hw = h * w, hf = p.lh[l - 1], wf = p.lw[l - 1];
-    const int zl = zend - 4 * hw, zf = zl - 4 * hf * wf;
-    zend = zl;
-    const FastDiv fw(w);
-    for (int r = t; r < hw; r += GT) {
-      const int i = fw.div(r), j = r - i * w;
-      const float* z = zs + zl + r;
-      const float ll = z[0], lh = z[hw], hl = z[2 * hw], hh = z[3 * hw];
-      float* f = zs + zf + (2 * i) * wf + 2 * j;
-      const bool r1 = 2 * i + 1 < hf, c1 = 2 * j + 1 < wf;  // crop odd sizes
-      f[0] += 0.5f * (ll + lh + hl + hh);
-      if (c1) f[1] += 0.5f * (ll + lh - hl - hh);
-      if (r1) f[wf] += 0.5f * (ll - lh + hl - hh);
-      if (r1 && c1) f[wf + 1] += 0.5f * (ll - lh - hl + hh);
-    }
-    g.sync();
-  }
+  // 3. Synthesis, coarse to fine (plane_fold_levels).
+  plane_fold_levels<Cfg::L>(g, zs, zoff, p.lh, p.lw);
 
   // 4. out = dw(X, W~0) + b~ + level-1 synthesis (Eq. 7, l = 1), subsampled by the stride.
   T* __restrict__ out = static_cast<T*>(p.out) + plane * p.H_out * p.W_out;

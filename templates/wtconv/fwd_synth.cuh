@@ -8,7 +8,7 @@
 // Shared memory: xs ((TH-1)S+1+2R+vy) x ((TW-1)S+1+2R), ws k*k, then per level l the 4 subbands of
 // rows (y_first >> l)..(y_last >> l) x cols likewise (see synth_smem_floats in the generator).
 #pragma once
-#include "wtconv/plane_common.cuh"  // FastDiv
+#include "wtconv/tile_levels.cuh"
 
 namespace lkjit {
 
@@ -43,54 +43,15 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
     const int i = ya0 - R + ri, j = xa0 - R + (r - ri * pitch);
     xs[r] = (i >= 0 && i < H && j >= 0 && j < W) ? ldg_f32(x + (long long)i * W + j) : 0.f;
   }
-  int zoff[Cfg::L + 1];
-  {
-    int o = 0;
-#pragma unroll
-    for (int l = 1; l <= Cfg::L; ++l) {
-      const int r0 = ya0 >> l, c0 = xa0 >> l, rl = (ya1 >> l) - r0 + 1, cl = (xa1 >> l) - c0 + 1;
-      const int h = p.lh[l], w = p.lw[l];
-      const float* z = p.z + p.z_off[l - 1] + plane * 4LL * h * w;
-      zoff[l] = o;
-      const FastDiv fn(rl * cl), fc(cl);
-      for (int e = tid; e < 4 * rl * cl; e += NT) {
-        const int s = fn.div(e), r = e - s * rl * cl, ri = fc.div(r), i = r0 + ri, j = c0 + (r - ri * cl);
-        zr[o + e] = (i < h && j < w) ? __ldg(z + (long long)s * h * w + (long long)i * w + j) : 0.f;
-      }
-      o += 4 * rl * cl;
-    }
-  }
+  TileLevels<Cfg::L, NT> lv{ya0, xa0, ya1, xa1, {}};
+  lv.stage(p, plane, zr, tid);
   __syncthreads();
 
-  // Coarse to fine: the LL band of level l-1 collects the synthesis of level l (crop at odd sizes).
-#pragma unroll
-  for (int l = Cfg::L; l >= 2; --l) {
-    const int r0 = ya0 >> l, c0 = xa0 >> l, rl = (ya1 >> l) - r0 + 1, cl = (xa1 >> l) - c0 + 1;
-    const int f0 = ya0 >> (l - 1), g0 = xa0 >> (l - 1);
-    const int rf = (ya1 >> (l - 1)) - f0 + 1, cf = (xa1 >> (l - 1)) - g0 + 1;
-    const int hf = p.lh[l - 1], wf = p.lw[l - 1];
-    const float* z = zr + zoff[l];
-    float* f = zr + zoff[l - 1];
-    const FastDiv fc(cl);
-    for (int e = tid; e < rl * cl; e += NT) {
-      const int i = fc.div(e), j = e - i * cl;
-      const float ll = z[e], lh = z[rl * cl + e], hl = z[2 * rl * cl + e], hh = z[3 * rl * cl + e];
-      const float v[4] = {0.5f * (ll + lh + hl + hh), 0.5f * (ll + lh - hl - hh), 0.5f * (ll - lh + hl - hh),
-                          0.5f * (ll - lh - hl + hh)};
-#pragma unroll
-      for (int pq = 0; pq < 4; ++pq) {
-        const int fi = 2 * (r0 + i) + (pq >> 1), fj = 2 * (c0 + j) + (pq & 1);
-        if (fi >= f0 && fi < f0 + rf && fj >= g0 && fj < g0 + cf && fi < hf && fj < wf)
-          f[(fi - f0) * cf + (fj - g0)] += v[pq];
-      }
-    }
-    __syncthreads();
-  }
+  lv.fold(p, zr, tid);  // coarse to fine
 
   const float bias = __ldg(p.wfold + fold_bias(p.C, c, K * K));
   T* __restrict__ out = static_cast<T*>(p.out) + plane * (long long)Ho * Wo;
   constexpr int STRIPS = TH / V, ITEMS = STRIPS * TW;
-  const int r01 = ya0 >> 1, c01 = xa0 >> 1, cl1 = (xa1 >> 1) - c01 + 1, n1 = ((ya1 >> 1) - r01 + 1) * cl1;
   for (int e = tid; e < ITEMS; e += NT) {
     const int lo0 = (e / TW) * V, lx = e % TW;
     const int ox = tx0 + lx;
@@ -115,11 +76,7 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
       const int oy = to0 + lo0 + v;
       if (oy >= Ho) continue;
       const int y = oy * S, xx = ox * S;
-      if (Cfg::L >= 1) {
-        const float* z = zr + ((y >> 1) - r01) * cl1 + ((xx >> 1) - c01);
-        const float sy = (y & 1) ? -1.f : 1.f, sx = (xx & 1) ? -1.f : 1.f;
-        acc[v] += 0.5f * (z[0] + sy * z[n1] + sx * z[2 * n1] + sy * sx * z[3 * n1]);
-      }
+      if (Cfg::L >= 1) acc[v] += lv.level1(zr, y, xx);
       out[(long long)oy * Wo + ox] = from_f32<T>(acc[v]);
     }
   }

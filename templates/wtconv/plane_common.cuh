@@ -29,4 +29,30 @@ struct FastDiv {
   __device__ __forceinline__ int div(int r) const { return __float2int_rz(((float)r + 0.5f) * inv); }
 };
 
+// Synthesis, coarse to fine, over one plane's level stack in shared memory (levels 1..L stored back to
+// back, 4 subbands of lh[l] x lw[l] each, ending at `zend`): Z_{l-1}[LL] += crop(Synth(Z_l)) for
+// l = L..2, the recurrence behind Eq. 7. Each coarse position is read once and feeds its 2x2 block.
+template <int L, class G>
+__device__ __forceinline__ void plane_fold_levels(const G& g, float* z, int zend, const int* lh, const int* lw) {
+#pragma unroll 1
+  for (int l = L; l >= 2; --l) {
+    const int h = lh[l], w = lw[l], hw = h * w, hf = lh[l - 1], wf = lw[l - 1];
+    const int zl = zend - 4 * hw, zf = zl - 4 * hf * wf;
+    zend = zl;
+    const FastDiv fw(w);
+    for (int r = g.t; r < hw; r += G::kThreads) {
+      const int i = fw.div(r), j = r - i * w;
+      const float* c = z + zl + r;
+      const float ll = c[0], lh_ = c[hw], hl = c[2 * hw], hh = c[3 * hw];
+      float* f = z + zf + (2 * i) * wf + 2 * j;
+      const bool r1 = 2 * i + 1 < hf, c1 = 2 * j + 1 < wf;  // crop odd sizes
+      f[0] += 0.5f * (ll + lh_ + hl + hh);
+      if (c1) f[1] += 0.5f * (ll + lh_ - hl - hh);
+      if (r1) f[wf] += 0.5f * (ll - lh_ + hl - hh);
+      if (r1 && c1) f[wf + 1] += 0.5f * (ll - lh_ - hl + hh);
+    }
+    g.sync();
+  }
+}
+
 }  // namespace lkjit
