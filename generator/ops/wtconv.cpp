@@ -109,19 +109,10 @@ Tile synth_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
 }
 // Level kernel: `shape` is its input low band (H, W = h_{l-1}, w_{l-1}).
 LaunchGeometry level_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
-  LaunchGeometry g;
-  const int64_t h = (sh.H + 1) / 2, w = (sh.W + 1) / 2;
-  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(h, t.tile_h) * cdiv(w, t.tile_w));
-  g.block[0] = t.threads;
-  g.smem_bytes = static_cast<unsigned>(level_smem_floats(s, t) * 4);
-  return g;
+  return tiled_geometry(sh, (sh.H + 1) / 2, (sh.W + 1) / 2, t, level_smem_floats(s, t));
 }
 LaunchGeometry synth_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
-  LaunchGeometry g;
-  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(sh.H_out(), t.tile_h) * cdiv(sh.W_out(), t.tile_w));
-  g.block[0] = t.threads;
-  g.smem_bytes = static_cast<unsigned>(synth_smem_floats(s, t, sh.stride) * 4);
-  return g;
+  return tiled_geometry(sh, sh.H_out(), sh.W_out(), t, synth_smem_floats(s, t, sh.stride));
 }
 std::string level_cfg(const OpSpec& s, const Tile& t) {
   return fmt::format(

@@ -61,19 +61,10 @@ Tile bwd_tiled_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
 }
 // Level kernel: `shape` is its input low band (h_{l-1} x w_{l-1}).
 LaunchGeometry bwd_level_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
-  LaunchGeometry g;
-  const int64_t h = (sh.H + 1) / 2, w = (sh.W + 1) / 2;
-  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(h, t.tile_h) * cdiv(w, t.tile_w));
-  g.block[0] = t.threads;
-  g.smem_bytes = static_cast<unsigned>(bwd_level_smem_floats(s, t) * 4);
-  return g;
+  return tiled_geometry(sh, (sh.H + 1) / 2, (sh.W + 1) / 2, t, bwd_level_smem_floats(s, t));
 }
 LaunchGeometry bwd_synth_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
-  LaunchGeometry g;
-  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(sh.H, t.tile_h) * cdiv(sh.W, t.tile_w));
-  g.block[0] = t.threads;
-  g.smem_bytes = static_cast<unsigned>(bwd_synth_smem_floats(s, t) * 4);
-  return g;
+  return tiled_geometry(sh, sh.H, sh.W, t, bwd_synth_smem_floats(s, t));
 }
 std::string bwd_level_cfg(const OpSpec& s, const Tile& t) {
   return fmt::format(

@@ -110,6 +110,15 @@ inline std::string plane_cfg(const OpSpec& s, const Tile& t) {
   return base_cfg(s, t) + fmt::format("  static constexpr int planes = {};\n", t.planes);
 }
 
+// A 1-D grid of (b,c) planes x tiles over a rows x cols output (no 65535 limit on planes).
+inline LaunchGeometry tiled_geometry(const Shape& sh, int64_t rows, int64_t cols, const Tile& t, int64_t smem_floats) {
+  LaunchGeometry g;
+  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(rows, t.tile_h) * cdiv(cols, t.tile_w));
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>(smem_floats * 4);
+  return g;
+}
+
 // Tiled kernels share one tile space and its basic constraints.
 TileSpace tiled_space(const OpSpec&);
 std::optional<std::string> tiled_reject_common(const Tile& t, const DeviceLimits& d);
