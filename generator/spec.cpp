@@ -29,6 +29,8 @@ constexpr KernelName kKernelNames[] = {
 
 }  // namespace
 
+const char* to_string(Layout l) { return l == Layout::kNCHW ? "NCHW" : "NHWC"; }
+
 const char* to_string(DType t) {
   switch (t) {
     case DType::kF32: return "f32";

@@ -12,6 +12,11 @@ namespace lkjit {
 // kernel accumulates in fp32.
 enum class DType { kF32, kF16, kBF16 };
 
+// Memory layout of activations. Kernels are generated for NCHW (contiguous); NHWC is named so that
+// callers can say what they hold and get a clear refusal instead of wrong results.
+enum class Layout { kNCHW, kNHWC };
+const char* to_string(Layout l);  // "NCHW" | "NHWC"
+
 const char* to_string(DType t);          // "f32" | "f16" | "bf16"
 DType parse_dtype(const std::string& s);  // accepts f32/fp32/float32, f16/fp16/half, bf16; SpecError
 int dtype_bytes(DType t);

@@ -36,6 +36,7 @@ struct WTConvOptions {
   bool bias = true;
   int stride = 1;       // >= 1; subsamples the full-resolution output
   int device = 0;       // CUDA device ordinal
+  Layout layout = Layout::kNCHW;  // only NCHW (contiguous) is supported; others are a SpecError
 };
 
 struct WTConvWeights {

@@ -21,6 +21,8 @@ void validate_options(const WTConvOptions& o) {
   if (o.L < 0 || o.L > kMaxLevels) e.push_back(fmt::format("L={} is out of range; supported: L in [0, {}]", o.L, kMaxLevels));
   if (o.stride < 1 || o.stride > 64) e.push_back(fmt::format("stride={} is out of range; supported: [1, 64]", o.stride));
   if (o.device < 0) e.push_back(fmt::format("device={} is out of range; supported: >= 0", o.device));
+  if (o.layout != Layout::kNCHW)
+    e.push_back(fmt::format("layout {} is not supported; supported: NCHW (contiguous)", to_string(o.layout)));
   if (e.empty()) return;
   std::string msg = "lkjit: error: wtconv: ";
   for (size_t i = 0; i < e.size(); ++i) msg += (i ? "; " : "") + e[i];
