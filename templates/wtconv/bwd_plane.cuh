@@ -14,19 +14,12 @@
 namespace lkjit {
 
 template <class Cfg>
-struct BwdPlaneLayout {
-  static constexpr int R = Cfg::R, K = Cfg::k, V = Cfg::vy;
-  int xs_pitch, xs_size, l1_size, l2_size, dys_size, wf_size, red_size, per_plane;
-  __device__ explicit BwdPlaneLayout(const WTConvParams& p) {
-    xs_pitch = p.W + 2 * R;
-    xs_size = (p.H + 2 * R + V) * xs_pitch;
-    l1_size = Cfg::L >= 1 ? 4 * (p.lh[1] + 2 * R + V) * (p.lw[1] + 2 * R) : 0;
-    l2_size = Cfg::L >= 2 ? 4 * (p.lh[2] + 2 * R + V) * (p.lw[2] + 2 * R) : 0;
-    dys_size = 0;
-    for (int l = 1; l <= Cfg::L; ++l) dys_size += 4 * p.lh[l] * p.lw[l];
-    wf_size = K * K * (1 + 4 * Cfg::L);
+struct BwdPlaneLayout : PlaneImages<Cfg> {
+  int wf_size, red_size, per_plane;
+  __device__ explicit BwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
+    wf_size = Cfg::k * Cfg::k * (1 + 4 * Cfg::L);
     red_size = Cfg::threads / Cfg::planes;
-    per_plane = 2 * xs_size + 2 * l1_size + 2 * l2_size + dys_size + wf_size + red_size;
+    per_plane = 2 * this->xs_size + 2 * this->l1_size + 2 * this->l2_size + this->levels_size + wf_size + red_size;
   }
 };
 
@@ -79,7 +72,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   float* yb = da + lay.l1_size;
   float* db = yb + lay.l2_size;
   float* dys = db + lay.l2_size;
-  float* wf = dys + lay.dys_size;  // flipped [W~0 | W~_1 (4 subbands) | ...]
+  float* wf = dys + lay.levels_size;  // flipped [W~0 | W~_1 (4 subbands) | ...]
   float* red = wf + lay.wf_size;
 
   // 1. One round trip: X and the scattered dOut (zero halos), and every tap, flipped.

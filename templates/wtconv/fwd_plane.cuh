@@ -14,19 +14,11 @@
 namespace lkjit {
 
 template <class Cfg>
-struct FwdPlaneLayout {
-  static constexpr int R = Cfg::R, K = Cfg::k, V = Cfg::vy;
-  int xs_pitch, xs_rows, xs_size, ya_size, yb_size, zs_size, ws_size, per_plane;
-  __device__ explicit FwdPlaneLayout(const WTConvParams& p) {
-    xs_pitch = p.W + 2 * R;
-    xs_rows = p.H + 2 * R + V;
-    xs_size = xs_rows * xs_pitch;
-    ya_size = Cfg::L >= 1 ? 4 * (p.lh[1] + 2 * R + V) * (p.lw[1] + 2 * R) : 0;
-    yb_size = Cfg::L >= 2 ? 4 * (p.lh[2] + 2 * R + V) * (p.lw[2] + 2 * R) : 0;
-    zs_size = 0;
-    for (int l = 1; l <= Cfg::L; ++l) zs_size += 4 * p.lh[l] * p.lw[l];
-    ws_size = K * K + 1 + 4 * K * K * Cfg::L;
-    per_plane = xs_size + ya_size + yb_size + zs_size + ws_size;
+struct FwdPlaneLayout : PlaneImages<Cfg> {
+  int ws_size, per_plane;
+  __device__ explicit FwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
+    ws_size = Cfg::k * Cfg::k * (1 + 4 * Cfg::L) + 1;
+    per_plane = this->xs_size + this->l1_size + this->l2_size + this->levels_size + ws_size;
   }
 };
 
@@ -46,9 +38,9 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
 
   float* xs = smem + g.q * lay.per_plane;
   float* ya = xs + lay.xs_size;
-  float* yb = ya + lay.ya_size;
-  float* zs = yb + lay.yb_size;
-  float* ws = zs + lay.zs_size;  // [W~0 | b~ | W~_1 | ... | W~_L]
+  float* yb = ya + lay.l1_size;
+  float* zs = yb + lay.l2_size;
+  float* ws = zs + lay.levels_size;  // [W~0 | b~ | W~_1 | ... | W~_L]
 
   // 1. Every global read up front, in one round trip: the plane (with its zero halo) and all taps.
   {

@@ -21,6 +21,23 @@ struct PlaneGroup {
   }
 };
 
+// Sizes (floats) of one plane's zero-haloed images, shared by the forward and backward layouts: the
+// input plane (H+2R+vy) x (W+2R), one level-1 and one level-2 subband image (4 subbands each; odd and
+// even levels reuse them), and the stack of every level's coefficients (sum_l 4 h_l w_l).
+template <class Cfg>
+struct PlaneImages {
+  static constexpr int R = Cfg::R, K = Cfg::k, V = Cfg::vy;
+  int xs_pitch, xs_size, l1_size, l2_size, levels_size;
+  __device__ explicit PlaneImages(const WTConvParams& p) {
+    xs_pitch = p.W + 2 * R;
+    xs_size = (p.H + 2 * R + V) * xs_pitch;
+    l1_size = Cfg::L >= 1 ? 4 * (p.lh[1] + 2 * R + V) * (p.lw[1] + 2 * R) : 0;
+    l2_size = Cfg::L >= 2 ? 4 * (p.lh[2] + 2 * R + V) * (p.lw[2] + 2 * R) : 0;
+    levels_size = 0;
+    for (int l = 1; l <= Cfg::L; ++l) levels_size += 4 * p.lh[l] * p.lw[l];
+  }
+};
+
 // r / d for 0 <= r < 2^16, d >= 1, through an fp32 reciprocal (exact in that range).
 struct FastDiv {
   int d;

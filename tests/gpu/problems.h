@@ -1,8 +1,11 @@
 // WTConv problem lists as data: edge cases first, then real layer shapes.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "lkjit/error.h"
@@ -64,6 +67,19 @@ inline std::optional<std::string> plane_path_unavailable(const Problem& p, DType
     return e.what();
   }
   return std::nullopt;
+}
+
+// Every problem x dtype x path: the parameter list of the forward and backward suites.
+using ProblemParam = std::tuple<Problem, DType, WTConvPath>;
+inline std::vector<ProblemParam> problem_params() {
+  std::vector<ProblemParam> v;
+  for (const auto& p : wtconv_problems())
+    for (DType t : {DType::kF32, DType::kF16, DType::kBF16})
+      for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) v.emplace_back(p, t, path);
+  return v;
+}
+inline std::string problem_param_name(const ::testing::TestParamInfo<ProblemParam>& i) {
+  return problem_name(std::get<0>(i.param), std::get<1>(i.param), std::get<2>(i.param));
 }
 
 }  // namespace lkjit::testing

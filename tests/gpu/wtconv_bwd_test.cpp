@@ -15,7 +15,7 @@
 namespace lkjit::testing {
 namespace {
 
-using Param = std::tuple<Problem, DType, WTConvPath>;
+using Param = ProblemParam;
 
 struct BwdResult {
   std::vector<float> dx;
@@ -81,18 +81,7 @@ TEST_P(WTConvBackward, MatchesFloat64Reference) {
   }
 }
 
-std::vector<Param> params() {
-  std::vector<Param> v;
-  for (const auto& p : wtconv_problems())
-    for (DType t : {DType::kF32, DType::kF16, DType::kBF16})
-      for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) v.emplace_back(p, t, path);
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(Problems, WTConvBackward, ::testing::ValuesIn(params()),
-                         [](const ::testing::TestParamInfo<Param>& i) {
-                           return problem_name(std::get<0>(i.param), std::get<1>(i.param), std::get<2>(i.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Problems, WTConvBackward, ::testing::ValuesIn(problem_params()), problem_param_name);
 
 class WTConvBackwardDeterminism : public GpuTest {};
 

@@ -13,7 +13,7 @@
 namespace lkjit::testing {
 namespace {
 
-using Param = std::tuple<Problem, DType, WTConvPath>;
+using Param = ProblemParam;
 
 std::vector<float> run_forward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
                                const std::vector<float>& x) {
@@ -52,18 +52,7 @@ TEST_P(WTConvForward, MatchesFloat64Reference) {
   EXPECT_TRUE(cmp.ok) << cmp.to_string();
 }
 
-std::vector<Param> params() {
-  std::vector<Param> v;
-  for (const auto& p : wtconv_problems())
-    for (DType t : {DType::kF32, DType::kF16, DType::kBF16})
-      for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) v.emplace_back(p, t, path);
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(Problems, WTConvForward, ::testing::ValuesIn(params()),
-                         [](const ::testing::TestParamInfo<Param>& i) {
-                           return problem_name(std::get<0>(i.param), std::get<1>(i.param), std::get<2>(i.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Problems, WTConvForward, ::testing::ValuesIn(problem_params()), problem_param_name);
 
 class WTConvForwardLarge : public GpuTest {};
 
