@@ -42,7 +42,7 @@ struct Layer {
 
 std::vector<Layer> parse_layers(const std::string& s) {
   std::vector<Layer> out;
-  for (const auto& item : split(s, ',')) {
+  for (const auto& item : split_list(s, "shapes")) {
     const auto f = split(item, ':');
     if (f.size() != 5)
       throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shapes: '{}' is not B:C:H:W:L", item));
@@ -101,9 +101,7 @@ bool run_cmd() { return static_cast<bool>(kRun); }
 int run_main() {
   const auto layers = parse_layers(kShapes);
   std::vector<DType> dtypes;
-  for (const auto& d : split(kDtypes, ',')) dtypes.push_back(parse_dtype(d));
-  if (dtypes.empty() || kDtypes.find(",,") != std::string::npos || kDtypes.front() == ',' || kDtypes.back() == ',')
-    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --dtypes '{}' has an empty item; give e.g. f32,f16", std::string(kDtypes)));
+  for (const auto& d : split_list(kDtypes, "dtypes")) dtypes.push_back(parse_dtype(d));
   // Every layer is checked (options and sizes) before anything is compiled or run.
   for (const auto& ly : layers)
     for (DType dt : dtypes)
