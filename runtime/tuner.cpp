@@ -144,16 +144,19 @@ std::pair<WTConvTuneProblem, KernelSelector> problem_for(const OpSpec& spec, con
       break;
     case Kernel::kWTConvFwdLevel:
     case Kernel::kWTConvBwdLevel:
-      // Level 1 of a one-level layer reads X; level 2 of a two-level layer on twice the extent reads
-      // an fp32 low band of exactly `shape`.
+      // Level 1 of a one-level layer reads X; a deeper level on 2^(level-1) times the extent reads an
+      // fp32 low band of exactly `shape`. (The backward's level 2 also runs the X-reading variant, with
+      // its level-1 extent as shape; it is tuned as level 1 of a layer of that extent.)
       p.path = WTConvPath::kTiled;
       p.backward = spec.kernel == Kernel::kWTConvBwdLevel;
-      p.options.L = spec.first ? 1 : 2;
+      // The backward's first deeper level is 3 (its level 2 reads X), on four times the extent.
+      sel.level = spec.first ? 1 : (p.backward ? 3 : 2);
+      p.options.L = sel.level;
       if (!spec.first) {
         p.options.dtype = DType::kF32;
-        p.H = 2 * shape.H, p.W = 2 * shape.W;
+        p.H = int64_t(1) << (sel.level - 1), p.W = p.H;
+        p.H *= shape.H, p.W *= shape.W;
       }
-      sel.level = spec.first ? 1 : 2;
       break;
     case Kernel::kWTConvReduce:
       p.backward = true;

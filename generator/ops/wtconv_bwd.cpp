@@ -85,10 +85,10 @@ std::string bwd_synth_name(const OpSpec& s, const Tile& t) {
 }
 
 // ---- reduce --------------------------------------------------------------------------------------
-TileSpace reduce_space(const OpSpec&) { return {{{"threads", {128, 256, 512}, "threads per block (one block per channel, one warp per value)"}}}; }
+TileSpace reduce_space(const OpSpec&) { return {{{"threads", {128, 256, 512}, "threads per block (one block per channel; lanes over values, warps over rows)"}}}; }
 std::optional<std::string> reduce_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape*) {
   if (auto r = reject_threads(t, d)) return r;
-  return reject_smem(int64_t(s.k) * s.k * (1 + 4 * s.L) * 4 + 4, d);
+  return reject_smem(int64_t(s.k) * s.k * (1 + 4 * s.L) * 4 + 4 + int64_t(t.threads) * 4, d);  // + static red[threads]
 }
 Tile reduce_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 512}; }
 LaunchGeometry reduce_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {

@@ -8,8 +8,15 @@ computed with the I/O-aware reformulation of Aflalo et al. (2026): Haar analysis
 closed-form synthesis (Eq. 7), scales folded into the weights (Eq. 8) with gradients recovered by Eq. 9.
 The exact operator, padding of odd sizes and crop included: the project's operator spec, docs/wtconv.md.
 
-The forward and backward are the custom ops ``lkjit::wtconv_fwd`` and ``lkjit::wtconv_bwd``
-(torch.library.custom_op, with fake implementations), so autograd and torch.compile see them as ops.
+Two entry points run the same implementation (``_fwd_impl`` / ``_bwd_impl``: the checks and the ctypes
+calls):
+- the custom ops ``lkjit::wtconv_fwd`` and ``lkjit::wtconv_bwd`` (torch.library.custom_op, with fake
+  implementations and register_autograd), which torch.compile / torch.export / tracing see as ops;
+- ``_WTConvFunction`` (torch.autograd.Function), which ``WTConv2d.forward`` uses in eager mode. The
+  custom op's Python dispatch (custom_ops backend/autograd wrappers, pytree flattening, dynamo
+  disable wrappers) costs about 1 ms of CPU time per training step (forward + backward), more than the
+  kernels of a small layer take on the GPU; an autograd.Function node costs a small fraction of that.
+WTConv2d.forward picks the path (custom op when compiling, tracing or given tensor subclasses).
 """
 import itertools
 import math
@@ -19,6 +26,7 @@ import weakref
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from . import _lib
 from ._state_dict import remap_keys
@@ -27,6 +35,11 @@ __all__ = ["WTConv2d", "wtconv_fwd", "wtconv_bwd"]
 
 _DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 _WHERE = "lkjit.torch.WTConv2d"
+_FWD, _BWD = "lkjit::wtconv_fwd", "lkjit::wtconv_bwd"
+
+# Parameters travel as one flat list in the order of the backward's gradients:
+#     [base_w, base_s, level_w[0..L-1], level_s[0..L-1], (base_b if bias)]
+# so the layer's gradients map one to one onto the autograd.Function's inputs.
 
 
 # ---- one lkjit layer per (module, dtype, device) ------------------------------------------------------
@@ -63,38 +76,46 @@ def _new_state(owner):
     return layer_id
 
 
-def _entry(layer_id, x, k, L, bias, stride):
+def _entry(layer_id, x, device, k, L, bias, stride):
     st = _STATES.get(layer_id)
     if st is None:
         raise RuntimeError(f"lkjit: error: {_WHERE}: layer id {layer_id} is not registered (its module was "
                            f"deleted while its autograd graph or compiled code was still in use)")
-    key = (x.dtype, x.device.index, x.shape[1], k, L, bias, stride)
-    with st.lock:
-        ent = st.entries.get(key)
-        if ent is None:
-            ent = _Entry(_lib.WTConvLayer(x.shape[1], k, L, _DTYPE_CODES[x.dtype], bias, stride,
-                                          x.device.index or 0))
-            st.entries[key] = ent
+    key = (x.dtype, device, x.shape[1], k, L, bias, stride)
+    ent = st.entries.get(key)  # a dict read is atomic; the lock only guards creation
+    if ent is None:
+        with st.lock:
+            ent = st.entries.get(key)
+            if ent is None:
+                ent = _Entry(_lib.WTConvLayer(x.shape[1], k, L, _DTYPE_CODES[x.dtype], bias, stride, device))
+                st.entries[key] = ent
     return st, ent
 
 
-def _fold(st, ent, params, base_b, stream):
-    """set_weights when the parameters changed since the last fold: another tensor (address) or an
-    in-place update (its version counter). ``always_refold`` folds every call."""
-    tensors = list(params) + ([base_b] if base_b is not None else [])
+def _fold(st, ent, params, L, stream):
+    """set_weights when the parameters (the flat list) changed since the last fold: another tensor
+    (address) or an in-place update (its version counter). ``always_refold`` folds every call."""
     try:
-        key = tuple((t.data_ptr(), t._version) for t in tensors)
+        key = [(t.data_ptr(), t._version) for t in params]
     except RuntimeError:  # inference tensors have no version counter
         key = None
     if key is not None and not st.always_refold and key == ent.key:
         return
-    L = (len(params) - 2) // 2
-    bw, bs = params[0], params[1]
-    lw, ls = params[2:2 + L], params[2 + L:]
-    ent.layer.set_weights(bw.data_ptr(), base_b.data_ptr() if base_b is not None else 0, bs.data_ptr(),
-                          [t.data_ptr() for t in lw], [t.data_ptr() for t in ls], stream)
+    base_b = params[2 + 2 * L].data_ptr() if len(params) > 2 + 2 * L else 0
+    ent.layer.set_weights(params[0].data_ptr(), base_b, params[1].data_ptr(),
+                          [t.data_ptr() for t in params[2:2 + L]], [t.data_ptr() for t in params[2 + L:2 + 2 * L]],
+                          stream)
     ent.key = key
-    ent.refs = tensors
+    ent.refs = params
+
+
+if hasattr(torch._C, "_cuda_getCurrentRawStream"):
+    # cudaStream_t of the device's current stream as an int, as torch.cuda.current_stream(device).cuda_stream
+    # without building a torch.cuda.Stream object (what inductor's generated code calls).
+    _current_stream = torch._C._cuda_getCurrentRawStream
+else:  # a PyTorch built without CUDA (the module then never reaches a kernel)
+    def _current_stream(device):
+        return torch.cuda.current_stream(device).cuda_stream
 
 
 # ---- checks ----------------------------------------------------------------------------------------
@@ -115,23 +136,45 @@ def _check_input(x, C, where=_WHERE):
                         f"torch.float16, torch.bfloat16")
 
 
-def _check_params(x, params, where=_WHERE):
+def _flat(base_w, base_b, base_s, level_w, level_s, where):
+    """The flat parameter list from the custom ops' arguments."""
+    if len(level_w) != len(level_s):
+        raise ValueError(f"{where}: level_w has {len(level_w)} tensors and level_s {len(level_s)}; they must match")
+    params = [base_w, base_s, *level_w, *level_s]
+    if base_b is not None:
+        params.append(base_b)
+    return params
+
+
+# (C, L, parameter shapes) that passed _check_param_shapes: a module checks its shapes once, not per call.
+_SHAPES_OK = set()
+
+
+def _check_params(x, params, L, where):
+    """Device, dtype and shapes of the flat parameter list (x: a checked 4-D CUDA input)."""
+    device = x.device
     for p in params:
-        if p.device != x.device:
+        if p.device != device:
             raise ValueError(f"{where}: parameters are on '{p.device}' but the input is on '{x.device}'; "
                              f"move the module with .to('{x.device}')")
         if p.dtype != torch.float32:
             raise TypeError(f"{where}: parameters must be torch.float32 inside the op; got {p.dtype}")
+    key = (x.shape[1], L, tuple([p.shape for p in params]))
+    if key not in _SHAPES_OK:
+        _check_param_shapes(x.shape[1], params, L, where)
+        if len(_SHAPES_OK) >= 4096:  # bounded (shapes of a program are few; this only guards odd callers)
+            _SHAPES_OK.clear()
+        _SHAPES_OK.add(key)
 
 
-def _check_param_shapes(C, base_w, base_b, base_s, level_w, level_s, where):
-    k = base_w.shape[-1]
-    want = [("base_w", base_w, (C, 1, k, k)), ("base_s", base_s, (1, C, 1, 1))]
-    want += [("base_b", base_b, (C,))] if base_b is not None else []
-    if len(level_w) != len(level_s):
-        raise ValueError(f"{where}: level_w has {len(level_w)} tensors and level_s {len(level_s)}; they must match")
-    for i, (w, s) in enumerate(zip(level_w, level_s)):
-        want += [(f"level_w[{i}]", w, (4 * C, 1, k, k)), (f"level_s[{i}]", s, (1, 4 * C, 1, 1))]
+def _check_param_shapes(C, params, L, where):
+    k = params[0].shape[-1]
+    want = [("base_w", params[0], (C, 1, k, k)), ("base_s", params[1], (1, C, 1, 1))]
+    if len(params) > 2 + 2 * L:
+        want.append(("base_b", params[2 + 2 * L], (C,)))
+    for i in range(L):
+        want += [(f"level_w[{i}]", params[2 + i], (4 * C, 1, k, k)),
+                 (f"level_s[{i}]", params[2 + L + i], (1, 4 * C, 1, 1))]
     for name, t, shape in want:
         if t.numel() != math.prod(shape) or (t.dim() == 4 and tuple(t.shape) != shape):
             raise ValueError(f"{where}: {name} has shape {tuple(t.shape)}; expected {shape} for C={C}, k={k}")
@@ -141,7 +184,89 @@ def _out_hw(H, W, stride):
     return (H + stride - 1) // stride, (W + stride - 1) // stride
 
 
-# ---- custom ops ------------------------------------------------------------------------------------
+# ---- the implementation (both paths) ---------------------------------------------------------------
+
+def _fwd_impl(x, params, L, layer_id, stride, where=_FWD):
+    """WTConv forward: out (B, C, ceil(H/stride), ceil(W/stride)) in x's dtype. ``params``: the flat list
+    (fp32, the reference shapes); ``L``: the number of levels; layer_id names the module whose lkjit layer
+    (folded weights, workspace) runs it. Checks its arguments (the shape check once per shape set)."""
+    _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
+    _check_params(x, params, L, where)
+    x = x.contiguous()
+    B, C, H, W = x.shape
+    out = x.new_empty((B, C, *_out_hw(H, W, stride)))
+    if out.numel() == 0:
+        return out
+    params = [p.contiguous() for p in params]
+    device = x.get_device()
+    st, ent = _entry(layer_id, x, device, params[0].shape[-1], L, len(params) > 2 + 2 * L, stride)
+    stream = _current_stream(device)
+    _fold(st, ent, params, L, stream)
+    ent.layer.forward(x.data_ptr(), out.data_ptr(), B, H, W, stream)
+    return out
+
+
+def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD):
+    """WTConv backward: [dX, then one gradient per entry of the flat parameter list]; dX in x's dtype and
+    shape (NCHW contiguous), parameter gradients fp32 in the parameters' shapes; deterministic.
+    check=False skips the argument checks (for arguments _fwd_impl checked: the autograd.Function's
+    saved tensors, whose shapes autograd keeps and whose in-place changes autograd refuses)."""
+    if check:
+        _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
+        _check_params(x, params, L, where)
+    x = x.contiguous()
+    B, C, H, W = x.shape
+    if check:
+        want = (B, C, *_out_hw(H, W, stride))
+        if tuple(grad_out.shape) != want:
+            raise ValueError(f"{where}: grad_out has shape {tuple(grad_out.shape)}; expected {want}")
+    grad_out = grad_out.to(x.dtype).contiguous()
+    params = [p.contiguous() for p in params]
+    dx = torch.empty_like(x)
+    grads = [torch.empty_like(p) for p in params]
+    if x.numel() == 0:
+        dx.zero_()
+        for g in grads:
+            g.zero_()
+        return [dx] + grads
+    has_bias = len(params) > 2 + 2 * L
+    device = x.get_device()
+    st, ent = _entry(layer_id, x, device, params[0].shape[-1], L, has_bias, stride)
+    stream = _current_stream(device)
+    _fold(st, ent, params, L, stream)
+    gb = grads[2 + 2 * L].data_ptr() if has_bias else 0
+    ent.layer.backward(x.data_ptr(), grad_out.data_ptr(), dx.data_ptr(), grads[0].data_ptr(), gb,
+                       grads[1].data_ptr(), [g.data_ptr() for g in grads[2:2 + L]],
+                       [g.data_ptr() for g in grads[2 + L:2 + 2 * L]], B, H, W, stream)
+    return [dx] + grads
+
+
+# ---- eager path: autograd.Function -----------------------------------------------------------------
+
+class _WTConvFunction(torch.autograd.Function):
+    """WTConv2d's eager forward/backward: the same _fwd_impl / _bwd_impl as the custom ops, without their
+    Python dispatch (about 1 ms of CPU time per training step). Inputs:
+        apply(layer_id, stride, L, x, base_w, base_s, *level_w, *level_s[, base_b])
+    (the flat parameter list as separate tensors, so that autograd gives each its gradient)."""
+
+    @staticmethod
+    def forward(ctx, layer_id, stride, L, x, *params):
+        out = _fwd_impl(x, params, L, layer_id, stride)
+        ctx.layer_id, ctx.stride, ctx.L = layer_id, stride, L
+        ctx.save_for_backward(x, *params)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        x, *params = ctx.saved_tensors
+        # The kernel computes every gradient at once, so needs_input_grad saves nothing; autograd drops
+        # the gradients of inputs that do not require one.
+        grads = _bwd_impl(grad_out, x, params, ctx.L, ctx.layer_id, ctx.stride, check=False)
+        return (None, None, None, *grads)
+
+
+# ---- custom ops (torch.compile, torch.export, tracing) ---------------------------------------------
 # cudagraph_unsafe: a CUDA-graph replay would skip the Python that refolds the weights after a parameter
 # update (and the layer may allocate its workspace on a first call), so inductor keeps these ops out of
 # CUDA graphs (mode="reduce-overhead" splits the graph around them).
@@ -153,22 +278,7 @@ def wtconv_fwd(x: Tensor, base_w: Tensor, base_b: typing.Optional[Tensor], base_
                level_w: typing.List[Tensor], level_s: typing.List[Tensor], layer_id: int, stride: int) -> Tensor:
     """out (B, C, ceil(H/stride), ceil(W/stride)), dtype of x = WTConv(x (B, C, H, W)); fp32 parameters in
     the reference shapes; layer_id names the module whose lkjit layer (folded weights, workspace) runs it."""
-    _check_input(x, x.shape[1] if x.dim() == 4 else -1, "lkjit::wtconv_fwd")
-    params = [base_w, base_s, *level_w, *level_s]
-    _check_params(x, params + ([base_b] if base_b is not None else []), "lkjit::wtconv_fwd")
-    _check_param_shapes(x.shape[1], base_w, base_b, base_s, level_w, level_s, "lkjit::wtconv_fwd")
-    x = x.contiguous()
-    B, C, H, W = x.shape
-    out = x.new_empty((B, C, *_out_hw(H, W, stride)))
-    if out.numel() == 0:
-        return out
-    params = [p.contiguous() for p in params]
-    base_b = base_b.contiguous() if base_b is not None else None
-    st, ent = _entry(layer_id, x, base_w.shape[-1], len(level_w), base_b is not None, stride)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    _fold(st, ent, params, base_b, stream)
-    ent.layer.forward(x.data_ptr(), out.data_ptr(), B, H, W, stream)
-    return out
+    return _fwd_impl(x, _flat(base_w, base_b, base_s, level_w, level_s, _FWD), len(level_w), layer_id, stride)
 
 
 @wtconv_fwd.register_fake
@@ -183,34 +293,8 @@ def wtconv_bwd(grad_out: Tensor, x: Tensor, base_w: Tensor, base_b: typing.Optio
                stride: int) -> typing.List[Tensor]:
     """[dX, d base_w, d base_s, d level_w[0..L-1], d level_s[0..L-1], (d base_b if bias)]: dX in x's dtype
     and shape (NCHW contiguous), parameter gradients fp32 in the parameters' shapes; deterministic."""
-    _check_input(x, x.shape[1] if x.dim() == 4 else -1, "lkjit::wtconv_bwd")
-    params = [base_w, base_s, *level_w, *level_s]
-    _check_params(x, params + ([base_b] if base_b is not None else []), "lkjit::wtconv_bwd")
-    _check_param_shapes(x.shape[1], base_w, base_b, base_s, level_w, level_s, "lkjit::wtconv_bwd")
-    x = x.contiguous()
-    B, C, H, W = x.shape
-    want = (B, C, *_out_hw(H, W, stride))
-    if tuple(grad_out.shape) != want:
-        raise ValueError(f"lkjit::wtconv_bwd: grad_out has shape {tuple(grad_out.shape)}; expected {want}")
-    grad_out = grad_out.to(x.dtype).contiguous()
-    params = [p.contiguous() for p in params]
-    base_b = base_b.contiguous() if base_b is not None else None
-    dx = torch.empty_like(x)
-    grads = [torch.empty_like(p) for p in params] + ([torch.empty_like(base_b)] if base_b is not None else [])
-    if x.numel() == 0:
-        dx.zero_()
-        for g in grads:
-            g.zero_()
-        return [dx] + grads
-    L = len(level_w)
-    st, ent = _entry(layer_id, x, base_w.shape[-1], L, base_b is not None, stride)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    _fold(st, ent, params, base_b, stream)
-    gb = grads[2 + 2 * L].data_ptr() if base_b is not None else 0
-    ent.layer.backward(x.data_ptr(), grad_out.data_ptr(), dx.data_ptr(), grads[0].data_ptr(), gb,
-                       grads[1].data_ptr(), [g.data_ptr() for g in grads[2:2 + L]],
-                       [g.data_ptr() for g in grads[2 + L:2 + 2 * L]], B, H, W, stream)
-    return [dx] + grads
+    return _bwd_impl(grad_out, x, _flat(base_w, base_b, base_s, level_w, level_s, _BWD), len(level_w), layer_id,
+                     stride)
 
 
 @wtconv_bwd.register_fake
@@ -252,6 +336,23 @@ def _autocast_dtype():
     return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
 
 
+def _f32(p):
+    return p if p.dtype == torch.float32 else p.float()
+
+
+# Where WTConv2d.forward takes the custom op rather than the autograd.Function: under torch.compile /
+# torch.export (dynamo constant-folds is_compiling to True, so the graph holds lkjit::wtconv_fwd with its
+# fake implementation; the autograd.Function's ctypes calls cannot run on fake tensors), under
+# torch.jit.trace, under torch.func transforms (the Function defines no setup_context / vmap), and for
+# tensor subclasses (FakeTensor, FunctionalTensor, ...) whose dispatch the custom op goes through.
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+if _is_compiling is None:  # PyTorch < 2.3 (custom_op itself needs 2.4; kept for safety)
+    import torch._dynamo
+    _is_compiling = torch._dynamo.is_compiling
+_is_tracing = getattr(torch._C, "_is_tracing", lambda: False)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+
 class _Params(nn.Module):
     """Holds `weight` (and `bias`) under the reference module's state_dict names; never called."""
 
@@ -291,6 +392,11 @@ class WTConv2d(nn.Module):
     (version counter). Set ``always_refold = True`` if parameters are written through ``.data`` (which
     bypasses the version counter). Each (dtype, device) gets one lkjit layer that owns its folded
     weights and workspace; one module must not run concurrently on two streams.
+
+    Eager calls run through an autograd.Function (``_WTConvFunction``); under torch.compile / torch.export
+    (and jit tracing, torch.func transforms, tensor subclasses) the module calls the custom ops
+    ``lkjit::wtconv_fwd`` / ``lkjit::wtconv_bwd`` instead. Both run the same code and kernels (identical
+    results); the custom op's Python dispatch would cost about 1 ms of CPU time per eager training step.
 
     Raises ValueError: in_channels != out_channels, wt_type other than 'db1', kernel_size / wt_levels /
     stride out of range (odd k in [1, 31], levels in [0, 8], stride in [1, 64]); on forward: input not
@@ -361,11 +467,22 @@ class WTConv2d(nn.Module):
         if dt is not None:
             x = x.to(dt)
         x = x.contiguous()
-        f32 = lambda p: p if p.dtype == torch.float32 else p.float()  # noqa: E731
-        b = self.base_conv.bias
-        return wtconv_fwd(x, f32(self.base_conv.weight), f32(b) if b is not None else None,
-                          f32(self.base_scale.weight), [f32(m.weight) for m in self.wavelet_convs],
-                          [f32(m.weight) for m in self.wavelet_scale], self._lkjit_id, self.stride)
+        bw, bs, b = _f32(self.base_conv.weight), _f32(self.base_scale.weight), self.base_conv.bias
+        lw = [_f32(m.weight) for m in self.wavelet_convs]
+        ls = [_f32(m.weight) for m in self.wavelet_scale]
+        if b is not None:
+            b = _f32(b)
+        # Two paths, one implementation (see the module docstring): the custom op where torch.compile /
+        # export / tracing need an op (_is_compiling first: under dynamo the rest is never traced), else
+        # the autograd.Function, whose CPU cost is a fraction of the custom op's Python dispatch.
+        if _is_compiling() or type(x) is not Tensor or _is_tracing() or _functorch_active():
+            return wtconv_fwd(x, bw, b, bs, lw, ls, self._lkjit_id, self.stride)
+        params = [bw, bs, *lw, *ls]
+        if b is not None:
+            params.append(b)
+        if not torch.is_grad_enabled():  # no_grad / inference_mode: no autograd node to build
+            return _fwd_impl(x, params, len(lw), self._lkjit_id, self.stride)
+        return _WTConvFunction.apply(self._lkjit_id, self.stride, len(lw), x, *params)
 
     # ---- lkjit introspection ----
     def lkjit_plan(self, B, H, W, dtype=torch.float32, backward=False, arch=0, device=0):

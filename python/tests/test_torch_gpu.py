@@ -87,12 +87,41 @@ def reference(m, x, g, stride):
     return out.detach(), x64.grad, grads
 
 
-def run(m, x, g):
+def assert_eager_path(out):
+    """`out` came from the module's eager path (the autograd.Function), not the custom op."""
+    assert type(out.grad_fn).__name__ == "_WTConvFunctionBackward", f"grad_fn {out.grad_fn!r}"
+
+
+def run(m, x, g, call=None):
+    """Output, dX and parameter gradients of m (called through `call`, e.g. a compiled m, if given; else
+    eagerly, checking that the eager path ran)."""
     x = x.detach().requires_grad_()
     m.zero_grad(set_to_none=True)
-    out = m(x)
+    out = (m if call is None else call)(x)
+    if call is None:
+        assert_eager_path(out)
     out.backward(g)
     return out, x.grad, [p.grad for p in flat_params(m)]
+
+
+def run_custom_op(m, x, g):
+    """run() through the custom op lkjit::wtconv_fwd called directly (its registered autograd runs
+    lkjit::wtconv_bwd): the path torch.compile takes, on m's lkjit layer."""
+    x = x.detach().requires_grad_()
+    m.zero_grad(set_to_none=True)
+    bw, bb, bs, lw, ls = params_of(m)
+    out = torch.ops.lkjit.wtconv_fwd(x, bw, bb, bs, lw, ls, m._lkjit_id, m.stride)
+    assert out.grad_fn is not None and type(out.grad_fn).__name__ != "_WTConvFunctionBackward"
+    out.backward(g)
+    return out, x.grad, [p.grad for p in flat_params(m)]
+
+
+def assert_identical(got, want, what):
+    assert torch.equal(got[0], want[0]), f"{what}: out"
+    assert torch.equal(got[1], want[1]), f"{what}: dX"
+    assert len(got[2]) == len(want[2]), what
+    for i, (a, b) in enumerate(zip(got[2], want[2])):
+        assert a is not None and torch.equal(a, b), f"{what}: gradient of parameter {i}"
 
 
 def check_against_reference(m, x, g, dt, stride, what=""):
@@ -122,6 +151,56 @@ def test_matches_reference(shape, dt):
     check_against_reference(m, x, g, dt, stride)
 
 
+# The eager path (autograd.Function) and the custom ops (what torch.compile runs) share one implementation;
+# on the same lkjit layer they must agree bit for bit.
+PATH_CASES = [pytest.param(SHAPES[i], dt, id=f"{str(dt)[6:]}-{'x'.join(map(str, SHAPES[i][:4]))}-k{SHAPES[i][4]}"
+                           f"L{SHAPES[i][5]}s{SHAPES[i][6]}{'' if SHAPES[i][7] else '-nobias'}")
+              for i, dt in [(2, F32), (3, F32), (6, F32), (1, F16), (5, BF16)]]
+
+
+@pytest.mark.parametrize("shape,dt", PATH_CASES)
+def test_eager_path_matches_the_custom_op(shape, dt):
+    B, C, H, W, k, L, stride, bias = shape
+    m = make_layer(C, k, L, stride, bias, seed=20 + H)
+    torch.manual_seed(21)
+    x = torch.randn(B, C, H, W, device=DEV).to(dt)
+    g = torch.randn(B, C, math.ceil(H / stride), math.ceil(W / stride), device=DEV).to(dt)
+    eager = run(m, x, g)
+    assert_identical(run_custom_op(m, x, g), eager, "custom op vs eager")
+    assert_identical(run(m, x, g), eager, "eager after the custom op")
+    with torch.no_grad():                      # no autograd node: _fwd_impl directly
+        assert torch.equal(m(x), eager[0])
+    with torch.inference_mode():
+        assert torch.equal(m(x), eager[0])
+    m.zero_grad(set_to_none=True)              # an input that needs no gradient
+    m(x).backward(g)
+    for a, b in zip([p.grad for p in flat_params(m)], eager[2]):
+        assert torch.equal(a, b)
+
+
+def test_compiled_module_takes_the_custom_op():
+    """Under torch.compile the module calls lkjit::wtconv_fwd (fullgraph: the autograd.Function's ctypes
+    calls could not run on fake tensors); outputs and gradients equal the eager path's bit for bit."""
+    m = make_layer(6, 5, 2, 2, True, seed=23)
+    torch.manual_seed(24)
+    x = torch.randn(2, 6, 19, 22, device=DEV)
+    g = torch.randn(2, 6, 10, 11, device=DEV)
+    eager = run(m, x, g)
+    targets = []
+
+    def recording(gm, example_inputs):  # runs dynamo's graph eagerly: the op with its registered autograd
+        targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    for backend in (recording, "aot_eager"):
+        torch._dynamo.reset()
+        got = run(m, x, g, call=torch.compile(m, backend=backend, fullgraph=True))
+        assert_identical(got, eager, f"torch.compile(backend={getattr(backend, '__name__', backend)!r})")
+    assert any("wtconv_fwd" in t for t in targets), targets
+    torch._dynamo.reset()
+    assert_identical(run(m, x, g), eager, "eager after compiling")
+
+
 @pytest.mark.parametrize("dt", [F16, BF16])
 def test_autocast(dt):
     m = make_layer(8, 5, 3, 1, True, seed=3)
@@ -130,6 +209,7 @@ def test_autocast(dt):
     with torch.autocast("cuda", dtype=dt):
         out = m(x)
     assert out.dtype == dt
+    assert_eager_path(out)
     out.backward(g)
     assert x.grad.dtype == torch.float32 and all(p.grad.dtype == torch.float32 for p in m.parameters())
     r_out, r_dx, r_grads = reference(m, x.detach().to(dt), g, 1)

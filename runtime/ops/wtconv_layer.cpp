@@ -244,10 +244,20 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
     p.z_off[l - 1] = off;
     off += 4 * BC * lh[l] * lw[l];
   }
-  const int64_t lowA = off, lowB = lowA + (L >= 2 ? BC * lh[1] * lw[1] : 0);
-  const int64_t low2A = lowB + (L >= 3 ? BC * lh[2] * lw[2] : 0);
-  const int64_t low2B = low2A + (backward && L >= 2 ? BC * lh[1] * lw[1] : 0);
-  const int64_t tiled_end = low2B + (backward && L >= 3 ? BC * lh[2] * lw[2] : 0);
+  // Low bands handed from level l to level l+1 (X chain, and in the backward the dR chain too), in two
+  // alternating buffers A and B. The forward's level 1 writes A, level 2 B, and so on. The backward's
+  // levels 1 and 2 both read X and dOut, so its first band is level 2's, in A.
+  const int first_band = backward ? 2 : 1;  // the first level that writes a band (if below L)
+  auto band_size = [&](int l) { return l >= first_band && l < L ? BC * lh[l] * lw[l] : 0; };
+  const int64_t sizeA = band_size(first_band);  // bands shrink with depth: A holds the largest
+  const int64_t sizeB = band_size(first_band + 1);
+  const int64_t lowA = off, lowB = lowA + sizeA;
+  const int64_t low2A = lowB + sizeB, low2B = low2A + (backward ? sizeA : 0);
+  const int64_t tiled_end = low2B + (backward ? sizeB : 0);
+  auto band = [&](int l, int64_t a, int64_t b) -> int64_t {  // where level l's band lives; -1: none
+    if (l < first_band || l >= L) return -1;
+    return ((l - first_band) % 2 == 0) ? a : b;
+  };
 
   WTConvLaunchList list;
   for (const auto& pk : pl)
@@ -299,12 +309,11 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
         l.q.w_in = p.lw[lv - 1];
         l.q.tiles_h = (p.lh[lv] + pk.tile.tile_h - 1) / pk.tile.tile_h;
         l.q.tiles_w = (p.lw[lv] + pk.tile.tile_w - 1) / pk.tile.tile_w;
-        // Odd levels write band A, even levels band B; the deepest level writes none.
-        l.refs.low_in = lv == 1 ? -1 : ((lv & 1) ? lowB : lowA);
-        l.refs.low_out = lv == L ? -1 : ((lv & 1) ? lowA : lowB);
+        l.refs.low_in = band(lv - 1, lowA, lowB);
+        l.refs.low_out = band(lv, lowA, lowB);
         if (backward) {
-          l.refs.low2_in = lv == 1 ? -1 : ((lv & 1) ? low2B : low2A);
-          l.refs.low2_out = lv == L ? -1 : ((lv & 1) ? low2A : low2B);
+          l.refs.low2_in = band(lv - 1, low2A, low2B);
+          l.refs.low2_out = band(lv, low2A, low2B);
         }
         break;
       }

@@ -1,6 +1,6 @@
 // WTConv backward, one level on spatial tiles. From a tile of the level-(l-1) low bands of both chains
-// (X_{l-1} and dR_l; at level 1 these are X and dOut scattered by the stride) it forms, with a halo
-// of R, the subbands Y_l and dZ_l = Haar(dR_l) on chip, then writes
+// (X_{l-1} and dR_l; the first variant forms them from X and dOut scattered by the stride) it forms,
+// with a halo of R, the subbands Y_l and dZ_l = Haar(dR_l) on chip, then writes
 //   dY_l = dw^T(dZ_l, W~_l) (fp32 scratch, read by wtconv_bwd_synth),
 //   X_l = Y_l[LL] and dR_{l+1} = dZ_l[LL] for the next level, and
 //   the tile's partial dW~_l = corr(Y_l, dZ_l) (reduced in a fixed order by wtconv_reduce).
@@ -34,25 +34,43 @@ __device__ __forceinline__ void wtconv_bwd_level(const WTConvParams& p) {
     const int s = e / KK, q = e - s * KK;
     wf[e] = __ldg(p.wfold + fold_level_w(p.C, l, c, s, KK) + KK - 1 - q);
   }
-  const TIn* __restrict__ xsrc = static_cast<const TIn*>(Cfg::first ? p.x : (const void*)p.low_in) +
-                                 plane * (long long)hin * win;
+  // Level-(l-1) low bands of both chains at (y, x), zero outside. The first variant reads X and dOut
+  // (scattered by the stride) at full resolution: at level 1 directly, deeper as the LL band's closed
+  // form, 2^-(l-1) times a 2^(l-1) x 2^(l-1) block sum, so no fp32 band is kept for it.
+  const long long full = plane * (long long)p.H * p.W;
+  const TIn* __restrict__ xsrc = Cfg::first ? static_cast<const TIn*>(p.x) + full
+                                            : static_cast<const TIn*>((const void*)p.low_in) + plane * (long long)hin * win;
   const TIn* __restrict__ gsrc = Cfg::first ? static_cast<const TIn*>(p.g) + plane * (long long)p.H_out * p.W_out
                                             : static_cast<const TIn*>((const void*)p.low2_in) + plane * (long long)hin * win;
   float* xlow = p.low_out ? p.low_out + plane * (long long)h * w : nullptr;
   float* glow = p.low2_out ? p.low2_out + plane * (long long)h * w : nullptr;
-  auto gval = [&](int y, int x) -> float {  // dR_l at (y, x) of level l-1, zero outside
-    if (Cfg::first) return g_full(gsrc, y, x, hin, win, p.stride, p.W_out);
-    return (y < hin && x < win) ? ldg_f32(gsrc + (long long)y * win + x) : 0.f;
+  const int m = 1 << (l - 1);
+  const float inv_m = 1.f / (float)m;
+  auto xval = [&](int y, int x) -> float {
+    if (!Cfg::first) return (y < hin && x < win) ? ldg_f32(xsrc + (long long)y * win + x) : 0.f;
+    if (m == 1) return (y < p.H && x < p.W) ? ldg_f32(xsrc + (long long)y * p.W + x) : 0.f;
+    float s = 0.f;
+    for (int a = 0; a < m; ++a)
+      for (int b = 0; b < m; ++b) {
+        const int yy = y * m + a, xx = x * m + b;
+        if (yy < p.H && xx < p.W) s += ldg_f32(xsrc + (long long)yy * p.W + xx);
+      }
+    return s * inv_m;
+  };
+  auto gval = [&](int y, int x) -> float {
+    if (!Cfg::first) return (y < hin && x < win) ? ldg_f32(gsrc + (long long)y * win + x) : 0.f;
+    if (m == 1) return g_full(gsrc, y, x, p.H, p.W, p.stride, p.W_out);
+    float s = 0.f;
+    for (int a = 0; a < m; ++a)
+      for (int b = 0; b < m; ++b) s += g_full(gsrc, y * m + a, x * m + b, p.H, p.W, p.stride, p.W_out);
+    return s * inv_m;
   };
   for (int r = tid; r < IMG; r += NT) {
     const int i = ti0 + r / PITCH - R, j = tj0 + r % PITCH - R;
     float y[4] = {0.f, 0.f, 0.f, 0.f}, dz[4] = {0.f, 0.f, 0.f, 0.f};
     if (i >= 0 && i < h && j >= 0 && j < w) {
       const int i0 = 2 * i, j0 = 2 * j;
-      const bool r1 = i0 + 1 < hin, c1 = j0 + 1 < win;
-      const TIn* s0 = xsrc + (long long)i0 * win + j0;
-      haar4(ldg_f32(s0), c1 ? ldg_f32(s0 + 1) : 0.f, r1 ? ldg_f32(s0 + win) : 0.f,
-            (r1 && c1) ? ldg_f32(s0 + win + 1) : 0.f, y);
+      haar4(xval(i0, j0), xval(i0, j0 + 1), xval(i0 + 1, j0), xval(i0 + 1, j0 + 1), y);
       haar4(gval(i0, j0), gval(i0, j0 + 1), gval(i0 + 1, j0), gval(i0 + 1, j0 + 1), dz);
       const int li = i - ti0, lj = j - tj0;
       if (li >= 0 && li < TH && lj >= 0 && lj < TW) {
@@ -86,31 +104,10 @@ __device__ __forceinline__ void wtconv_bwd_level(const WTConvParams& p) {
     }
   }
 
-  // Tile partial of dW~_l: taps split over threads, rows over chunks; chunk sums added in order.
-  constexpr int NV = 4 * KK;
+  // Tile partial of dW~_l (deterministic: tap rows over threads, row chunks added in order).
   const int hh = min(TH, h - ti0), ww = min(TW, w - tj0);
-  float* part = p.partial + p.part_off[l] + ((long long)plane * tiles + t) * NV;
-  if (NV >= NT) {
-    for (int idx = tid; idx < NV; idx += NT) {
-      const int s = idx / KK, r = idx - s * KK, u = r / K, v = r - u * K;
-      part[idx] = wgrad_tap_rows<K>(ys + s * IMG, PITCH, dzs + s * IMG + R * PITCH + R, PITCH, hh, ww, u, v, 0, 1);
-    }
-  } else {
-    constexpr int CH = NT / NV;
-    float acc = 0.f;
-    if (tid < NV * CH) {
-      const int idx = tid % NV, s = idx / KK, r = idx - s * KK, u = r / K, v = r - u * K;
-      acc = wgrad_tap_rows<K>(ys + s * IMG, PITCH, dzs + s * IMG + R * PITCH + R, PITCH, hh, ww, u, v, tid / NV, CH);
-    }
-    red[tid] = acc;
-    __syncthreads();
-    if (tid < NV) {
-      float sum = 0.f;
-#pragma unroll
-      for (int ch = 0; ch < CH; ++ch) sum += red[ch * NV + tid];
-      part[tid] = sum;
-    }
-  }
+  float* part = p.partial + p.part_off[l] + ((long long)plane * tiles + t) * (4 * KK);
+  wgrad_sets<K>(tid, NT, ys, IMG, PITCH, dzs + R * PITCH + R, IMG, PITCH, hh, ww, 4, part);
 }
 
 }  // namespace lkjit

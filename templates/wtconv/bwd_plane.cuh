@@ -6,7 +6,7 @@
 //   (the closed form of Eq. 7 again, folded coarse to fine);  dW~0 = corr(X, G);  db~ = sum G.
 // Shared memory per plane (fp32): xs, gs (H+2R+vy) x (W+2R); ya, da level-1 images; yb, db level-2
 // images (4 subbands each, zero halo R, vy spare rows); dys sum_l 4 h_l w_l; wf flipped taps
-// k*k*(1+4L); red: one float per thread of the group (wgrad chunk sums).
+// k*k*(1+4L); red: scratch for the db~ warp sums.
 #pragma once
 #include "wtconv/bwd_common.cuh"
 #include "wtconv/plane_common.cuh"
@@ -22,34 +22,6 @@ struct BwdPlaneLayout : PlaneImages<Cfg> {
     per_plane = 2 * this->xs_size + 2 * this->l1_size + 2 * this->l2_size + this->levels_size + wf_size + red_size;
   }
 };
-
-// Deterministic wgrad of n tap sets over an h x w region, written to dst[0..n*K*K). With fewer taps
-// than threads, `chunks` threads share a tap (rows split by residue) and their sums are added in
-// chunk order; otherwise each thread owns whole taps.
-template <class Cfg, class G>
-__device__ __forceinline__ void plane_wgrad(const G& g, const float* img, int img_size, int pitch,
-                                            const float* gz, int gz_size, int gpitch, int h, int w, int n,
-                                            float* red, float* __restrict__ dst) {
-  constexpr int K = Cfg::k, KK = K * K, GT = G::kThreads;
-  const int nv = n * KK;
-  auto tap = [&](int idx, int ch, int chunks) {
-    const int s = idx / KK, r = idx - s * KK, u = r / K, v = r - u * K;
-    return wgrad_tap_rows<K>(img + s * img_size, pitch, gz + s * gz_size, gpitch, h, w, u, v, ch, chunks);
-  };
-  if (nv >= GT) {
-    for (int idx = g.t; idx < nv; idx += GT) dst[idx] = tap(idx, 0, 1);
-    return;
-  }
-  const int chunks = GT / nv;
-  red[g.t] = g.t < nv * chunks ? tap(g.t % nv, g.t / nv, chunks) : 0.f;
-  g.sync();
-  if (g.t < nv) {
-    float sum = 0.f;
-    for (int ch = 0; ch < chunks; ++ch) sum += red[ch * nv + g.t];
-    dst[g.t] = sum;
-  }
-  g.sync();
-}
 
 template <class Cfg>
 __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
@@ -139,7 +111,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     }
     // dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j]
     float* part = p.partial + p.part_off[l] + plane * (4 * KK);
-    plane_wgrad<Cfg>(g, dy_img, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4, red, part);
+    wgrad_sets<K>(t, GT, dy_img, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4, part);
     zoff += 4 * h * w;
   }
   g.sync();
@@ -171,21 +143,16 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     }
   }
   float* part0 = p.partial + p.part_off[0] + plane * (KK + 1);
-  plane_wgrad<Cfg>(g, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, red, part0);
-  // db~ = sum of G over the plane, chunked by thread then added in thread order.
+  wgrad_sets<K>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);
+  // db~ = sum of G over the plane: per-thread strided sums, added in a fixed order.
   {
     float acc = 0.f;
     for (int r = t; r < H * W; r += GT) {
       const int i = fwd.div(r), j = r - i * W;
       acc += gs[(i + R) * lay.xs_pitch + j + R];
     }
-    red[t] = acc;
-    g.sync();
-    if (t == 0) {
-      float s = 0.f;
-      for (int i = 0; i < GT; ++i) s += red[i];
-      part0[KK] = s;
-    }
+    const float s = ordered_sum(acc, t, GT, red, [&] { g.sync(); });
+    if (t == 0) part0[KK] = s;
   }
 }
 

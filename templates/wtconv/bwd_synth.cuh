@@ -67,33 +67,11 @@ __device__ __forceinline__ void wtconv_bwd_synth(const WTConvParams& p) {
   const int hh = y1 - y0 + 1, ww = x1 - x0 + 1;
   float* part = p.partial + p.part_off[0] + ((long long)plane * tiles + t) * (KK + 1);
   const float* gz = gs + R * PITCH + R;
-  constexpr int CH = NT >= KK ? NT / KK : 1;
-  float acc = 0.f;
-  if (tid < KK * CH) {
-    const int idx = tid % KK, u = idx / K, v = idx - u * K;
-    acc = wgrad_tap_rows<K>(xs, PITCH, gz, PITCH, hh, ww, u, v, tid / KK, CH);
-  }
-  for (int idx = NT + tid; NT < KK && idx < KK; idx += NT) {  // taps beyond the thread count (k > 15)
-    const int u = idx / K, v = idx - u * K;
-    part[idx] = wgrad_tap_rows<K>(xs, PITCH, gz, PITCH, hh, ww, u, v, 0, 1);
-  }
-  red[tid] = acc;
-  __syncthreads();
-  if (tid < min(KK, NT)) {
-    float sum = 0.f;
-    for (int ch = 0; ch < CH; ++ch) sum += red[ch * KK + tid];
-    part[tid] = sum;
-  }
-  __syncthreads();
+  wgrad_sets<K>(tid, NT, xs, 0, PITCH, gz, 0, PITCH, hh, ww, 1, part);
   float gsum = 0.f;
   for (int r = tid; r < hh * ww; r += NT) gsum += gz[(r / ww) * PITCH + r % ww];
-  red[tid] = gsum;
-  __syncthreads();
-  if (tid == 0) {
-    float s = 0.f;
-    for (int i = 0; i < NT; ++i) s += red[i];
-    part[KK] = s;
-  }
+  const float s = ordered_sum(gsum, tid, NT, red, [] { __syncthreads(); });
+  if (tid == 0) part[KK] = s;
 }
 
 }  // namespace lkjit

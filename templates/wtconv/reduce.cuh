@@ -12,29 +12,39 @@ __device__ __forceinline__ void wtconv_reduce(const WTConvParams& p) {
   extern __shared__ float dwt[];  // [dW~0 (KK) | db~ | dW~_1 (4KK) | ...]
   const int c = blockIdx.x, C = p.C, B = p.B, tid = threadIdx.x;
 
-  // One warp per value: lanes take rows (b, tile) in a fixed stride, then a fixed butterfly adds the
-  // 32 lane sums. The order never depends on scheduling, so results are bit-reproducible.
-  const int warp = tid / 32, lane = tid % 32, nwarps = NT / 32;
-  auto warp_sum = [&](int g, int nvals, int idx) {
-    const int tiles = p.part_tiles[g], rows = B * tiles;
-    const float* base = p.partial + p.part_off[g] + idx;
-    float s = 0.f;
-    for (int r = lane; r < rows; r += 32) {
-      const int b = r / tiles, t = r - b * tiles;
-      s += base[(((long long)b * C + c) * tiles + t) * nvals];
-    }
+  // Lanes take 32 consecutive values (coalesced rows of the partial buffer), warps take rows (b, tile)
+  // in a fixed stride, and warp 0 adds the warp sums in warp order: the order never depends on
+  // scheduling, so results are bit-reproducible.
+  constexpr int NW = NT / 32;
+  __shared__ float red[NT];
+  const int warp = tid / 32, lane = tid % 32;
+  int v0 = 0;  // offset of group g in dwt
+#pragma unroll 1
+  for (int g = 0; g <= Cfg::L; ++g) {
+    const int nvals = g == 0 ? KK + 1 : 4 * KK, tiles = p.part_tiles[g], rows = B * tiles;
+    const float* base = p.partial + p.part_off[g];
+    for (int i0 = 0; i0 < nvals; i0 += 32) {
+      const int i = i0 + lane;
+      float s = 0.f;
+      if (i < nvals) {
+#pragma unroll 4
+        for (int r = warp; r < rows; r += NW) {
+          const int b = r / tiles, t = r - b * tiles;
+          s += base[(((long long)b * C + c) * tiles + t) * nvals + i];
+        }
+      }
+      red[tid] = s;
+      __syncthreads();
+      if (warp == 0 && i < nvals) {
+        float sum = 0.f;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    return s;
-  };
-  const int total = KK + 1 + 4 * KK * Cfg::L;
-  for (int v = warp; v < total; v += nwarps) {
-    const int g = v < KK + 1 ? 0 : 1 + (v - KK - 1) / (4 * KK);
-    const int idx = g == 0 ? v : (v - KK - 1) % (4 * KK);
-    const float s = warp_sum(g, g == 0 ? KK + 1 : 4 * KK, idx);
-    if (lane == 0) dwt[v] = s;
+        for (int w = 0; w < NW; ++w) sum += red[w * 32 + lane];
+        dwt[v0 + i] = sum;
+      }
+      __syncthreads();
+    }
+    v0 += nvals;
   }
-  __syncthreads();
 
   const float s0 = p.base_s[c];
   for (int i = tid; i < KK; i += NT) p.grad_base_w[(long long)c * KK + i] = s0 * dwt[i];
