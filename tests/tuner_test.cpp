@@ -563,7 +563,7 @@ TEST(TuneCli, ListOneLevelOfATiledPlan) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("wtconv_bwd_level f32 k=5 L=0 deeper sm_90 level 3 on 8x64x64x64"),
                               Not(HasSubstr("level 1 on")), Not(HasSubstr("wtconv_bwd_synth f32"))));
-  // The backward's level 2 reads X and dOut too (the first variant, on the level-1 extent).
+  // The backward's level 2 reads X too (the first variant, on the level-1 extent).
   const auto r2 = run_cli("--list --shape 8:64:256:256 --L 3 --pass bwd --kernel wtconv_bwd_level:2 --arch sm_90");
   EXPECT_EQ(r2.code, 0) << r2.output;
   EXPECT_THAT(r2.output, HasSubstr("wtconv_bwd_level f32 k=5 L=0 first sm_90 level 2 on 8x64x128x128"));

@@ -33,7 +33,7 @@ TEST(WTConvPlan, SmallPlanesRunPlaneResidentLargeOnesTiled) {
   EXPECT_EQ(plan[3].shape.H, 64);
   EXPECT_TRUE(plan[1].spec.first);
   EXPECT_FALSE(plan[2].spec.first);
-  // The backward's levels 1 and 2 read X and dOut (level 2 through block sums); level 3 an fp32 band.
+  // The backward's levels 1 and 2 read X (level 2 through block sums); level 3 fp32 bands.
   const WTConvOptions s2{64, 5, 3, DType::kF32, true, 2, 0};
   const auto bwd = wtconv_plan(s2, Shape{8, 64, 256, 256, 2}, kH200, true, WTConvPath::kTiled);
   ASSERT_EQ(kernels_of(bwd), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdLevel, Kernel::kWTConvBwdLevel,
@@ -42,7 +42,7 @@ TEST(WTConvPlan, SmallPlanesRunPlaneResidentLargeOnesTiled) {
   EXPECT_TRUE(bwd[1].spec.first && bwd[2].spec.first && !bwd[3].spec.first);
   EXPECT_EQ(bwd[2].spec.dtype, DType::kF32);
   EXPECT_EQ(bwd[2].shape.H, 128);
-  EXPECT_EQ(bwd[2].shape.stride, 2);  // the full-resolution reads scatter dOut by the stride
+  EXPECT_EQ(bwd[2].shape.stride, 2);  // the X-reading variant keeps the layer's stride
   EXPECT_EQ(bwd[3].shape.stride, 1);
 }
 

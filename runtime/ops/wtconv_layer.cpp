@@ -244,20 +244,30 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
     p.z_off[l - 1] = off;
     off += 4 * BC * lh[l] * lw[l];
   }
-  // Low bands handed from level l to level l+1 (X chain, and in the backward the dR chain too), in two
-  // alternating buffers A and B. The forward's level 1 writes A, level 2 B, and so on. The backward's
-  // levels 1 and 2 both read X and dOut, so its first band is level 2's, in A.
-  const int first_band = backward ? 2 : 1;  // the first level that writes a band (if below L)
-  auto band_size = [&](int l) { return l >= first_band && l < L ? BC * lh[l] * lw[l] : 0; };
-  const int64_t sizeA = band_size(first_band);  // bands shrink with depth: A holds the largest
-  const int64_t sizeB = band_size(first_band + 1);
-  const int64_t lowA = off, lowB = lowA + sizeA;
-  const int64_t low2A = lowB + sizeB, low2B = low2A + (backward ? sizeA : 0);
-  const int64_t tiled_end = low2B + (backward ? sizeB : 0);
-  auto band = [&](int l, int64_t a, int64_t b) -> int64_t {  // where level l's band lives; -1: none
-    if (l < first_band || l >= L) return -1;
-    return ((l - first_band) % 2 == 0) ? a : b;
+  // Low bands handed from level l to level l+1, each chain in two alternating buffers A and B: level f
+  // (the chain's first band) writes A, f+1 writes B, and so on. The X chain starts at level 1 in the
+  // forward and at level 2 in the backward, whose level 2 reads X itself (block sums): the fp32 level-1
+  // X band is never kept there. The backward's dR chain starts at level 1.
+  struct Chain {
+    int64_t a = -1, b = -1;
+    int first = 1;
+    int64_t at(int l, int L) const {  // where level l's band lives; -1: none
+      if (l < first || l >= L) return -1;
+      return ((l - first) % 2 == 0) ? a : b;
+    }
   };
+  auto band_size = [&](int first, int l) { return l >= first && l < L ? BC * lh[l] * lw[l] : 0; };
+  auto chain = [&](int first, int64_t& at) {  // bands shrink with depth: A holds the largest
+    Chain c;
+    c.first = first;
+    c.a = at;
+    c.b = at + band_size(first, first);
+    at = c.b + band_size(first, first + 1);
+    return c;
+  };
+  int64_t tiled_end = off;
+  const Chain xc = chain(backward ? 2 : 1, tiled_end);
+  const Chain gc = backward ? chain(1, tiled_end) : Chain{};
 
   WTConvLaunchList list;
   for (const auto& pk : pl)
@@ -309,11 +319,11 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
         l.q.w_in = p.lw[lv - 1];
         l.q.tiles_h = (p.lh[lv] + pk.tile.tile_h - 1) / pk.tile.tile_h;
         l.q.tiles_w = (p.lw[lv] + pk.tile.tile_w - 1) / pk.tile.tile_w;
-        l.refs.low_in = band(lv - 1, lowA, lowB);
-        l.refs.low_out = band(lv, lowA, lowB);
+        l.refs.low_in = xc.at(lv - 1, L);
+        l.refs.low_out = xc.at(lv, L);
         if (backward) {
-          l.refs.low2_in = band(lv - 1, low2A, low2B);
-          l.refs.low2_out = band(lv, low2A, low2B);
+          l.refs.low2_in = gc.at(lv - 1, L);
+          l.refs.low2_out = gc.at(lv, L);
         }
         break;
       }

@@ -63,7 +63,8 @@ double traffic_bytes(const PlannedKernel& pk, const WTConvOptions& o, const Shap
     case Kernel::kWTConvFwdLevel:
       return n(l - 1) * (l == 1 ? eb : 4) + 4 * n(l) * 4 + (l < o.L ? n(l) * 4 : 0);
     case Kernel::kWTConvBwdLevel:
-      return (l <= 2 ? n(0) * eb + nout * eb : 2 * n(l - 1) * 4) + 4 * n(l) * 4 + (l < o.L && l > 1 ? 2 * n(l) * 4 : 0);
+      return (l == 1 ? n(0) * eb + nout * eb : l == 2 ? n(0) * eb + n(1) * 4 : 2 * n(l - 1) * 4) + 4 * n(l) * 4 +
+             (l < o.L ? (l == 1 ? 1 : 2) * n(l) * 4 : 0);
     case Kernel::kWTConvFwdSynth: return n(0) * eb + zsum + nout * eb;
     case Kernel::kWTConvBwdSynth: return 2 * n(0) * eb + zsum;
     default: return 0;
@@ -98,8 +99,8 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
     const auto lh = detail::level_sizes(sh.H, o.L), lw = detail::level_sizes(sh.W, o.L);
     const Kernel lk = backward ? Kernel::kWTConvBwdLevel : Kernel::kWTConvFwdLevel;
     for (int l = 1; l <= o.L; ++l) {
-      // The backward's level 2 also reads X and dOut (block sums) instead of fp32 level-1 bands:
-      // two N/4 bands less scratch for a 4x larger (mostly cached) read.
+      // The backward's level 2 also reads X (block sums) instead of an fp32 level-1 X band: an N/4
+      // band less scratch for a 4x larger (mostly cached) read. Its dR still comes from a band.
       const bool first = l == 1 || (backward && l == 2);
       const OpSpec lv{lk, first ? o.dtype : DType::kF32, o.k, 0, first, lim.arch};
       const Shape ls{sh.B, sh.C, lh[l - 1], lw[l - 1], first ? sh.stride : 1};

@@ -34,14 +34,14 @@ __device__ __forceinline__ void wtconv_bwd_level(const WTConvParams& p) {
     const int s = e / KK, q = e - s * KK;
     wf[e] = __ldg(p.wfold + fold_level_w(p.C, l, c, s, KK) + KK - 1 - q);
   }
-  // Level-(l-1) low bands of both chains at (y, x), zero outside. The first variant reads X and dOut
-  // (scattered by the stride) at full resolution: at level 1 directly, deeper as the LL band's closed
-  // form, 2^-(l-1) times a 2^(l-1) x 2^(l-1) block sum, so no fp32 band is kept for it.
-  const long long full = plane * (long long)p.H * p.W;
-  const TIn* __restrict__ xsrc = Cfg::first ? static_cast<const TIn*>(p.x) + full
+  // Level-(l-1) low bands of both chains at (y, x), zero outside. The first variant reads X at full
+  // resolution: at level 1 directly, deeper as the LL band's closed form, 2^-(l-1) times a
+  // 2^(l-1) x 2^(l-1) block sum, so no fp32 X band is kept for it. dR comes from its fp32 band when
+  // there is one, else (level 1) from dOut scattered by the stride.
+  const TIn* __restrict__ xsrc = Cfg::first ? static_cast<const TIn*>(p.x) + plane * (long long)p.H * p.W
                                             : static_cast<const TIn*>((const void*)p.low_in) + plane * (long long)hin * win;
-  const TIn* __restrict__ gsrc = Cfg::first ? static_cast<const TIn*>(p.g) + plane * (long long)p.H_out * p.W_out
-                                            : static_cast<const TIn*>((const void*)p.low2_in) + plane * (long long)hin * win;
+  const TIn* __restrict__ gsrc = static_cast<const TIn*>(p.g) + plane * (long long)p.H_out * p.W_out;
+  const float* __restrict__ gband = p.low2_in ? p.low2_in + plane * (long long)hin * win : nullptr;
   float* xlow = p.low_out ? p.low_out + plane * (long long)h * w : nullptr;
   float* glow = p.low2_out ? p.low2_out + plane * (long long)h * w : nullptr;
   const int m = 1 << (l - 1);
@@ -58,12 +58,8 @@ __device__ __forceinline__ void wtconv_bwd_level(const WTConvParams& p) {
     return s * inv_m;
   };
   auto gval = [&](int y, int x) -> float {
-    if (!Cfg::first) return (y < hin && x < win) ? ldg_f32(gsrc + (long long)y * win + x) : 0.f;
-    if (m == 1) return g_full(gsrc, y, x, p.H, p.W, p.stride, p.W_out);
-    float s = 0.f;
-    for (int a = 0; a < m; ++a)
-      for (int b = 0; b < m; ++b) s += g_full(gsrc, y * m + a, x * m + b, p.H, p.W, p.stride, p.W_out);
-    return s * inv_m;
+    if (gband) return (y < hin && x < win) ? __ldg(gband + (long long)y * win + x) : 0.f;
+    return g_full(gsrc, y, x, p.H, p.W, p.stride, p.W_out);
   };
   for (int r = tid; r < IMG; r += NT) {
     const int i = ti0 + r / PITCH - R, j = tj0 + r % PITCH - R;
