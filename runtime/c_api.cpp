@@ -62,6 +62,23 @@ lkjit::DType dtype_of(int d) {
   }
 }
 
+// WTConvWeights or WTConvGradients from the C arrays: L level pointers each (null arrays refused by name).
+template <class Set, class P>
+Set level_set(int L, P base_w, P base_b, P base_s, P const* level_w, P const* level_s, const char* where,
+              const char* names) {
+  if (L > 0 && (!level_w || !level_s))
+    throw lkjit::SpecError(fmt::format("lkjit: error: {}: {} must hold L={} pointers, got null", where, names, L));
+  Set set;
+  set.base_w = base_w;
+  set.base_b = base_b;
+  set.base_s = base_s;
+  for (int l = 0; l < L; ++l) {
+    set.level_w[l] = level_w[l];
+    set.level_s[l] = level_s[l];
+  }
+  return set;
+}
+
 }  // namespace
 
 extern "C" {
@@ -112,16 +129,8 @@ int lkjit_wtconv_set_weights(lkjit_wtconv* h, const float* base_w, const float* 
     require_handle(h, "lkjit_wtconv_set_weights");
     std::lock_guard<std::mutex> lock(h->mu);
     const auto& o = h->layer.options();
-    if (o.L > 0 && (!level_w || !level_s))
-      throw lkjit::SpecError(fmt::format("lkjit: error: wtconv: level_w and level_s must hold L={} pointers, got null", o.L));
-    lkjit::WTConvWeights w;
-    w.base_w = base_w;
-    w.base_b = base_b;
-    w.base_s = base_s;
-    for (int l = 0; l < o.L; ++l) {
-      w.level_w[l] = level_w[l];
-      w.level_s[l] = level_s[l];
-    }
+    const auto w = level_set<lkjit::WTConvWeights>(o.L, base_w, base_b, base_s, level_w, level_s, "wtconv",
+                                                   "level_w and level_s");
     lkjit::rt::make_current(o.device);
     h->layer.set_weights(w, stream);
   });
@@ -143,17 +152,8 @@ int lkjit_wtconv_backward(lkjit_wtconv* h, const void* x, const void* dout, void
     require_handle(h, "lkjit_wtconv_backward");
     std::lock_guard<std::mutex> lock(h->mu);
     const auto& o = h->layer.options();
-    if (o.L > 0 && (!grad_level_w || !grad_level_s))
-      throw lkjit::SpecError(fmt::format(
-          "lkjit: error: wtconv backward: grad_level_w and grad_level_s must hold L={} pointers, got null", o.L));
-    lkjit::WTConvGradients g;
-    g.base_w = grad_base_w;
-    g.base_b = grad_base_b;
-    g.base_s = grad_base_s;
-    for (int l = 0; l < o.L; ++l) {
-      g.level_w[l] = grad_level_w[l];
-      g.level_s[l] = grad_level_s[l];
-    }
+    const auto g = level_set<lkjit::WTConvGradients>(o.L, grad_base_w, grad_base_b, grad_base_s, grad_level_w,
+                                                     grad_level_s, "wtconv backward", "grad_level_w and grad_level_s");
     lkjit::rt::make_current(o.device);
     h->layer.backward(x, dout, dx, g, B, H, W, stream);
   });

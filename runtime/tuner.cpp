@@ -153,9 +153,10 @@ std::pair<WTConvTuneProblem, KernelSelector> problem_for(const OpSpec& spec, con
       sel.level = spec.first ? 1 : (p.backward ? 3 : 2);
       p.options.L = sel.level;
       if (!spec.first) {
+        const int64_t scale = int64_t(1) << (sel.level - 1);
         p.options.dtype = DType::kF32;
-        p.H = int64_t(1) << (sel.level - 1), p.W = p.H;
-        p.H *= shape.H, p.W *= shape.W;
+        p.H = scale * shape.H;
+        p.W = scale * shape.W;
       }
       break;
     case Kernel::kWTConvReduce:
