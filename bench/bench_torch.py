@@ -241,6 +241,33 @@ def network_step(args, amp, with_wt, B=64):
             "losses_finite": bool(torch.isfinite(torch.stack(losses)).all())}
 
 
+def profile_network(args, B=64):
+    """Per-kernel CUDA time of one bf16 AMP training step of each model (torch.profiler), top rows."""
+    from torch.profiler import ProfilerActivity, profile
+    for with_wt in (False, True):
+        torch.manual_seed(0)
+        model = convnext(with_wt).train()
+        x = torch.randn(B, 3, 224, 224, device="cuda")
+        y = torch.randint(0, 1000, (B,), device="cuda")
+
+        def step():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(x), y)
+            loss.backward()
+
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        name = "WTConvNeXt-T (lkjit)" if with_wt else "convnext_tiny"
+        total = sum(e.self_device_time_total for e in prof.key_averages()) / 1000
+        print(f"\n#### {name}, bf16 AMP, one step: {total:.2f} ms of kernels\n")
+        print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=args.profile_rows, max_name_column_width=70))
+        del model
+
+
 def bench_network(args):
     out = []
     for amp in (False, True):
@@ -305,6 +332,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer iterations (10 + 20 per layer, 3 + 10 network steps)")
     ap.add_argument("--json", help="write the results to this JSON file")
     ap.add_argument("--only", default="layers,memory,network", help="comma-separated: layers, memory, network")
+    ap.add_argument("--profile", action="store_true",
+                    help="only print the per-kernel CUDA time of one bf16 AMP step of each network (torch.profiler)")
+    ap.add_argument("--profile-rows", type=int, default=25, help="rows of the --profile tables")
     ap.add_argument("--prewarm", default="off",
                     help="compile every kernel first, in parallel, with the lkjit CLI: off (kernels compile on first "
                          "use, timed in the '1st call' column), auto (the CLI beside $LKJIT_LIBRARY or build/lkjit), "
@@ -327,6 +357,9 @@ def main():
            "iters": {"layer": f"{args.warmup} warm-up + {args.iters} timed iterations",
                      "network": f"{args.net_warmup} warm-up + {args.net_iters} timed steps"}}
     res["prewarm_s"] = prewarm(args.prewarm, cap[0] * 10 + cap[1])
+    if args.profile:
+        profile_network(args)
+        return
     if "layers" in only:
         print("layers:", file=sys.stderr)
         res["layers"] = bench_layers(args)
