@@ -33,9 +33,9 @@ std::string fold_name(const OpSpec& s, const Tile& t) {
 int64_t plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
   const int r = R(s), v = t.vy;
   const auto lh = level_sizes(sh.H, std::max(s.L, 2)), lw = level_sizes(sh.W, std::max(s.L, 2));
-  int64_t xs = (sh.H + 2 * r + v) * (sh.W + 2 * r);
-  int64_t ya = s.L >= 1 ? 4 * (lh[1] + 2 * r + v) * (lw[1] + 2 * r) : 0;
-  int64_t yb = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * (lw[2] + 2 * r) : 0;
+  int64_t xs = (sh.H + 2 * r + v) * odd_pitch(sh.W + 2 * r);
+  int64_t ya = s.L >= 1 ? 4 * (lh[1] + 2 * r + v) * odd_pitch(lw[1] + 2 * r) : 0;
+  int64_t yb = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * odd_pitch(lw[2] + 2 * r) : 0;
   int64_t zs = 0;
   for (int l = 1; l <= s.L; ++l) zs += 4 * lh[l] * lw[l];
   const int64_t ws = s.k * s.k + 1 + 4 * s.k * s.k * int64_t(s.L);
@@ -70,11 +70,11 @@ TileSpace tiled_space(const OpSpec&) {
 }
 int64_t level_smem_floats(const OpSpec& s, const Tile& t) {
   const int r = R(s);
-  return 4 * int64_t(t.tile_h + 2 * r + t.vy) * (t.tile_w + 2 * r) + 4 * s.k * s.k;
+  return 4 * int64_t(t.tile_h + 2 * r + t.vy) * odd_pitch(t.tile_w + 2 * r) + 4 * s.k * s.k;
 }
 int64_t synth_smem_floats(const OpSpec& s, const Tile& t, int stride) {
   const int r = R(s);
-  int64_t n = int64_t((t.tile_h - 1) * stride + 1 + 2 * r + t.vy) * ((t.tile_w - 1) * stride + 1 + 2 * r) +
+  int64_t n = int64_t((t.tile_h - 1) * stride + 1 + 2 * r + t.vy) * odd_pitch((t.tile_w - 1) * stride + 1 + 2 * r) +
               s.k * s.k;
   // Z_l under the tile: at most ((extent-1) >> l) + 2 rows/cols per level (alignment adds one).
   for (int l = 1; l <= s.L; ++l)

@@ -10,9 +10,9 @@ namespace {
 int64_t bwd_plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
   const int r = R(s), v = t.vy;
   const auto lh = level_sizes(sh.H, std::max(s.L, 2)), lw = level_sizes(sh.W, std::max(s.L, 2));
-  const int64_t xs = (sh.H + 2 * r + v) * (sh.W + 2 * r);
-  const int64_t l1 = s.L >= 1 ? 4 * (lh[1] + 2 * r + v) * (lw[1] + 2 * r) : 0;
-  const int64_t l2 = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * (lw[2] + 2 * r) : 0;
+  const int64_t xs = (sh.H + 2 * r + v) * odd_pitch(sh.W + 2 * r);
+  const int64_t l1 = s.L >= 1 ? 4 * (lh[1] + 2 * r + v) * odd_pitch(lw[1] + 2 * r) : 0;
+  const int64_t l2 = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * odd_pitch(lw[2] + 2 * r) : 0;
   int64_t dys = 0;
   for (int l = 1; l <= s.L; ++l) dys += 4 * lh[l] * lw[l];
   const int64_t wf = int64_t(s.k) * s.k * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1);
@@ -39,11 +39,11 @@ std::string bwd_plane_name(const OpSpec& s, const Tile& t) {
 // ---- tiled ---------------------------------------------------------------------------------------
 int64_t bwd_level_smem_floats(const OpSpec& s, const Tile& t) {
   const int r = R(s);
-  return 8 * int64_t(t.tile_h + 2 * r + t.vy) * (t.tile_w + 2 * r) + 4 * s.k * s.k + t.threads;
+  return 8 * int64_t(t.tile_h + 2 * r + t.vy) * odd_pitch(t.tile_w + 2 * r) + 4 * s.k * s.k + t.threads;
 }
 int64_t bwd_synth_smem_floats(const OpSpec& s, const Tile& t) {
   const int r = R(s);
-  int64_t n = 2 * int64_t(t.tile_h + 2 * r + t.vy) * (t.tile_w + 2 * r) + s.k * s.k + t.threads;
+  int64_t n = 2 * int64_t(t.tile_h + 2 * r + t.vy) * odd_pitch(t.tile_w + 2 * r) + s.k * s.k + t.threads;
   for (int l = 1; l <= s.L; ++l) n += 4 * int64_t(((t.tile_h - 1) >> l) + 2) * (((t.tile_w - 1) >> l) + 2);
   return n;
 }

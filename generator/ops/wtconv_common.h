@@ -16,6 +16,8 @@ inline constexpr int kMaxK = 31, kMaxL = 8;
 
 inline int cdiv(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 inline int R(const OpSpec& s) { return (s.k - 1) / 2; }
+// Shared-memory image row pitch: the width rounded up to odd (templates/wtconv/common.cuh, odd_pitch).
+inline int64_t odd_pitch(int64_t w) { return w | 1; }
 
 inline const char* ctype(DType t) {
   switch (t) {

@@ -14,7 +14,7 @@ template <class Cfg>
 __device__ __forceinline__ void wtconv_bwd_level(const WTConvParams& p) {
   using TIn = typename Cfg::TIn;
   constexpr int K = Cfg::k, R = Cfg::R, V = Cfg::vy, TH = Cfg::tile_h, TW = Cfg::tile_w, NT = Cfg::threads;
-  constexpr int KK = K * K, PITCH = TW + 2 * R, PROW = TH + 2 * R + V, IMG = PROW * PITCH;
+  constexpr int KK = K * K, PITCH = odd_pitch(TW + 2 * R), PROW = TH + 2 * R + V, IMG = PROW * PITCH;
   static_assert(TH % V == 0, "tile_h must be a multiple of vy");
   extern __shared__ float smem[];
   float* ys = smem;

@@ -52,18 +52,28 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     const T* __restrict__ x = static_cast<const T*>(p.x) + plane * H * W;
     const T* __restrict__ go = static_cast<const T*>(p.g) + plane * p.H_out * p.W_out;
     const FastDiv fp(lay.xs_pitch);
-    for (int r = t; r < lay.xs_size; r += GT) {
-      const int i = fp.div(r), j = r - i * lay.xs_pitch, y = i - R, xx = j - R;
-      const bool in = y >= 0 && y < H && xx >= 0 && xx < W;
-      xs[r] = in ? ldg_f32(x + y * W + xx) : 0.f;
-      gs[r] = g_full(go, y, xx, H, W, p.stride, p.W_out);
+    constexpr int U = kPlaneLoadUnroll;  // loads in flight per thread: the phase is latency-bound
+    for (int r0 = t; r0 < lay.xs_size; r0 += U * GT) {
+      float xv[U], gv[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int r = r0 + u * GT, i = fp.div(r), y = i - R, xx = r - i * lay.xs_pitch - R;
+        const bool in = r < lay.xs_size && y >= 0 && y < H && xx >= 0 && xx < W;
+        xv[u] = in ? ldg_f32(x + y * W + xx) : 0.f;
+        gv[u] = in ? g_full(go, y, xx, H, W, p.stride, p.W_out) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (r0 + u * GT < lay.xs_size) {
+          xs[r0 + u * GT] = xv[u];
+          gs[r0 + u * GT] = gv[u];
+        }
     }
     for (int r = t; r < KK; r += GT) wf[r] = __ldg(p.wfold + fold_base_w(c, KK) + KK - 1 - r);
-    for (int l = 1; l <= Cfg::L; ++l)
-      for (int r = t; r < 4 * KK; r += GT) {
-        const int s = r / KK, q = r - s * KK;
-        wf[KK + (l - 1) * 4 * KK + r] = __ldg(p.wfold + fold_level_w(p.C, l, c, s, KK) + KK - 1 - q);
-      }
+    for (int r = t; r < 4 * KK * Cfg::L; r += GT) {  // every level's taps in one pass
+      const int ls = r / KK, q = r - ls * KK, l = 1 + ls / 4, s = ls % 4;
+      wf[KK + r] = __ldg(p.wfold + fold_level_w(p.C, l, c, s, KK) + KK - 1 - q);
+    }
   }
   g.sync();
 
@@ -72,8 +82,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
 #pragma unroll 1
   for (int l = 1; l <= Cfg::L; ++l) {
     const int h = p.lh[l], w = p.lw[l], hin = p.lh[l - 1], win = p.lw[l - 1];
-    const int pitch = w + 2 * R, img = (h + 2 * R + V) * pitch;
-    const int spitch = (l == 1) ? lay.xs_pitch : (win + 2 * R);
+    const int pitch = odd_pitch(w + 2 * R), img = (h + 2 * R + V) * pitch;
+    const int spitch = (l == 1) ? lay.xs_pitch : odd_pitch(win + 2 * R);
     const float* sx = ((l == 1) ? xs : ((l & 1) ? yb : ya)) + R * spitch + R;
     const float* sg = ((l == 1) ? gs : ((l & 1) ? db : da)) + R * spitch + R;
     float* dy_img = (l & 1) ? ya : yb;

@@ -15,7 +15,7 @@ __device__ __forceinline__ void wtconv_fwd_level(const WTConvParams& p) {
   using TIn = typename Cfg::TIn;  // dtype T at level 1, fp32 low band deeper
   constexpr int K = Cfg::k, R = Cfg::R, V = Cfg::vy, TH = Cfg::tile_h, TW = Cfg::tile_w, NT = Cfg::threads;
   static_assert(TH % V == 0, "tile_h must be a multiple of vy");
-  constexpr int PITCH = TW + 2 * R, PROW = TH + 2 * R + V, IMG = PROW * PITCH;
+  constexpr int PITCH = odd_pitch(TW + 2 * R), PROW = TH + 2 * R + V, IMG = PROW * PITCH;
   extern __shared__ float smem[];
   float* ys = smem;
   float* ws = smem + 4 * IMG;

@@ -46,15 +46,25 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   {
     const T* __restrict__ x = static_cast<const T*>(p.x) + plane * H * W;
     const FastDiv pitch(lay.xs_pitch);
-    for (int r = t; r < lay.xs_size; r += GT) {
-      const int i = pitch.div(r), j = r - i * lay.xs_pitch;
-      const int y = i - R, xx = j - R;
-      xs[r] = (y >= 0 && y < H && xx >= 0 && xx < W) ? ldg_f32(x + y * W + xx) : 0.f;
+    constexpr int U = kPlaneLoadUnroll;  // loads in flight per thread: the phase is latency-bound
+    for (int r0 = t; r0 < lay.xs_size; r0 += U * GT) {
+      float xv[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int r = r0 + u * GT, i = pitch.div(r), y = i - R, xx = r - i * lay.xs_pitch - R;
+        xv[u] = (r < lay.xs_size && y >= 0 && y < H && xx >= 0 && xx < W) ? ldg_f32(x + y * W + xx) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (r0 + u * GT < lay.xs_size) xs[r0 + u * GT] = xv[u];
     }
     for (int r = t; r < KK; r += GT) ws[r] = __ldg(p.wfold + fold_base_w(c, KK) + r);
     if (t == 0) ws[KK] = __ldg(p.wfold + fold_bias(p.C, c, KK));
-    for (int l = 1; l <= Cfg::L; ++l)
-      for (int r = t; r < 4 * KK; r += GT) ws[KK + 1 + (l - 1) * 4 * KK + r] = __ldg(p.wfold + fold_level_w(p.C, l, c, 0, KK) + r);
+    // Every level's taps in one pass (level l, subband s are contiguous in the folded buffer).
+    for (int r = t; r < 4 * KK * Cfg::L; r += GT) {
+      const int ls = r / (4 * KK), q = r - ls * 4 * KK;
+      ws[KK + 1 + r] = __ldg(p.wfold + fold_level_w(p.C, 1 + ls, c, 0, KK) + q);
+    }
   }
   g.sync();
 
@@ -63,8 +73,8 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
 #pragma unroll 1
   for (int l = 1; l <= Cfg::L; ++l) {
     const int h = p.lh[l], w = p.lw[l], hin = p.lh[l - 1], win = p.lw[l - 1];
-    const int pitch = w + 2 * R, img = (h + 2 * R + V) * pitch;
-    const int spitch = (l == 1) ? lay.xs_pitch : (win + 2 * R);
+    const int pitch = odd_pitch(w + 2 * R), img = (h + 2 * R + V) * pitch;
+    const int spitch = (l == 1) ? lay.xs_pitch : odd_pitch(win + 2 * R);
     const float* src = ((l == 1) ? xs : ((l & 1) ? yb : ya)) + R * spitch + R;  // LL of level l-1
     float* dst = (l & 1) ? ya : yb;
     const FastDiv fp(pitch);

@@ -19,7 +19,7 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
   static_assert(TH % V == 0, "tile_h must be a multiple of vy");
   extern __shared__ float smem[];
   const int S = p.stride;
-  const int pitch = (TW - 1) * S + 1 + 2 * R, prow = (TH - 1) * S + 1 + 2 * R + V;
+  const int pitch = odd_pitch((TW - 1) * S + 1 + 2 * R), prow = (TH - 1) * S + 1 + 2 * R + V;
   float* xs = smem;
   float* ws = xs + prow * pitch;
   float* zr = ws + K * K;

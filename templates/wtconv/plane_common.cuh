@@ -7,6 +7,9 @@
 
 namespace lkjit {
 
+// Global loads each thread keeps in flight while staging a plane.
+constexpr int kPlaneLoadUnroll = 4;
+
 template <class Cfg>
 struct PlaneGroup {
   static constexpr int kThreads = Cfg::threads / Cfg::planes;  // threads per plane
@@ -29,10 +32,10 @@ struct PlaneImages {
   static constexpr int R = Cfg::R, K = Cfg::k, V = Cfg::vy;
   int xs_pitch, xs_size, l1_size, l2_size, levels_size;
   __device__ explicit PlaneImages(const WTConvParams& p) {
-    xs_pitch = p.W + 2 * R;
+    xs_pitch = odd_pitch(p.W + 2 * R);
     xs_size = (p.H + 2 * R + V) * xs_pitch;
-    l1_size = Cfg::L >= 1 ? 4 * (p.lh[1] + 2 * R + V) * (p.lw[1] + 2 * R) : 0;
-    l2_size = Cfg::L >= 2 ? 4 * (p.lh[2] + 2 * R + V) * (p.lw[2] + 2 * R) : 0;
+    l1_size = Cfg::L >= 1 ? 4 * (p.lh[1] + 2 * R + V) * odd_pitch(p.lw[1] + 2 * R) : 0;
+    l2_size = Cfg::L >= 2 ? 4 * (p.lh[2] + 2 * R + V) * odd_pitch(p.lw[2] + 2 * R) : 0;
     levels_size = 0;
     for (int l = 1; l <= Cfg::L; ++l) levels_size += 4 * p.lh[l] * p.lw[l];
   }
