@@ -16,7 +16,10 @@ __device__ __forceinline__ float g_full(const T* __restrict__ g, int y, int x, i
 // One tap row of a k x k wgrad: acc[v] = sum over rows i = chunk (mod chunks) of an h x w region of
 // img[(i+u)*pitch + j+v] * gz[i*gpitch + j], v = 0..K-1. A sliding register window over the image row
 // makes it 2 shared loads per K FMAs (one tap per thread would need 2 per FMA).
-template <int K>
+// kZeroPad: gz is zero in the K-1 elements after each row's w values (a zero halo, rows continuing in
+// the next row's halo) and img has a spare row below its last one; reads past w then only meet zero
+// gradients, so the per-element bounds checks go (same sums, fewer instructions).
+template <int K, bool kZeroPad = false>
 __device__ __forceinline__ void wgrad_row(const float* __restrict__ img, int pitch, const float* __restrict__ gz,
                                           int gpitch, int h, int w, int u, int chunk, int chunks, float (&acc)[K]) {
 #pragma unroll
@@ -30,10 +33,10 @@ __device__ __forceinline__ void wgrad_row(const float* __restrict__ img, int pit
     for (int j0 = 0; j0 < w; j0 += K) {
       float nw[K];  // a[j0+K-1 .. j0+2K-2]; zero past the row (its gz is zero there too)
 #pragma unroll
-      for (int q = 0; q < K; ++q) nw[q] = j0 + q < w ? a[j0 + K - 1 + q] : 0.f;
+      for (int q = 0; q < K; ++q) nw[q] = (kZeroPad || j0 + q < w) ? a[j0 + K - 1 + q] : 0.f;
 #pragma unroll
       for (int jj = 0; jj < K; ++jj) {
-        const float g = j0 + jj < w ? b[j0 + jj] : 0.f;
+        const float g = (kZeroPad || j0 + jj < w) ? b[j0 + jj] : 0.f;
 #pragma unroll
         for (int v = 0; v < K; ++v) {
           const int q = jj + v;
@@ -51,7 +54,7 @@ __device__ __forceinline__ void wgrad_row(const float* __restrict__ img, int pit
 // the nt threads, a power-of-two group of `chunks` adjacent lanes (at most a warp) shares a row, image
 // rows split by residue, and a fixed xor butterfly adds their sums: the order never depends on
 // scheduling, and no barrier is needed. nt is a multiple of 32 and every thread of the warps must call.
-template <int K>
+template <int K, bool kZeroPad = false>
 __device__ __forceinline__ void wgrad_sets(int t, int nt, const float* img, int img_stride, int pitch, const float* gz,
                                            int gz_stride, int gpitch, int h, int w, int n, float* __restrict__ dst) {
   const int rows = n * K;
@@ -59,7 +62,7 @@ __device__ __forceinline__ void wgrad_sets(int t, int nt, const float* img, int 
   if (rows >= nt) {
     for (int r = t; r < rows; r += nt) {
       const int s = r / K, u = r - s * K;
-      wgrad_row<K>(img + s * img_stride, pitch, gz + s * gz_stride, gpitch, h, w, u, 0, 1, acc);
+      wgrad_row<K, kZeroPad>(img + s * img_stride, pitch, gz + s * gz_stride, gpitch, h, w, u, 0, 1, acc);
 #pragma unroll
       for (int v = 0; v < K; ++v) dst[r * K + v] = acc[v];
     }
@@ -68,7 +71,7 @@ __device__ __forceinline__ void wgrad_sets(int t, int nt, const float* img, int 
   int chunks = 1;
   while (chunks < 32 && 2 * chunks * rows <= nt && chunks < h) chunks *= 2;
   const int r = t / chunks, ch = t - r * chunks, s = r / K, u = r - s * K;
-  if (r < rows) wgrad_row<K>(img + s * img_stride, pitch, gz + s * gz_stride, gpitch, h, w, u, ch, chunks, acc);
+  if (r < rows) wgrad_row<K, kZeroPad>(img + s * img_stride, pitch, gz + s * gz_stride, gpitch, h, w, u, ch, chunks, acc);
   else {
 #pragma unroll
     for (int v = 0; v < K; ++v) acc[v] = 0.f;

@@ -121,7 +121,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     }
     // dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j]
     float* part = p.partial + p.part_off[l] + plane * (4 * KK);
-    wgrad_sets<K>(t, GT, dy_img, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4, part);
+    wgrad_sets<K, true>(t, GT, dy_img, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4, part);
     zoff += 4 * h * w;
   }
   g.sync();
@@ -153,7 +153,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     }
   }
   float* part0 = p.partial + p.part_off[0] + plane * (KK + 1);
-  wgrad_sets<K>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);
+  wgrad_sets<K, true>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);
   // db~ = sum of G over the plane: per-thread strided sums, added in a fixed order.
   {
     float acc = 0.f;
