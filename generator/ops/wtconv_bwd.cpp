@@ -15,7 +15,7 @@ int64_t bwd_plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
   const int64_t l2 = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * odd_pitch(lw[2] + 2 * r) : 0;
   int64_t dys = 0;
   for (int l = 1; l <= s.L; ++l) dys += 4 * lh[l] * lw[l];
-  const int64_t wf = int64_t(s.k) * s.k * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1);
+  const int64_t wf = int64_t(s.k) * s.k * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1) / 32;
   return (2 * xs + 2 * l1 + 2 * l2 + dys + wf + red) * t.planes;
 }
 TileSpace bwd_plane_space(const OpSpec&) {

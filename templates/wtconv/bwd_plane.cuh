@@ -4,9 +4,9 @@
 //   (analysis is the transpose of synthesis); Y_l = Haar(pad(X_{l-1})) recomputed from X;
 //   dY_l = dw^T(dZ_l, W~_l);  dW~_l = corr(Y_l, dZ_l);  dX = dw^T(G, W~0) + Synth-chain(dY_l)
 //   (the closed form of Eq. 7 again, folded coarse to fine);  dW~0 = corr(X, G);  db~ = sum G.
-// Shared memory per plane (fp32): xs, gs (H+2R+vy) x (W+2R); ya, da level-1 images; yb, db level-2
+// Shared memory per plane (fp32): xs, gs (H+2R+vy) x odd_pitch(W+2R); ya, da level-1 images; yb, db level-2
 // images (4 subbands each, zero halo R, vy spare rows); dys sum_l 4 h_l w_l; wf flipped taps
-// k*k*(1+4L); red: scratch for the db~ warp sums.
+// k*k*(1+4L); red: the db~ warp sums.
 #pragma once
 #include "wtconv/bwd_common.cuh"
 #include "wtconv/plane_common.cuh"
@@ -18,7 +18,7 @@ struct BwdPlaneLayout : PlaneImages<Cfg> {
   int wf_size, red_size, per_plane;
   __device__ explicit BwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
     wf_size = Cfg::k * Cfg::k * (1 + 4 * Cfg::L);
-    red_size = Cfg::threads / Cfg::planes;
+    red_size = Cfg::threads / Cfg::planes / 32;  // one warp sum each (ordered_sum)
     per_plane = 2 * this->xs_size + 2 * this->l1_size + 2 * this->l2_size + this->levels_size + wf_size + red_size;
   }
 };
