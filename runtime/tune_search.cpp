@@ -20,6 +20,10 @@ bool same_except(const TileSpace& space, const Tile& a, const Tile& b, const std
   return true;
 }
 
+// Greedy on a large space: descents at most (the default's, then restarts), and the restart sample.
+constexpr int kMaxStarts = 8;
+constexpr int kSeedSample = 8;
+
 class Search {
  public:
   Search(const TileSpace& space, const std::vector<Tile>& cands, const SearchConfig& cfg, const EvaluateFn& eval,
@@ -93,60 +97,114 @@ class Search {
     evaluate_all(all, false);
   }
 
-  void random() {
-    total_ = n();
+  // Every index, the default first, then a seeded Fisher-Yates shuffle of the rest with the engine's
+  // raw output (std::shuffle's algorithm is implementation-defined; this order is the same on every
+  // platform).
+  std::vector<int> shuffled_order() const {
     std::vector<int> order(n());
     for (int i = 0; i < n(); ++i) order[i] = i;
-    // Fisher-Yates over everything after the default, with the engine's raw output (std::shuffle's
-    // algorithm is implementation-defined; this order is the same on every platform).
     std::mt19937_64 rng(cfg_.seed);
     for (int i = n() - 1; i > 1; --i) std::swap(order[i], order[1 + static_cast<int>(rng() % uint64_t(i))]);
-    evaluate_all(order, true);
+    return order;
+  }
+
+  void random() {
+    total_ = n();
+    evaluate_all(shuffled_order(), true);
+  }
+
+  // The select_best choice among the measured ones of idx, or -1.
+  int best_of(const std::vector<int>& idx) const {
+    std::vector<CandidateResult> ok;
+    for (int i : idx)
+      if (measured_ok(res_[i])) ok.push_back(*res_[i]);
+    const auto pick = select_best(ok, cfg_.min_noise);
+    return pick ? ok[*pick].order : -1;
   }
 
   void greedy() {
-    // Start at the default (order 0), or the first candidate that measures.
-    int cur = -1;
-    for (int i = 0; i < n() && cur < 0; ++i) {
+    // A small space is measured whole: a descent stuck in a local optimum costs more than the sweep.
+    if (n() <= cfg_.greedy_all_max) {
+      random();
+      return;
+    }
+    const int start = first_ok();
+    if (start < 0) return;
+    const auto order = shuffled_order();
+    size_t next = 1;  // order[0] is the default
+    // Multi-start: the best tiles can differ from the default on several axes at once, beyond the
+    // descent's reach, so further descents start from the best of fresh seeded samples.
+    for (int s = 0, from = start; s < kMaxStarts && from >= 0; ++s) {
+      if (!descend(from)) return;
+      from = next_seed(order, next);
+    }
+  }
+
+  // The default, or the first candidate after it that measures; -1 if none does within the budget.
+  int first_ok() {
+    for (int i = 0; i < n(); ++i) {
       if (i > 0 && over_budget()) {
         budget_hit_ = true;
-        return;
+        return -1;
       }
       evaluate({i});
-      if (measured_ok(res_[i])) cur = i;
+      if (measured_ok(res_[i])) return i;
     }
-    if (cur < 0) return;
-    std::set<int> visited{cur};
-    // Coordinate descent: along each axis, move to the best point of the line through `cur`. A fixed
-    // sweep cap and a revisit stop guarantee termination even when ties walk within the noise.
-    for (int sweep = 0; sweep < 8; ++sweep) {
-      bool moved = false;
-      for (const auto& ax : space_.axes) {
-        if (ax.values.size() < 2) continue;
-        std::vector<int> line, todo;
-        for (int i = 0; i < n(); ++i)
-          if (same_except(space_, cands_[i], cands_[cur], ax.name)) {
-            line.push_back(i);
-            if (!res_[i]) todo.push_back(i);
-          }
-        if (!todo.empty()) {
-          if (over_budget()) {
-            budget_hit_ = true;
-            return;
-          }
-          evaluate_all(todo, false);
+    return -1;
+  }
+
+  // The axis lines through c: the candidates that differ from c on at most one axis (c included).
+  std::vector<int> cross(int c) const {
+    std::vector<int> out;
+    for (int i = 0; i < n(); ++i)
+      for (const auto& ax : space_.axes)
+        if (ax.values.size() >= 2 && same_except(space_, cands_[i], cands_[c], ax.name)) {
+          out.push_back(i);
+          break;
         }
-        std::vector<CandidateResult> on_line;
-        for (int i : line)
-          if (measured_ok(res_[i])) on_line.push_back(*res_[i]);
-        const auto pick = select_best(on_line, cfg_.min_noise);
-        if (pick && on_line[*pick].order != cur) {
-          cur = on_line[*pick].order;
-          moved = true;
-          if (!visited.insert(cur).second) return;
+    return out;
+  }
+
+  // Coordinate descent from `cur`: measure every axis line through it in one batch (its candidates
+  // compile in parallel) and move to the best point on them, until none is better. A point some
+  // descent already stood on ends it (the way on from there is known), which also bounds the steps.
+  // false when the budget ran out.
+  bool descend(int cur) {
+    while (visited_.insert(cur).second) {
+      const auto line = cross(cur);
+      std::vector<int> todo;
+      for (int i : line)
+        if (!res_[i]) todo.push_back(i);
+      if (!todo.empty()) {
+        if (over_budget()) {
+          budget_hit_ = true;
+          return false;
         }
+        evaluate_all(todo, false);
       }
-      if (!moved) return;
+      const int pick = best_of(line);
+      if (pick < 0 || pick == cur) return true;
+      cur = pick;
+    }
+    return true;
+  }
+
+  // The next start: the best of the next unmeasured candidates in the seeded order (at least
+  // kSeedSample, a whole evaluator batch if larger). -1 once everything is measured or the budget is
+  // spent.
+  int next_seed(const std::vector<int>& order, size_t& next) {
+    const auto want = static_cast<size_t>(std::max(kSeedSample, cfg_.batch));
+    for (;;) {
+      std::vector<int> sample;
+      for (; next < order.size() && sample.size() < want; ++next)
+        if (!res_[order[next]]) sample.push_back(order[next]);
+      if (sample.empty()) return -1;
+      if (over_budget()) {
+        budget_hit_ = true;
+        return -1;
+      }
+      evaluate_all(sample, false);
+      if (const int b = best_of(sample); b >= 0) return b;
     }
   }
 
@@ -208,6 +266,7 @@ class Search {
   const EvaluateFn& eval_;
   const ClockFn& clock_;
   std::vector<std::optional<CandidateResult>> res_;
+  std::set<int> visited_;  // points a greedy descent stood on
   int done_ = 0, total_ = 0;
   bool budget_hit_ = false;
 };

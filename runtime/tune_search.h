@@ -28,7 +28,8 @@ struct SearchConfig {
   double budget_s = 10;  // random/greedy: no new batch after this
   int top = 4, reps = 5, final_reps = 15;
   double min_noise = 0.02;
-  uint64_t seed = 1;
+  uint64_t seed = 1;     // random's order, greedy's restart samples
+  int greedy_all_max = kGreedyMeasureAllMax;  // greedy measures every candidate of a space this small
   int batch = 8;         // candidates per evaluator call (compiled in parallel there)
   std::string what;      // progress label
   std::function<void(const TuneProgress&)> progress;

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -23,6 +25,11 @@
 #include "runtime/tune_search.h"
 #include "runtime/tuner_internal.h"
 #include "tests/test_support.h"
+
+namespace lkjit {
+// Tiles by name in failure messages (found by argument-dependent lookup).
+inline void PrintTo(const Tile& t, std::ostream* os) { *os << t.to_string(); }
+}  // namespace lkjit
 
 namespace {
 
@@ -227,6 +234,7 @@ struct Synthetic {
   std::set<int> fail_threads;  // injected failures
   int calls = 0, evaluated = 0;
   std::vector<Tile> visited;
+  std::function<double(const Tile&)> model = cost;
 
   static double cost(const Tile& t) {
     auto sq = [](double x) { return x * x; };
@@ -245,7 +253,7 @@ struct Synthetic {
           r.status = CandidateStatus::kCompileFailed;
           r.reason = "injected failure";
         } else {
-          for (int i = 0; i < reps; ++i) r.samples_ms.push_back(cost(t) * (1 + 0.001 * ((i * 3 + t.threads) % 3 - 1)));
+          for (int i = 0; i < reps; ++i) r.samples_ms.push_back(model(t) * (1 + 0.001 * ((i * 3 + t.threads) % 3 - 1)));
         }
         out.push_back(r);
       }
@@ -284,13 +292,189 @@ TEST(Search, ExhaustiveMeasuresEveryCandidateAndFindsTheMinimum) {
   EXPECT_FALSE(out.budget_hit);
 }
 
-TEST(Search, GreedyDescendsToTheMinimumWithFewerMeasurements) {
+TEST(Search, GreedyMeasuresASmallSpaceWhole) {
   Synthetic s;
+  ASSERT_LE(s.cands.size(), size_t(kGreedyMeasureAllMax));
   const auto out = detail::run_search(tile_space(s.spec), s.cands, s.config(TuneStrategy::kGreedy), s.eval(), zero_clock());
   ASSERT_TRUE(out.chosen);
   EXPECT_EQ(out.candidates[*out.chosen].tile, (Tile{0, 0, 2, 2, 256}));
-  EXPECT_LT(out.candidates.size(), s.cands.size());
+  EXPECT_EQ(out.candidates.size(), s.cands.size());
   EXPECT_EQ(s.visited.front(), s.cands.front()) << "greedy starts at the default";
+  EXPECT_FALSE(out.budget_hit);
+}
+
+// Axes on which a and b differ.
+int axes_apart(const TileSpace& space, const Tile& a, const Tile& b) {
+  int d = 0;
+  for (const auto& ax : space.axes) d += tile_axis(a, ax.name) != tile_axis(b, ax.name);
+  return d;
+}
+
+// True when every other point on the axis lines through `t` costs more: a descent at t stays there.
+bool local_minimum(const TileSpace& space, const std::vector<Tile>& cands, const std::function<double(const Tile&)>& cost,
+                   const Tile& t) {
+  for (const Tile& o : cands)
+    if (axes_apart(space, o, t) == 1 && cost(o) <= cost(t)) return false;
+  return true;
+}
+
+TEST(Search, GreedyFindsASmallSpacesOptimumTwoAxesFromTheDefault) {
+  // A bowl around the default with a deeper pocket two axes away: descent from the default stays put.
+  Synthetic s;
+  const TileSpace space = tile_space(s.spec);
+  const Tile def = s.cands[0];
+  Tile pocket;
+  for (const Tile& t : s.cands)
+    if (axes_apart(space, t, def) == 2 && t.vy == def.vy) pocket = t;
+  ASSERT_NE(pocket, Tile{}) << "no candidate two axes from the default";
+  s.model = [def, pocket](const Tile& t) {
+    if (t == pocket) return 0.8;
+    auto sq = [](double x) { return x * x; };
+    return 1.0 + 0.05 * (sq(std::log2(double(t.planes) / def.planes)) + sq(std::log2(double(t.vy) / def.vy)) +
+                         sq(std::log2(double(t.threads) / def.threads)));
+  };
+  ASSERT_TRUE(local_minimum(space, s.cands, s.model, def)) << "coordinate descent alone would stop at the default";
+  const auto out = detail::run_search(space, s.cands, s.config(TuneStrategy::kGreedy), s.eval(), zero_clock());
+  ASSERT_TRUE(out.chosen);
+  EXPECT_EQ(out.candidates[*out.chosen].tile, pocket) << "default " << def.to_string();
+}
+
+// ---- greedy on a space above the measure-everything threshold --------------------------------------
+
+// 256 tiles of a made-up tiled kernel, the default first. The cost has two basins: a shallow one
+// around the default D = t32x32_v4_w256 and a deeper one around G = t8x8_v1_w64, which differs from D
+// on every axis; D is a strict minimum along each of its axes. Every measured candidate advances the
+// clock by 50 ms, as a real measurement would.
+struct Landscape {
+  TileSpace space{{{"tile_h", {8, 16, 32, 64}, ""},
+                   {"tile_w", {8, 16, 32, 64}, ""},
+                   {"vy", {1, 2, 4, 8}, ""},
+                   {"threads", {64, 128, 256, 512}, ""}}};
+  static constexpr Tile kDefault{32, 32, 0, 4, 256};
+  static constexpr Tile kBest{8, 8, 0, 1, 64};
+  std::vector<Tile> cands;
+  std::function<bool(const Tile&)> fails = [](const Tile&) { return false; };
+  std::vector<Tile> visited;
+
+  Landscape() {
+    cands.push_back(kDefault);
+    for (int h : space.axes[0].values)
+      for (int w : space.axes[1].values)
+        for (int vy : space.axes[2].values)
+          for (int th : space.axes[3].values)
+            if (Tile t{h, w, 0, vy, th}; t != kDefault) cands.push_back(t);
+    std::reverse(cands.begin() + 1, cands.end());  // G last in the fixed order, not next to the default
+  }
+  static double dist2(const Tile& a, const Tile& b) {
+    auto sq = [](double x) { return x * x; };
+    return sq(std::log2(double(a.tile_h) / b.tile_h)) + sq(std::log2(double(a.tile_w) / b.tile_w)) +
+           sq(std::log2(double(a.vy) / b.vy)) + sq(std::log2(double(a.threads) / b.threads));
+  }
+  static double cost(const Tile& t) { return std::min(1.0 + 0.02 * dist2(t, kDefault), 0.85 + 0.03 * dist2(t, kBest)); }
+  detail::EvaluateFn eval() {
+    return [this](const std::vector<Tile>& tiles, int reps) {
+      std::vector<CandidateResult> out;
+      for (const Tile& t : tiles) {
+        visited.push_back(t);
+        CandidateResult r;
+        if (fails(t)) {
+          r.status = CandidateStatus::kLaunchFailed;
+          r.reason = "injected failure";
+        } else {
+          r.samples_ms.assign(reps, cost(t));
+        }
+        out.push_back(r);
+      }
+      return out;
+    };
+  }
+  detail::ClockFn clock() {
+    return [this] { return 0.05 * visited.size(); };
+  }
+  detail::SearchConfig config(double budget_s, uint64_t seed = 1) const {
+    detail::SearchConfig c;
+    c.strategy = TuneStrategy::kGreedy;
+    c.budget_s = budget_s;
+    c.batch = 4;
+    c.seed = seed;
+    return c;
+  }
+  detail::SearchOutcome run(const detail::SearchConfig& c) { return detail::run_search(space, cands, c, eval(), clock()); }
+  static Tile chosen(const detail::SearchOutcome& o) { return o.chosen ? o.candidates[*o.chosen].tile : Tile{}; }
+};
+
+TEST(Search, GreedyMultiStartLeavesALocalMinimumOfALargeSpace) {
+  {
+    Landscape l;
+    ASSERT_GT(l.cands.size(), size_t(kGreedyMeasureAllMax));
+    ASSERT_TRUE(local_minimum(l.space, l.cands, Landscape::cost, Landscape::kDefault)) << "one descent stays at D";
+  }
+  for (uint64_t seed : {1, 2, 3}) {
+    Landscape l;
+    const auto out = l.run(l.config(/*budget_s=*/6, seed));  // at most ~120 of 256 measurements
+    EXPECT_EQ(Landscape::chosen(out), Landscape::kBest) << "seed " << seed;
+    EXPECT_LT(out.candidates.size(), l.cands.size()) << "seed " << seed;
+    EXPECT_EQ(l.visited.front(), Landscape::kDefault) << "the first descent starts at the default";
+  }
+}
+
+TEST(Search, GreedyWithoutABudgetStopsAfterItsDescents) {
+  Landscape l;
+  const auto out = detail::run_search(l.space, l.cands, l.config(/*budget_s=*/0), l.eval(), zero_clock());
+  EXPECT_FALSE(out.budget_hit);
+  EXPECT_EQ(Landscape::chosen(out), Landscape::kBest);
+  EXPECT_LT(out.candidates.size(), l.cands.size()) << "cheaper than exhaustive";
+}
+
+TEST(Search, GreedyIsDeterministicForASeed) {
+  Landscape a, b, c;
+  const auto ra = a.run(a.config(3));
+  const auto rb = b.run(b.config(3));
+  EXPECT_EQ(a.visited, b.visited);
+  EXPECT_EQ(Landscape::chosen(ra), Landscape::chosen(rb));
+  EXPECT_NE(Landscape::chosen(ra), Tile{});
+  c.run(c.config(3, /*seed=*/7));
+  EXPECT_NE(a.visited, c.visited) << "the restarts follow the seed";
+}
+
+TEST(Search, GreedyOnALargeSpaceStopsAtTheBudget) {
+  // The first descent ends at D after 13 measurements (0.65 s); the restarts then run into the budget.
+  Landscape l;
+  const auto out = l.run(l.config(/*budget_s=*/1));
+  EXPECT_TRUE(out.budget_hit);
+  EXPECT_GT(out.candidates.size(), 13u) << "restarted";
+  EXPECT_LE(out.candidates.size(), 20u + 13u) << "nothing new after 1 s (20 measurements) but the batch under way";
+  EXPECT_TRUE(out.chosen);
+  // A budget spent by the default's measurement still yields the default.
+  Landscape t;
+  const auto ot = t.run(t.config(/*budget_s=*/0.01));
+  EXPECT_TRUE(ot.budget_hit);
+  EXPECT_EQ(ot.candidates.size(), 1u);
+  EXPECT_EQ(Landscape::chosen(ot), Landscape::kDefault);
+}
+
+TEST(Search, GreedySkipsFailedCandidatesOfALargeSpace) {
+  // The default and every tile_w=16 tile fail: greedy starts at the first candidate that measures.
+  Landscape l;
+  l.fails = [](const Tile& t) { return t == Landscape::kDefault || t.tile_w == 16; };
+  const auto out = l.run(l.config(/*budget_s=*/6));
+  ASSERT_TRUE(out.chosen);
+  EXPECT_EQ(Landscape::chosen(out), Landscape::kBest);
+  int failed = 0;
+  for (const auto& c : out.candidates)
+    if (l.fails(c.tile)) {
+      EXPECT_EQ(c.status, CandidateStatus::kLaunchFailed);
+      EXPECT_EQ(c.reason, "injected failure");
+      EXPECT_FALSE(c.finalist);
+      ++failed;
+    }
+  EXPECT_GT(failed, 1);
+  // Nothing measures: no choice, no crash.
+  Landscape none;
+  none.fails = [](const Tile&) { return true; };
+  const auto on = none.run(none.config(/*budget_s=*/6));
+  EXPECT_FALSE(on.chosen);
+  EXPECT_FALSE(on.candidates.empty());
 }
 
 TEST(Search, RandomIsSeededAndStopsAtTheBudget) {

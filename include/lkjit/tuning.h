@@ -34,11 +34,20 @@ std::optional<TuneMode> tune_mode_from_env();     // LKJIT_TUNE; nullopt when un
 // api if set, else LKJIT_TUNE if set, else fallback.
 TuneMode resolve_tune_mode(std::optional<TuneMode> api, TuneMode fallback);
 
+// Greedy: a space of at most kGreedyMeasureAllMax candidates (every plane kernel's) is measured whole,
+// in random's order and under its budget, because a few seconds of measuring cost less than a local
+// optimum: the best tile often differs from the default on two or three axes at once, beyond the
+// reach of one-axis-at-a-time descent. A larger space (the tiled kernels', a few hundred points) gets
+// multi-start coordinate descent: from the default (each step measures the axis lines through the
+// current point and moves to their best), then from the best of each further seeded sample of
+// unmeasured candidates, until the budget is spent, everything is measured or a cap of descents is
+// reached. Both are deterministic for a seed; the finalists are re-measured as for every strategy.
 enum class TuneStrategy {
   kExhaustive,  // every candidate (ignores the budget)
   kRandom,      // default first, then a seeded shuffle, until the budget is spent
-  kGreedy,      // coordinate descent over the axes from the default, until converged or out of budget
+  kGreedy,      // small spaces: as random; else multi-start coordinate descent, until out of budget
 };
+inline constexpr int kGreedyMeasureAllMax = 64;
 const char* to_string(TuneStrategy s);               // "exhaustive" | "random" | "greedy"
 TuneStrategy parse_tune_strategy(const std::string& s);  // SpecError
 
@@ -129,7 +138,7 @@ struct TuneOptions {
   int reps = 5;          // timed runs per candidate during the search
   int final_reps = 15;   // timed runs per finalist, in 3 interleaved rounds (clock drift hits all alike)
   double min_noise = 0.02;  // relative tie tolerance floor (see select_best)
-  uint64_t seed = 1;     // random strategy
+  uint64_t seed = 1;     // random's order and greedy's restart samples
   int jobs = 0;          // parallel NVRTC compiles (0: hardware threads)
   bool save = true;      // record decisions in the database
   std::string db_path;   // empty: tuning_db_path()

@@ -45,7 +45,7 @@ cl::opt<int> kReps("reps", cl::desc("timed runs per candidate"), cl::init(5), cl
 cl::opt<int> kFinalReps("final-reps", cl::desc("timed runs per finalist, in 3 interleaved rounds"), cl::init(15), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<int> kWarmup("warmup", cl::desc("untimed runs before each candidate's samples"), cl::init(2), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<double> kMinNoise("min-noise", cl::desc("relative tie tolerance floor"), cl::init(0.02), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<unsigned> kSeed("seed", cl::desc("random strategy seed"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<unsigned> kSeed("seed", cl::desc("seed of random's order and greedy's restarts"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<unsigned> kJobs("j", cl::desc("parallel compiles (default: hardware threads)"), cl::init(0), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kCsv("csv", cl::value_desc("file"), cl::desc("write the ranked candidates as CSV"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kJson("json", cl::value_desc("file"), cl::desc("write the report as JSON (SI units)"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
