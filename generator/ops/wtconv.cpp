@@ -52,7 +52,7 @@ std::optional<std::string> plane_reject(const OpSpec& s, const Tile& t, const De
   return plane_reject_with(s, t, d, sh, plane_smem_floats);
 }
 Tile plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
-  return plane_default_with(s, sh, d, plane_smem_floats, 48 * 1024);
+  return plane_default_with(s, sh, d, plane_smem_floats, 48 * 1024, false);
 }
 LaunchGeometry plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   return plane_geometry_with(s, t, sh, plane_smem_floats);
@@ -105,7 +105,8 @@ Tile level_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
 }
 Tile synth_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
   if (s.k > 11) return Tile{16, 32, 0, 2, 256};
-  return sh.H <= 32 ? Tile{16, 32, 0, 4, 128} : Tile{32, 64, 0, 4, 256};
+  // 32x32 tiles at 128 threads: the exhaustive best at 256x256 on an H200 (bench/RESULTS.md section 6).
+  return sh.H <= 32 ? Tile{16, 32, 0, 4, 128} : Tile{32, 32, 0, 2, 128};
 }
 // Level kernel: `shape` is its input low band (H, W = h_{l-1}, w_{l-1}).
 LaunchGeometry level_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {

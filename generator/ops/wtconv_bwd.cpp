@@ -27,7 +27,7 @@ std::optional<std::string> bwd_plane_reject(const OpSpec& s, const Tile& t, cons
   return plane_reject_with(s, t, d, sh, bwd_plane_smem_floats);
 }
 Tile bwd_plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
-  return plane_default_with(s, sh, d, bwd_plane_smem_floats, 64 * 1024);
+  return plane_default_with(s, sh, d, bwd_plane_smem_floats, 64 * 1024, true);
 }
 LaunchGeometry bwd_plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   return plane_geometry_with(s, t, sh, bwd_plane_smem_floats);
@@ -58,6 +58,11 @@ std::optional<std::string> bwd_synth_reject(const OpSpec& s, const Tile& t, cons
 Tile bwd_tiled_default(const OpSpec& s, const Shape& sh, const DeviceLimits&) {
   if (s.k > 11) return Tile{16, 32, 0, 2, 256};
   return sh.H <= 32 ? Tile{16, 16, 0, 4, 128} : Tile{32, 32, 0, 4, 256};
+}
+// Synthesis: 32x64 tiles, two rows per thread: the exhaustive best at 256x256 on an H200 (RESULTS.md §6).
+Tile bwd_synth_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
+  if (s.k > 11 || sh.H <= 32) return bwd_tiled_default(s, sh, d);
+  return Tile{32, 64, 0, 2, 256};
 }
 // Level kernel: `shape` is its input low band (h_{l-1} x w_{l-1}).
 LaunchGeometry bwd_level_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
@@ -116,7 +121,7 @@ std::vector<KernelTraits> wtconv_bwd_kernels() {
       {Kernel::kWTConvBwdLevel, "wtconv/bwd_level.cuh", "wtconv_bwd_level", "WTConvParams", validate_common,
        tiled_space, bwd_level_reject, bwd_tiled_default, bwd_level_geometry, bwd_level_cfg, bwd_level_name},
       {Kernel::kWTConvBwdSynth, "wtconv/bwd_synth.cuh", "wtconv_bwd_synth", "WTConvParams", validate_common,
-       tiled_space, bwd_synth_reject, bwd_tiled_default, bwd_synth_geometry, bwd_synth_cfg, bwd_synth_name},
+       tiled_space, bwd_synth_reject, bwd_synth_default, bwd_synth_geometry, bwd_synth_cfg, bwd_synth_name},
       {Kernel::kWTConvReduce, "wtconv/reduce.cuh", "wtconv_reduce", "WTConvParams", validate_common, reduce_space,
        reduce_reject, reduce_default, reduce_geometry, reduce_cfg, reduce_name},
   };

@@ -81,18 +81,23 @@ inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile&
   return std::nullopt;
 }
 
-// One warp group per plane, sized to ~6-12 pixels per thread; a block of about 256 threads, with at
-// most budget_bytes of shared memory so several blocks share an SM.
+// The plane kernels' default tile. Fitted to exhaustive searches on an H200 (bench_tune, bench/RESULTS.md
+// section 6) over the WTConvNeXt-T planes: large planes want 8 (forward) or 16 (backward) warps each, mid
+// planes 4, and planes below 512 pixels one warp, alone in its block in the backward (its phases are
+// short, so independent small blocks hide each other's barriers best) and from 128 pixels on in the
+// forward. The backward wants fewer spare rows (vy) on smaller planes. Grouped planes fill a block of
+// up to 256 threads within budget_bytes of shared memory, so several blocks share an SM.
 inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLimits& d, PlaneSmemFloats smem_floats,
-                               int64_t budget_bytes) {
+                               int64_t budget_bytes, bool backward) {
   const int64_t hw = sh.H * sh.W;
-  int warps = 1;
-  while (warps < 16 && hw > 192 * warps) warps *= 2;
-  Tile t{0, 0, 1, sh.H >= 8 ? 4 : 2, 32 * warps};
+  const int warps = hw >= 2048 ? (backward ? 16 : 8) : hw >= 512 ? 4 : 1;
+  const int vy = backward ? (hw >= 2048 ? 4 : sh.H >= 8 ? 2 : 1) : (sh.H >= 8 ? 4 : 2);
+  Tile t{0, 0, 1, vy, 32 * warps};
   // Fewer spare rows where one plane would not fit otherwise (large k on mid-size planes).
   while (t.vy > 1 && smem_floats(s, t, sh) * 4 > d.max_smem_per_block) t.vy /= 2;
   const int64_t one = smem_floats(s, t, sh) * 4;
-  while (t.threads * 2 <= 256 && one * t.planes * 2 <= budget_bytes) {
+  const bool group = !(warps == 1 && (backward || hw >= 128));
+  while (group && t.threads * 2 <= 256 && one * t.planes * 2 <= budget_bytes) {
     t.planes *= 2;
     t.threads *= 2;
   }
