@@ -90,17 +90,29 @@ std::string bwd_synth_name(const OpSpec& s, const Tile& t) {
 }
 
 // ---- reduce --------------------------------------------------------------------------------------
-TileSpace reduce_space(const OpSpec&) { return {{{"threads", {128, 256, 512}, "threads per block (one block per channel; lanes over values, warps over rows)"}}}; }
+// One block per channel; a warp sums 32-value chunks over rows, spare warps splitting a chunk's rows:
+// more threads shorten the chain of dependent loads when a channel has few chunks.
+TileSpace reduce_space(const OpSpec&) {
+  return {{{"threads", {128, 256, 512, 1024},
+             "threads per block (one block per channel; warps over 32-value chunks, then over rows)"}}};
+}
+// Shared memory: the dynamic dW~ buffer [dW~0 | db~ | dW~_1 | ... | dW~_L], and the static red[threads]
+// where warps outnumber the channel's 32-value chunks at least twice (the kernel's kSplit; else unused).
+int64_t reduce_dyn_smem_bytes(const OpSpec& s) { return (int64_t(s.k) * s.k * (1 + 4 * s.L) + 1) * 4; }
+int64_t reduce_static_smem_bytes(const OpSpec& s, const Tile& t) {
+  const int kk = s.k * s.k, chunks = cdiv(kk + 1, 32) + s.L * cdiv(4 * kk, 32);
+  return 2 * chunks <= t.threads / 32 ? int64_t(t.threads) * 4 : 0;
+}
 std::optional<std::string> reduce_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape*) {
   if (auto r = reject_threads(t, d)) return r;
-  return reject_smem(int64_t(s.k) * s.k * (1 + 4 * s.L) * 4 + 4 + int64_t(t.threads) * 4, d);  // + static red[threads]
+  return reject_smem(reduce_dyn_smem_bytes(s) + reduce_static_smem_bytes(s, t), d);
 }
 Tile reduce_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 512}; }
 LaunchGeometry reduce_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   LaunchGeometry g;
   g.grid[0] = static_cast<unsigned>(sh.C);
   g.block[0] = t.threads;
-  g.smem_bytes = static_cast<unsigned>((int64_t(s.k) * s.k * (1 + 4 * s.L) + 1) * 4);
+  g.smem_bytes = static_cast<unsigned>(reduce_dyn_smem_bytes(s));
   return g;
 }
 std::string reduce_cfg(const OpSpec& s, const Tile& t) {

@@ -6,45 +6,121 @@
 
 namespace lkjit {
 
+// Chunk j of a channel's flat task list: 32 consecutive values of one group (C0 chunks of the base
+// group, k*k+1 values, then CL chunks of each level, 4*k*k values), so a warp's loads are coalesced.
+template <int KK>
+struct ReduceChunk {
+  static constexpr int C0 = (KK + 1 + 31) / 32, CL = (4 * KK + 31) / 32;
+  int g, i0, nvals, v0;  // group, first value in the group, group size, offset of value i0 in dwt
+  __device__ __forceinline__ explicit ReduceChunk(int j) {
+    const int q = j - C0;
+    g = j < C0 ? 0 : 1 + q / CL;
+    i0 = 32 * (j < C0 ? j : q % CL);
+    nvals = j < C0 ? KK + 1 : 4 * KK;
+    v0 = j < C0 ? i0 : KK + 1 + (g - 1) * 4 * KK + i0;
+  }
+};
+
+// Addresses of rows s, s+S, s+2S, ... of one group's partials (base: the group's value i): row
+// r = b*tiles + t of channel c is at ((b*C + c)*tiles + t)*nvals. Advancing S rows adds S / tiles to b
+// and S % tiles to t, with at most one carry of t into b: no division per row.
+struct RowWalk {
+  const float* src;
+  long long step, carry;
+  int t, dt, tiles;
+  __device__ __forceinline__ RowWalk(const float* base, int C, int c, int tiles_, int nvals, int s, int S)
+      : tiles(tiles_) {
+    const int db = S / tiles;
+    dt = S - db * tiles;
+    t = s % tiles;
+    step = ((long long)db * C * tiles + dt) * nvals;
+    carry = (long long)(C - 1) * tiles * nvals;
+    src = base + (((long long)(s / tiles) * C + c) * tiles + t) * nvals;
+  }
+  __device__ __forceinline__ const float* next() {  // the current row's address, then advance S rows
+    const float* a = src;
+    src += step;
+    t += dt;
+    if (t >= tiles) {
+      t -= tiles;
+      src += carry;
+    }
+    return a;
+  }
+};
+
 template <class Cfg>
 __device__ __forceinline__ void wtconv_reduce(const WTConvParams& p) {
-  constexpr int K = Cfg::k, KK = K * K, NT = Cfg::threads;
+  constexpr int K = Cfg::k, KK = K * K, NT = Cfg::threads, NW = NT / 32;
+  using Chunk = ReduceChunk<KK>;
+  constexpr int T = Chunk::C0 + Cfg::L * Chunk::CL;  // chunks per channel
+  // Rows loaded before they are added: the sums are latency-bound, so each warp keeps U independent
+  // loads in flight. 8 at 1024 threads, whose launch bound caps registers at 64.
+  constexpr int U = NT > 512 ? 8 : 16;
   extern __shared__ float dwt[];  // [dW~0 (KK) | db~ | dW~_1 (4KK) | ...]
-  const int c = blockIdx.x, C = p.C, B = p.B, tid = threadIdx.x;
+  const int c = blockIdx.x, C = p.C, B = p.B, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
-  // Lanes take 32 consecutive values (coalesced rows of the partial buffer), warps take rows (b, tile)
-  // in a fixed stride, and warp 0 adds the warp sums in warp order: the order never depends on
-  // scheduling, so results are bit-reproducible.
-  constexpr int NW = NT / 32;
-  __shared__ float red[NT];
-  const int warp = tid / 32, lane = tid % 32;
-  int v0 = 0;  // offset of group g in dwt
-#pragma unroll 1
-  for (int g = 0; g <= Cfg::L; ++g) {
-    const int nvals = g == 0 ? KK + 1 : 4 * KK, tiles = p.part_tiles[g], rows = B * tiles;
-    const float* base = p.partial + p.part_off[g];
-    for (int i0 = 0; i0 < nvals; i0 += 32) {
-      const int i = i0 + lane;
-      float s = 0.f;
-      if (i < nvals) {
-#pragma unroll 4
-        for (int r = warp; r < rows; r += NW) {
-          const int b = r / tiles, t = r - b * tiles;
-          s += base[(((long long)b * C + c) * tiles + t) * nvals + i];
-        }
-      }
-      red[tid] = s;
-      __syncthreads();
-      if (warp == 0 && i < nvals) {
-        float sum = 0.f;
+  // Tasks are (chunk j, part s): part s of a chunk sums rows r = s, s+S, s+2S, ... (r = b*tiles + t)
+  // in increasing order. S > 1 (a power of two, S*T <= NW, S <= rows) only when warps outnumber the
+  // chunks: it spreads each chunk's rows over otherwise idle warps. S depends only on the launch's
+  // shape, never on scheduling, so the order of every sum is fixed and the bits reproducible.
+  constexpr bool kSplit = 2 * T <= NW;    // else S = 1 at compile time and red[] is dropped
+  __shared__ float red[kSplit ? NT : 1];  // part sums, one 32-value slot per task (task == warp)
+  int S = 1;
+  if (kSplit) {
+    int min_rows = B * p.part_tiles[0];
 #pragma unroll
-        for (int w = 0; w < NW; ++w) sum += red[w * 32 + lane];
-        dwt[v0 + i] = sum;
-      }
-      __syncthreads();
-    }
-    v0 += nvals;
+    for (int g = 1; g <= Cfg::L; ++g) min_rows = min(min_rows, B * p.part_tiles[g]);
+    while (2 * S * T <= NW && 2 * S <= min_rows) S *= 2;
   }
+
+#pragma unroll 1
+  for (int task = warp; task < T * S; task += NW) {
+    const Chunk ch(task % T);
+    const int s = task / T, i = ch.i0 + lane;
+    float sum = 0.f;
+    if (i < ch.nvals) {
+      const int tiles = p.part_tiles[ch.g], rows = B * tiles;
+      RowWalk w(p.partial + p.part_off[ch.g] + i, C, c, tiles, ch.nvals, s, S);
+      // Full batches of U rows, loads unconditional; then the last < U rows, loads predicated.
+      int r = s;
+#pragma unroll 1
+      for (; r + (U - 1) * S < rows; r += U * S) {
+        float v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = __ldg(w.next());
+#pragma unroll
+        for (int u = 0; u < U; ++u) sum += v[u];  // in row order
+      }
+      float v[U - 1];
+#pragma unroll
+      for (int u = 0; u < U - 1; ++u) {
+        const float* a = w.next();
+        v[u] = r + u * S < rows ? __ldg(a) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < U - 1; ++u)
+        if (r + u * S < rows) sum += v[u];
+    }
+    if (!kSplit || S == 1) {
+      if (i < ch.nvals) dwt[ch.v0 + lane] = sum;
+    } else {
+      red[task * 32 + lane] = sum;
+    }
+  }
+  if (kSplit && S > 1) {  // uniform over the block
+    // Part slots are task = s*T + j: thread (warp j, lane) adds chunk j's parts in order s = 0..S-1.
+    __syncthreads();
+    if (warp < T) {
+      const Chunk ch(warp);
+      if (ch.i0 + lane < ch.nvals) {
+        float sum = red[warp * 32 + lane];
+        for (int s = 1; s < S; ++s) sum += red[(s * T + warp) * 32 + lane];
+        dwt[ch.v0 + lane] = sum;
+      }
+    }
+  }
+  __syncthreads();
 
   const float s0 = p.base_s[c];
   for (int i = tid; i < KK; i += NT) p.grad_base_w[(long long)c * KK + i] = s0 * dwt[i];
