@@ -291,17 +291,18 @@ def print_tables(res):
           f"lkjit {d['lkjit']}; {res['iters']['layer']}; {d['date']})\n")
     if res.get("prewarm_s") is not None:
         print(f"Kernels prewarmed with `lkjit prewarm` in {res['prewarm_s']:.1f} s.\n")
-    print("| dtype | B | C | H=W | L | lkjit fwd/train | ref fwd/train | dw5 fwd/train | dw7 fwd/train "
-          "| train vs ref | train vs dw7 | lkjit 1st call s | max abs diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in res["layers"]:
-        pair = lambda k: f"{fmt(r.get(k + '_fwd'))} / {fmt(r.get(k + '_train'))}" if k + "_fwd" in r else ""  # noqa: E731
-        vs_dw7 = f"{r['dw7_train'] / r['lkjit_train']:.2f}x" if "dw7_train" in r else ""
-        print(f"| {r['dtype']} | {r['B']} | {r['C']} | {r['H']} | {r['L']} | {pair('lkjit')} | {pair('ref')} | "
-              f"{pair('dw5')} | {pair('dw7')} | {r['ref_train'] / r['lkjit_train']:.2f}x | {vs_dw7} | "
-              f"{r['lkjit_first_call_s']:.2f} | {r['max_abs_diff_vs_ref']:.1e} |")
-    print("\nTimes in ms (median). \"vs\" = speed-up of lkjit's training step. max abs diff: lkjit vs the reference "
-          "algorithm, forward, in the row's dtype.")
+    if res.get("layers"):
+        print("| dtype | B | C | H=W | L | lkjit fwd/train | ref fwd/train | dw5 fwd/train | dw7 fwd/train "
+              "| train vs ref | train vs dw7 | lkjit 1st call s | max abs diff |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in res["layers"]:
+            pair = lambda k: f"{fmt(r.get(k + '_fwd'))} / {fmt(r.get(k + '_train'))}" if k + "_fwd" in r else ""  # noqa: E731
+            vs_dw7 = f"{r['dw7_train'] / r['lkjit_train']:.2f}x" if "dw7_train" in r else ""
+            print(f"| {r['dtype']} | {r['B']} | {r['C']} | {r['H']} | {r['L']} | {pair('lkjit')} | {pair('ref')} | "
+                  f"{pair('dw5')} | {pair('dw7')} | {r['ref_train'] / r['lkjit_train']:.2f}x | {vs_dw7} | "
+                  f"{r['lkjit_first_call_s']:.2f} | {r['max_abs_diff_vs_ref']:.1e} |")
+        print("\nTimes in ms (median). \"vs\" = speed-up of lkjit's training step. max abs diff: lkjit vs the reference "
+              "algorithm, forward, in the row's dtype.")
     m = res.get("memory")
     if m:
         lk = m["lkjit"]
