@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <mutex>
 #include <new>
 #include <string>
@@ -14,6 +16,7 @@
 #include "lkjit/version.h"
 #include "lkjit/wtconv.h"
 #include "runtime/driver.h"
+#include "runtime/ops/wtconv_internal.h"
 
 struct lkjit_wtconv {
   explicit lkjit_wtconv(const lkjit::WTConvOptions& o) : layer(o) {}
@@ -79,6 +82,11 @@ Set level_set(int L, P base_w, P base_b, P base_s, P const* level_w, P const* le
   return set;
 }
 
+// WTConvStrides from the C arrays (null = all zero = the layer's default, NCHW contiguous).
+void copy_strides(std::array<int64_t, 4>& dst, const int64_t* src) {
+  if (src) std::copy(src, src + 4, dst.begin());
+}
+
 }  // namespace
 
 extern "C" {
@@ -137,25 +145,49 @@ int lkjit_wtconv_set_weights(lkjit_wtconv* h, const float* base_w, const float* 
 }
 
 int lkjit_wtconv_forward(lkjit_wtconv* h, const void* x, void* out, int64_t B, int64_t H, int64_t W, void* stream) {
+  return lkjit_wtconv_forward_strided(h, x, nullptr, out, nullptr, B, H, W, stream);
+}
+
+int lkjit_wtconv_forward_strided(lkjit_wtconv* h, const void* x, const int64_t* x_strides, void* out,
+                                 const int64_t* out_strides, int64_t B, int64_t H, int64_t W, void* stream) {
   return guarded([&] {
     require_handle(h, "lkjit_wtconv_forward");
     std::lock_guard<std::mutex> lock(h->mu);
-    lkjit::rt::make_current(h->layer.options().device);
-    h->layer.forward(x, out, B, H, W, stream);
+    const auto& o = h->layer.options();
+    lkjit::WTConvStrides st;
+    copy_strides(st.x, x_strides);
+    copy_strides(st.out, out_strides);
+    lkjit::detail::resolve_strides(o, lkjit::Shape{B, o.C, H, W, o.stride}, &st, false);  // before the driver
+    lkjit::rt::make_current(o.device);
+    h->layer.forward(x, out, B, H, W, stream, &st);
   });
 }
 
 int lkjit_wtconv_backward(lkjit_wtconv* h, const void* x, const void* dout, void* dx, float* grad_base_w,
                           float* grad_base_b, float* grad_base_s, float* const* grad_level_w,
                           float* const* grad_level_s, int64_t B, int64_t H, int64_t W, void* stream) {
+  return lkjit_wtconv_backward_strided(h, x, nullptr, dout, nullptr, dx, nullptr, grad_base_w, grad_base_b,
+                                       grad_base_s, grad_level_w, grad_level_s, B, H, W, stream);
+}
+
+int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, const int64_t* x_strides, const void* dout,
+                                  const int64_t* dout_strides, void* dx, const int64_t* dx_strides,
+                                  float* grad_base_w, float* grad_base_b, float* grad_base_s,
+                                  float* const* grad_level_w, float* const* grad_level_s, int64_t B, int64_t H,
+                                  int64_t W, void* stream) {
   return guarded([&] {
     require_handle(h, "lkjit_wtconv_backward");
     std::lock_guard<std::mutex> lock(h->mu);
     const auto& o = h->layer.options();
     const auto g = level_set<lkjit::WTConvGradients>(o.L, grad_base_w, grad_base_b, grad_base_s, grad_level_w,
                                                      grad_level_s, "wtconv backward", "grad_level_w and grad_level_s");
+    lkjit::WTConvStrides st;
+    copy_strides(st.x, x_strides);
+    copy_strides(st.dout, dout_strides);
+    copy_strides(st.out, dx_strides);
+    lkjit::detail::resolve_strides(o, lkjit::Shape{B, o.C, H, W, o.stride}, &st, true);  // before the driver
     lkjit::rt::make_current(o.device);
-    h->layer.backward(x, dout, dx, g, B, H, W, stream);
+    h->layer.backward(x, dout, dx, g, B, H, W, stream, &st);
   });
 }
 

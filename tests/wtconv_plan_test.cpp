@@ -1,10 +1,16 @@
-// The WTConv planner (runtime/ops/wtconv_plan.cpp), CPU only: which kernels a shape runs, and the
-// errors for bad options and sizes.
+// The WTConv planner (runtime/ops/wtconv_plan.cpp), CPU only: which kernels a shape runs, the errors
+// for bad options and sizes, and the activation strides a call resolves and checks before any GPU work.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "lkjit/error.h"
 #include "lkjit/wtconv.h"
+#include "runtime/ops/wtconv_internal.h"
 
 namespace {
 
@@ -62,15 +68,21 @@ TEST(WTConvPlan, TrafficModelCountsTheTwoNFloorForThePlanePath) {
   EXPECT_DOUBLE_EQ(plan.back().bytes, 2.0 * 64 * 96 * 56 * 56 * 2);
 }
 
-TEST(WTConvPlan, RejectsOtherLayoutsNamingThem) {
+// The layout only sets default strides: NHWC plans the same kernels as NCHW.
+TEST(WTConvPlan, NHWCLayoutPlansTheSameKernels) {
   WTConvOptions o{4, 5, 2, DType::kF32, true, 1, 0};
+  const auto nchw = wtconv_plan(o, Shape{1, 4, 8, 8, 1}, kH200, true);
   o.layout = Layout::kNHWC;
+  const auto nhwc = wtconv_plan(o, Shape{1, 4, 8, 8, 1}, kH200, true);
+  ASSERT_EQ(nchw.size(), nhwc.size());
+  for (size_t i = 0; i < nchw.size(); ++i) EXPECT_EQ(nchw[i].spec, nhwc[i].spec);
+  o.layout = static_cast<Layout>(7);
   try {
     wtconv_plan(o, Shape{1, 4, 8, 8, 1}, kH200);
-    FAIL() << "NHWC accepted";
+    FAIL() << "layout=7 accepted";
   } catch (const SpecError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("layout NHWC"));
-    EXPECT_THAT(e.what(), HasSubstr("NCHW"));
+    EXPECT_THAT(e.what(), HasSubstr("layout=7 is out of range"));
+    EXPECT_THAT(e.what(), HasSubstr("NHWC"));
   }
 }
 
@@ -85,6 +97,106 @@ TEST(WTConvPlan, RejectsBadSizesNamingEveryOne) {
   }
   EXPECT_THROW(wtconv_plan(o, Shape{1, 5, 8, 8, 1}, kH200), SpecError);  // C differs from the layer's
   EXPECT_THROW(wtconv_plan({4, 4, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 8, 8, 1}, kH200), SpecError);  // even k
+}
+
+// ---- strides (detail::resolve_strides; WTConv::forward/backward check them before any device work) ----
+
+using S4 = std::array<int64_t, 4>;
+
+TEST(WTConvStrides, DefaultsAreTheDenseStridesOfTheLayout) {
+  WTConvOptions o{4, 5, 2, DType::kF32, true, 2, 0};  // stride 2: out and dout are 4 x 5 for 7 x 9
+  const Shape sh{2, 4, 7, 9, 2};
+  const auto f = detail::resolve_strides(o, sh, nullptr, false);
+  EXPECT_EQ(f.x, (S4{4 * 7 * 9, 7 * 9, 9, 1}));
+  EXPECT_EQ(f.out, (S4{4 * 4 * 5, 4 * 5, 5, 1}));
+  const auto b = detail::resolve_strides(o, sh, nullptr, true);
+  EXPECT_EQ(b.dout, (S4{4 * 4 * 5, 4 * 5, 5, 1}));
+  EXPECT_EQ(b.out, (S4{4 * 7 * 9, 7 * 9, 9, 1}));  // dX has x's shape
+  o.layout = Layout::kNHWC;
+  const auto n = detail::resolve_strides(o, sh, nullptr, true);
+  EXPECT_EQ(n.x, (S4{7 * 9 * 4, 1, 9 * 4, 4}));
+  EXPECT_EQ(n.dout, (S4{4 * 5 * 4, 1, 5 * 4, 4}));
+  EXPECT_EQ(n.out, (S4{7 * 9 * 4, 1, 9 * 4, 4}));
+}
+
+TEST(WTConvStrides, GivenStridesAreKeptAndZerosMeanTheDefault) {
+  const WTConvOptions o{4, 5, 2, DType::kF32, true, 1, 0};
+  const Shape sh{2, 4, 8, 6, 1};
+  WTConvStrides s;
+  s.x = {8 * 6 * 4, 1, 6 * 4, 4};          // channels_last
+  s.dout = {4 * 8 * 6, 8 * 6, 1, 8};       // H and W swapped in memory
+  const auto r = detail::resolve_strides(o, sh, &s, true);
+  EXPECT_EQ(r.x, s.x);
+  EXPECT_EQ(r.dout, s.dout);
+  EXPECT_EQ(r.out, (S4{4 * 8 * 6, 8 * 6, 6, 1}));  // all zeros: NCHW contiguous
+  // Padded rows, and any stride >= 0 on a dim of size 1.
+  const WTConvOptions c1{1, 5, 2, DType::kF32, true, 1, 0};
+  WTConvStrides p;
+  p.x = {0, 0, 6, 1};
+  p.out = {1000, 200, 20, 1};
+  const auto q = detail::resolve_strides(c1, Shape{1, 1, 8, 6, 1}, &p, true);
+  EXPECT_EQ(q.x, p.x);
+  EXPECT_EQ(q.out, p.out);
+}
+
+void expect_spec_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no SpecError; expected one naming " << ::testing::PrintToString(parts);
+  } catch (const SpecError& e) {
+    for (const auto& p : parts) EXPECT_THAT(e.what(), HasSubstr(p));
+  }
+}
+
+TEST(WTConvStrides, RejectsStridesBelowOneOnDimsOfSizeAboveOne) {
+  const WTConvOptions o{4, 5, 2, DType::kF32, true, 1, 0};
+  WTConvStrides s;
+  s.x = {256, 64, 0, 1};
+  expect_spec_error([&] { detail::resolve_strides(o, Shape{1, 4, 8, 8, 1}, &s, false); },
+                    {"x stride[2]=0", "H of size 8", ">= 1 for a dim of size > 1"});
+  s.x = {};
+  s.dout = {256, -64, 8, 1};
+  expect_spec_error([&] { detail::resolve_strides(o, Shape{1, 4, 8, 8, 1}, &s, true); }, {"dout stride[1]=-64", "C of size 4"});
+  s.dout = {-1, 64, 8, 1};  // B = 1: any stride >= 0
+  expect_spec_error([&] { detail::resolve_strides(o, Shape{1, 4, 8, 8, 1}, &s, true); }, {"dout stride[0]=-1", ">= 0"});
+  s.dout = {0, 0, 0, 0};
+  s.x = {int64_t(1) << 40, int64_t(1) << 50, int64_t(1) << 58, 1};  // offsets past 2^60
+  expect_spec_error([&] { detail::resolve_strides(o, Shape{1, 4, 8, 8, 1}, &s, false); }, {"x strides", "2^60"});
+}
+
+TEST(WTConvStrides, RejectsAWrittenTensorThatOverlapsItself) {
+  const WTConvOptions o{4, 5, 2, DType::kF32, true, 1, 0};
+  WTConvStrides s;
+  s.out = {256, 64, 4, 1};  // rows 4 apart but 8 wide
+  expect_spec_error([&] { detail::resolve_strides(o, Shape{1, 4, 8, 8, 1}, &s, false); },
+                    {"out strides [256, 64, 4, 1] overlap", "stride[2]=4 (H) is below 8", "(W)"});
+  s.out = {192, 1, 24, 3};  // channels_last with one channel too few between pixels
+  expect_spec_error([&] { detail::resolve_strides(o, Shape{2, 4, 8, 8, 1}, &s, true); },
+                    {"dx strides [192, 1, 24, 3] overlap", "stride[3]=3 (W) is below 4", "(C)"});
+  s.out = {0, 64, 8, 1};  // two images on one address
+  expect_spec_error([&] { detail::resolve_strides(o, Shape{2, 4, 8, 8, 1}, &s, true); }, {"dx stride[0]=0", "B of size 2"});
+  // The same strides on a read tensor are fine (x may overlap itself).
+  WTConvStrides r;
+  r.x = {256, 64, 4, 1};
+  EXPECT_NO_THROW(detail::resolve_strides(o, Shape{1, 4, 8, 8, 1}, &r, false));
+}
+
+// The layer checks strides before it needs weights or a device: these calls fail the same way on a
+// machine without a GPU (the pointers are never dereferenced).
+TEST(WTConvStrides, LayerCallsCheckStridesFirst) {
+  WTConv layer({4, 5, 2, DType::kF32, true, 1, 0});
+  int dummy = 0;
+  WTConvStrides s;
+  s.out = {256, 64, 4, 1};
+  expect_spec_error([&] { layer.forward(&dummy, &dummy, 1, 8, 8, nullptr, &s); }, {"out strides", "overlap"});
+  s.out = {};
+  s.dout = {256, 64, 8, 0};
+  const WTConvGradients g{};
+  expect_spec_error([&] { layer.backward(&dummy, &dummy, &dummy, g, 1, 8, 8, nullptr, &s); }, {"dout stride[3]=0"});
+  expect_spec_error([&] { layer.profile(&dummy, &dummy, &dummy, &g, 1, 8, 8, nullptr, &s); }, {"dout stride[3]=0"});
+  // Valid strides get as far as the next check.
+  s.dout = {256, 1, 32, 4};
+  expect_spec_error([&] { layer.forward(&dummy, &dummy, 1, 8, 8, nullptr, &s); }, {"set_weights"});
 }
 
 TEST(WTConvPlan, PlanePathRefusedWhereThePlanesDoNotFit) {

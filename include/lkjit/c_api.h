@@ -8,8 +8,9 @@
  *     ("lkjit: error: <subject>: <what> ..."), naming the bad value and the allowed range.
  *   - Strings returned through `const char**` live in thread-local storage, valid until the next
  *     lkjit_* call on the same thread; copy them.
- *   - Tensors are device pointers: X, out, dOut, dX are NCHW contiguous in the layer's dtype;
- *     parameters and gradients are fp32 in the reference module's shapes (see wtconv.h).
+ *   - Tensors are device pointers: X, out, dOut, dX in the layer's dtype, NCHW contiguous or, through
+ *     the *_strided entry points, any element strides (channels_last, ...); parameters and gradients
+ *     are fp32 in the reference module's shapes (see wtconv.h).
  *   - A stream is a CUstream / cudaStream_t (NULL = the legacy default stream).
  *   - One handle may be used from several threads: calls on it are serialised by a mutex.
  */
@@ -29,8 +30,9 @@ extern "C" {
 #define LKJIT_API
 #endif
 
-/* Bumped when a signature below changes; python/lkjit checks it. */
-#define LKJIT_C_API_VERSION 1
+/* Bumped when a signature below changes or an entry point is added; python/lkjit checks it.
+ * 2: lkjit_wtconv_forward_strided, lkjit_wtconv_backward_strided. */
+#define LKJIT_C_API_VERSION 2
 
 enum {
   LKJIT_OK = 0,
@@ -77,6 +79,23 @@ LKJIT_API int lkjit_wtconv_backward(lkjit_wtconv* h, const void* x, const void* 
                                     float* grad_base_w, float* grad_base_b, float* grad_base_s,
                                     float* const* grad_level_w, float* const* grad_level_s, int64_t B,
                                     int64_t H, int64_t W, void* stream);
+
+/* lkjit_wtconv_forward / _backward with each activation's element strides (not bytes): int64_t[4] in
+ * (B, C, H, W) order whatever the memory order, so element (b, c, y, x) is at
+ * b*s[0] + c*s[1] + y*s[2] + x*s[3]; e.g. channels_last (NHWC) x is {H*W*C, 1, W*C, C}, and out and
+ * dout use their own (H_out, W_out). NULL (or all zeros) = NCHW contiguous for that tensor. Strides
+ * must be >= 1 for dims of size > 1, and the written tensor (out, dx) must not overlap itself:
+ * otherwise LKJIT_E_INVALID_ARGUMENT naming the tensor, the dim and the allowed range, before any GPU
+ * call. The old entry points are these with NULL strides. */
+LKJIT_API int lkjit_wtconv_forward_strided(lkjit_wtconv* h, const void* x, const int64_t* x_strides, void* out,
+                                           const int64_t* out_strides, int64_t B, int64_t H, int64_t W,
+                                           void* stream);
+LKJIT_API int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, const int64_t* x_strides,
+                                            const void* dout, const int64_t* dout_strides, void* dx,
+                                            const int64_t* dx_strides, float* grad_base_w, float* grad_base_b,
+                                            float* grad_base_s, float* const* grad_level_w,
+                                            float* const* grad_level_s, int64_t B, int64_t H, int64_t W,
+                                            void* stream);
 
 /* Compiles and loads every kernel of a shape (backward too when backward != 0). */
 LKJIT_API int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward);

@@ -12,8 +12,8 @@ namespace lkjit {
 // kernel accumulates in fp32.
 enum class DType { kF32, kF16, kBF16 };
 
-// Memory layout of activations. Kernels are generated for NCHW (contiguous); NHWC is named so that
-// callers can say what they hold and get a clear refusal instead of wrong results.
+// Memory layout of activations: the dense order a tensor has when a WTConv call gives no strides for it
+// (WTConvOptions::layout). Kernels read and write through element strides, so one binary serves both.
 enum class Layout { kNCHW, kNHWC };
 const char* to_string(Layout l);  // "NCHW" | "NHWC"
 

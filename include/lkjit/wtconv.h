@@ -6,8 +6,10 @@
 //   the operator spec for padding of odd sizes and the crop), then out[:, :, ::stride, ::stride].
 //
 // Layout and types:
-//   X, out, dOut, dX: NCHW contiguous, dtype = options.dtype (f32, f16 or bf16), device pointers.
-//     X and dX are (B, C, H, W); out and dOut are (B, C, ceil(H/stride), ceil(W/stride)).
+//   X, out, dOut, dX: dtype = options.dtype (f32, f16 or bf16), device pointers. X and dX are
+//     (B, C, H, W); out and dOut are (B, C, ceil(H/stride), ceil(W/stride)). Each is addressed through
+//     its own element strides (WTConvStrides: any dim order, e.g. NCHW or channels_last), by default
+//     the dense strides of options.layout.
 //   Parameters and their gradients: fp32 device pointers with the reference module's shapes:
 //     base_w (C,1,k,k), base_b (C) [optional], base_s (1,C,1,1), level_w[l] (4C,1,k,k), level_s[l]
 //     (1,4C,1,1) for l = 0..L-1; channel 4c+s of a level tensor is subband s (LL, LH, HL, HH) of c.
@@ -15,6 +17,7 @@
 // Errors: SpecError for any value out of range (named, with the allowed range); DriverError without a
 // GPU or on a failed launch; CompileError / CacheError from the JIT.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,7 +39,23 @@ struct WTConvOptions {
   bool bias = true;
   int stride = 1;       // >= 1; subsamples the full-resolution output
   int device = 0;       // CUDA device ordinal
-  Layout layout = Layout::kNCHW;  // only NCHW (contiguous) is supported; others are a SpecError
+  // Memory layout a tensor has when the call gives no strides for it: dense NCHW, or dense NHWC
+  // (channels_last). Explicit WTConvStrides override it per tensor; the kernels are the same.
+  Layout layout = Layout::kNCHW;
+};
+
+// Element strides (not bytes) of the activations of one call, in (B, C, H, W) order whatever the
+// memory order: element (b, c, y, x) of a tensor is at b*s[0] + c*s[1] + y*s[2] + x*s[3].
+//   NCHW contiguous: {C*H*W, H*W, W, 1};  channels_last (NHWC): {H*W*C, 1, W*C, C}
+// (with H, W the tensor's own sizes: H_out, W_out for out and dout). All zeros (the default) means the
+// dense strides of options.layout for that tensor. Strides must be >= 1 for dims of size > 1 (any
+// value >= 0 for dims of size 1), and the written tensor (out, or dX in backward) must not overlap
+// itself: sorted by stride, each dim's stride is at least the span of the dims before it. Read
+// tensors may overlap. Violations are a SpecError naming the tensor, the dim and the allowed range.
+struct WTConvStrides {
+  std::array<int64_t, 4> x{};     // X
+  std::array<int64_t, 4> dout{};  // dOut (backward; ignored by forward)
+  std::array<int64_t, 4> out{};   // the written tensor: out in forward, dX in backward
 };
 
 struct WTConvWeights {
@@ -93,18 +112,22 @@ class WTConv {
   // backward read the folded copy. Keeps the raw pointers for the backward's Eq. 9.
   void set_weights(const WTConvWeights& w, Stream s = nullptr);
 
-  // out = WTConv(x). Shape (B, C, H, W) with C == options.C, B, H, W >= 1.
-  void forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s = nullptr);
+  // out = WTConv(x). Shape (B, C, H, W) with C == options.C, B, H, W >= 1. strides: the tensors'
+  // element strides (null: the dense strides of options.layout), checked before anything runs.
+  void forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s = nullptr,
+               const WTConvStrides* strides = nullptr);
 
   // dX and every parameter gradient from dOut and the forward input X. Gradients are written
-  // (not accumulated), reduced deterministically: two calls give bit-identical results.
+  // (not accumulated), reduced deterministically: two calls give bit-identical results. strides.out
+  // is dX's.
   void backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
-                int64_t H, int64_t W, Stream s = nullptr);
+                int64_t H, int64_t W, Stream s = nullptr, const WTConvStrides* strides = nullptr);
 
   // Runs forward (dout == nullptr) or backward once with an event pair around every kernel, and returns
   // each kernel's time and traffic model. Synchronizes the stream; for benchmarks and reports.
   std::vector<KernelTiming> profile(const void* x, const void* dout, void* out, const WTConvGradients* grads,
-                                    int64_t B, int64_t H, int64_t W, Stream s = nullptr);
+                                    int64_t B, int64_t H, int64_t W, Stream s = nullptr,
+                                    const WTConvStrides* strides = nullptr);
 
   // Compiles and loads every kernel a shape needs, so later calls do no JIT work.
   void prepare(int64_t B, int64_t H, int64_t W, bool backward = false);
@@ -134,7 +157,7 @@ class WTConv {
   Shape shape_of(int64_t B, int64_t H, int64_t W) const;
   void ensure_impl();
   const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward);
-  void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out,
+  void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
                 const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings = nullptr);
   struct TileOverride {
     Kernel kernel;

@@ -11,7 +11,7 @@ import glob
 import os
 import threading
 
-C_API_VERSION = 1  # LKJIT_C_API_VERSION this binding was written for
+C_API_VERSION = 2  # LKJIT_C_API_VERSION this binding was written for
 
 DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2}
 _DTYPE_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
@@ -94,7 +94,7 @@ _lib_path = None
 
 def _declare(lib):
     c = ctypes
-    i64, vp, pp = c.c_int64, c.c_void_p, c.POINTER(c.c_void_p)
+    i64, vp, pp, sp = c.c_int64, c.c_void_p, c.POINTER(c.c_void_p), c.POINTER(c.c_int64)
     sigs = {
         "lkjit_version": (c.c_char_p, []),
         "lkjit_c_api_version": (c.c_int, []),
@@ -105,6 +105,9 @@ def _declare(lib):
         "lkjit_wtconv_set_weights": (c.c_int, [vp, vp, vp, vp, pp, pp, vp]),
         "lkjit_wtconv_forward": (c.c_int, [vp, vp, vp, i64, i64, i64, vp]),
         "lkjit_wtconv_backward": (c.c_int, [vp, vp, vp, vp, vp, vp, vp, pp, pp, i64, i64, i64, vp]),
+        "lkjit_wtconv_forward_strided": (c.c_int, [vp, vp, sp, vp, sp, i64, i64, i64, vp]),
+        "lkjit_wtconv_backward_strided": (c.c_int, [vp, vp, sp, vp, sp, vp, sp, vp, vp, vp, pp, pp, i64, i64, i64,
+                                                    vp]),
         "lkjit_wtconv_prepare": (c.c_int, [vp, i64, i64, i64, c.c_int]),
         "lkjit_wtconv_describe": (c.c_int, [vp, i64, i64, i64, c.c_int, c.c_int, c.POINTER(c.c_char_p)]),
         "lkjit_wtconv_workspace_bytes": (c.c_int, [vp, c.POINTER(c.c_uint64)]),
@@ -157,6 +160,16 @@ def _check(rc):
         raise _ERRORS.get(rc, LkjitError)(msg or f"lkjit: error: code {rc}", rc)
 
 
+def _strides(s, name):
+    """int64_t[4] of element strides in (B, C, H, W) order for a C ABI call; None -> NULL (NCHW contiguous)."""
+    if s is None:
+        return None
+    if len(s) != 4:
+        raise SpecError(f"lkjit: error: wtconv: {name} has {len(s)} entries; expected 4 element strides in "
+                        f"(B, C, H, W) order")
+    return (ctypes.c_int64 * 4)(*s)
+
+
 def _ptrs(values):
     arr = (ctypes.c_void_p * max(len(values), 1))()
     for i, v in enumerate(values):
@@ -195,8 +208,10 @@ class WTConvLayer:
     """One lkjit::WTConv layer (opaque C handle): fixed C, k, L, dtype, bias, stride and CUDA device.
 
     Pointers are integers (e.g. ``tensor.data_ptr()``); a stream is a cudaStream_t as an int (0 = the
-    legacy default stream). X / out / dOut / dX: NCHW contiguous in ``dtype``; parameters and their
-    gradients: fp32, the reference module's shapes (see include/lkjit/wtconv.h).
+    legacy default stream). X / out / dOut / dX in ``dtype``: NCHW contiguous, or addressed through the
+    ``*_strides`` arguments: 4 element strides (not bytes) in (B, C, H, W) order, e.g. ``tensor.stride()``
+    of a channels_last tensor; None = NCHW contiguous. Parameters and their gradients: fp32, the
+    reference module's shapes (see include/lkjit/wtconv.h).
     Raises SpecError for out-of-range options, LibraryNotFoundError without liblkjit.so."""
 
     def __init__(self, C, k=5, L=1, dtype="f32", bias=True, stride=1, device=0):
@@ -232,15 +247,20 @@ class WTConvLayer:
         _check(self._lib.lkjit_wtconv_set_weights(self._handle(), base_w, base_b or None, base_s,
                                                   _ptrs(level_w), _ptrs(level_s), stream or None))
 
-    def forward(self, x, out, B, H, W, stream=0):
-        _check(self._lib.lkjit_wtconv_forward(self._handle(), x, out, B, H, W, stream or None))
+    def forward(self, x, out, B, H, W, stream=0, x_strides=None, out_strides=None):
+        """out (B, C, ceil(H/stride), ceil(W/stride)) = WTConv(x (B, C, H, W)). Raises SpecError for bad sizes or
+        strides (an out that overlaps itself, a stride < 1 on a dim of size > 1) before any GPU call."""
+        _check(self._lib.lkjit_wtconv_forward_strided(self._handle(), x, _strides(x_strides, "x_strides"), out,
+                                                      _strides(out_strides, "out_strides"), B, H, W, stream or None))
 
     def backward(self, x, dout, dx, grad_base_w, grad_base_b, grad_base_s, grad_level_w, grad_level_s, B, H, W,
-                 stream=0):
+                 stream=0, x_strides=None, dout_strides=None, dx_strides=None):
+        """dX and the parameter gradients (written, deterministic); strides as forward's, dx's checked like out's."""
         self._check_levels(grad_level_w, grad_level_s, "grad_level_w", "grad_level_s")
-        _check(self._lib.lkjit_wtconv_backward(self._handle(), x, dout, dx, grad_base_w, grad_base_b or None,
-                                               grad_base_s, _ptrs(grad_level_w), _ptrs(grad_level_s), B, H, W,
-                                               stream or None))
+        _check(self._lib.lkjit_wtconv_backward_strided(
+            self._handle(), x, _strides(x_strides, "x_strides"), dout, _strides(dout_strides, "dout_strides"), dx,
+            _strides(dx_strides, "dx_strides"), grad_base_w, grad_base_b or None, grad_base_s, _ptrs(grad_level_w),
+            _ptrs(grad_level_s), B, H, W, stream or None))
 
     def prepare(self, B, H, W, backward=False):
         """Compiles and loads every kernel of a shape."""

@@ -17,6 +17,10 @@ calls):
   disable wrappers) costs about 1 ms of CPU time per training step (forward + backward), more than the
   kernels of a small layer take on the GPU; an autograd.Function node costs a small fraction of that.
 WTConv2d.forward picks the path (custom op when compiling, tracing or given tensor subclasses).
+
+Layout: the kernels read and write activations through their strides, so a dense input in any dim order
+(NCHW contiguous, channels_last, ...) is used as it is; only inputs with gaps or overlaps are copied.
+The output is channels_last for a channels_last input, NCHW contiguous otherwise; dX has x's strides.
 """
 import itertools
 import math
@@ -184,17 +188,55 @@ def _out_hw(H, W, stride):
     return (H + stride - 1) // stride, (W + stride - 1) // stride
 
 
+# ---- layouts ---------------------------------------------------------------------------------------
+# The kernels take element strides, so the ops copy only tensors that are not dense. The real ops and
+# their fake implementations pick output strides with the same functions: torch.compile checks that
+# they agree.
+
+def _dense(t):
+    """Whether t is non-overlapping and dense in some order of its dims (NCHW contiguous, channels_last,
+    or any other permutation): the kernels then address it through its strides, with no copy."""
+    if t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last):
+        return True
+    expected = 1
+    for size, st in sorted(zip(t.shape, t.stride()), key=lambda d: d[1]):
+        if size != 1:
+            if st != expected:
+                return False
+            expected *= size
+    return True
+
+
+def _out_format(x):
+    """Memory format of the forward output: channels_last for a channels_last input, else contiguous."""
+    if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def _new_out(x, stride):
+    B, C, H, W = x.shape
+    return torch.empty((B, C, *_out_hw(H, W, stride)), dtype=x.dtype, device=x.device, memory_format=_out_format(x))
+
+
+def _strides(t):
+    """Element strides for the C ABI; None (the ABI's default) for an NCHW-contiguous tensor."""
+    return None if t.is_contiguous() else t.stride()
+
+
 # ---- the implementation (both paths) ---------------------------------------------------------------
 
 def _fwd_impl(x, params, L, layer_id, stride, where=_FWD):
-    """WTConv forward: out (B, C, ceil(H/stride), ceil(W/stride)) in x's dtype. ``params``: the flat list
-    (fp32, the reference shapes); ``L``: the number of levels; layer_id names the module whose lkjit layer
-    (folded weights, workspace) runs it. Checks its arguments (the shape check once per shape set)."""
+    """WTConv forward: out (B, C, ceil(H/stride), ceil(W/stride)) in x's dtype, channels_last when x is,
+    else NCHW contiguous (x is read through its strides; copied only if not dense). ``params``: the flat
+    list (fp32, the reference shapes); ``L``: the number of levels; layer_id names the module whose lkjit
+    layer (folded weights, workspace) runs it. Checks its arguments (the shape check once per shape set)."""
     _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
     _check_params(x, params, L, where)
-    x = x.contiguous()
+    out = _new_out(x, stride)
+    if not _dense(x):
+        x = x.contiguous()
     B, C, H, W = x.shape
-    out = x.new_empty((B, C, *_out_hw(H, W, stride)))
     if out.numel() == 0:
         return out
     params = [p.contiguous() for p in params]
@@ -202,27 +244,31 @@ def _fwd_impl(x, params, L, layer_id, stride, where=_FWD):
     st, ent = _entry(layer_id, x, device, params[0].shape[-1], L, len(params) > 2 + 2 * L, stride)
     stream = _current_stream(device)
     _fold(st, ent, params, L, stream)
-    ent.layer.forward(x.data_ptr(), out.data_ptr(), B, H, W, stream)
+    ent.layer.forward(x.data_ptr(), out.data_ptr(), B, H, W, stream, _strides(x), _strides(out))
     return out
 
 
 def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD):
-    """WTConv backward: [dX, then one gradient per entry of the flat parameter list]; dX in x's dtype and
-    shape (NCHW contiguous), parameter gradients fp32 in the parameters' shapes; deterministic.
+    """WTConv backward: [dX, then one gradient per entry of the flat parameter list]; dX in x's dtype, shape
+    and strides (NCHW contiguous if x is not dense), parameter gradients fp32 in the parameters' shapes;
+    deterministic. x and grad_out are read through their strides (copied only if not dense).
     check=False skips the argument checks (for arguments _fwd_impl checked: the autograd.Function's
     saved tensors, whose shapes autograd keeps and whose in-place changes autograd refuses)."""
     if check:
         _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
         _check_params(x, params, L, where)
-    x = x.contiguous()
+    if not _dense(x):
+        x = x.contiguous()
     B, C, H, W = x.shape
     if check:
         want = (B, C, *_out_hw(H, W, stride))
         if tuple(grad_out.shape) != want:
             raise ValueError(f"{where}: grad_out has shape {tuple(grad_out.shape)}; expected {want}")
-    grad_out = grad_out.to(x.dtype).contiguous()
+    grad_out = grad_out.to(x.dtype)
+    if not _dense(grad_out):  # e.g. the expanded gradient of out.sum()
+        grad_out = grad_out.contiguous()
     params = [p.contiguous() for p in params]
-    dx = torch.empty_like(x)
+    dx = torch.empty_like(x)  # x is dense here: dx gets its strides
     grads = [torch.empty_like(p) for p in params]
     if x.numel() == 0:
         dx.zero_()
@@ -237,7 +283,8 @@ def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD):
     gb = grads[2 + 2 * L].data_ptr() if has_bias else 0
     ent.layer.backward(x.data_ptr(), grad_out.data_ptr(), dx.data_ptr(), grads[0].data_ptr(), gb,
                        grads[1].data_ptr(), [g.data_ptr() for g in grads[2:2 + L]],
-                       [g.data_ptr() for g in grads[2 + L:2 + 2 * L]], B, H, W, stream)
+                       [g.data_ptr() for g in grads[2 + L:2 + 2 * L]], B, H, W, stream, _strides(x),
+                       _strides(grad_out), _strides(dx))
     return [dx] + grads
 
 
@@ -269,30 +316,34 @@ class _WTConvFunction(torch.autograd.Function):
 # ---- custom ops (torch.compile, torch.export, tracing) ---------------------------------------------
 # cudagraph_unsafe: a CUDA-graph replay would skip the Python that refolds the weights after a parameter
 # update (and the layer may allocate its workspace on a first call), so inductor keeps these ops out of
-# CUDA graphs (mode="reduce-overhead" splits the graph around them).
-_TAGS = (torch.Tag.cudagraph_unsafe,) if hasattr(torch.Tag, "cudagraph_unsafe") else ()
+# CUDA graphs (mode="reduce-overhead" splits the graph around them). needs_fixed_stride_order: inductor
+# passes the inputs in the stride order they were traced with, so the output layout the fake
+# implementation chose from them (channels_last or not) is the one the kernels produce.
+_TAGS = tuple(getattr(torch.Tag, t) for t in ("cudagraph_unsafe", "needs_fixed_stride_order") if hasattr(torch.Tag, t))
 
 
 @torch.library.custom_op("lkjit::wtconv_fwd", mutates_args=(), tags=_TAGS)
 def wtconv_fwd(x: Tensor, base_w: Tensor, base_b: typing.Optional[Tensor], base_s: Tensor,
                level_w: typing.List[Tensor], level_s: typing.List[Tensor], layer_id: int, stride: int) -> Tensor:
-    """out (B, C, ceil(H/stride), ceil(W/stride)), dtype of x = WTConv(x (B, C, H, W)); fp32 parameters in
-    the reference shapes; layer_id names the module whose lkjit layer (folded weights, workspace) runs it."""
+    """out (B, C, ceil(H/stride), ceil(W/stride)), dtype of x = WTConv(x (B, C, H, W)), channels_last when x
+    is channels_last, else NCHW contiguous; x in any layout (read through its strides when dense); fp32
+    parameters in the reference shapes; layer_id names the module whose lkjit layer (folded weights,
+    workspace) runs it."""
     return _fwd_impl(x, _flat(base_w, base_b, base_s, level_w, level_s, _FWD), len(level_w), layer_id, stride)
 
 
 @wtconv_fwd.register_fake
 def _wtconv_fwd_fake(x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
-    B, C, H, W = x.shape
-    return x.new_empty((B, C, *_out_hw(H, W, stride)))
+    return _new_out(x, stride)  # the strides _fwd_impl's output has
 
 
 @torch.library.custom_op("lkjit::wtconv_bwd", mutates_args=(), tags=_TAGS)
 def wtconv_bwd(grad_out: Tensor, x: Tensor, base_w: Tensor, base_b: typing.Optional[Tensor], base_s: Tensor,
                level_w: typing.List[Tensor], level_s: typing.List[Tensor], layer_id: int,
                stride: int) -> typing.List[Tensor]:
-    """[dX, d base_w, d base_s, d level_w[0..L-1], d level_s[0..L-1], (d base_b if bias)]: dX in x's dtype
-    and shape (NCHW contiguous), parameter gradients fp32 in the parameters' shapes; deterministic."""
+    """[dX, d base_w, d base_s, d level_w[0..L-1], d level_s[0..L-1], (d base_b if bias)]: dX in x's dtype,
+    shape and strides (NCHW contiguous if x is not dense), parameter gradients fp32 in the parameters'
+    shapes; deterministic. grad_out in any layout."""
     return _bwd_impl(grad_out, x, _flat(base_w, base_b, base_s, level_w, level_s, _BWD), len(level_w), layer_id,
                      stride)
 
@@ -300,7 +351,8 @@ def wtconv_bwd(grad_out: Tensor, x: Tensor, base_w: Tensor, base_b: typing.Optio
 @wtconv_bwd.register_fake
 def _wtconv_bwd_fake(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
     params = [base_w, base_s, *level_w, *level_s] + ([base_b] if base_b is not None else [])
-    return [x.new_empty(x.shape)] + [p.new_empty(p.shape) for p in params]
+    dx = torch.empty_like(x) if _dense(x) else x.new_empty(x.shape)  # the strides _bwd_impl's dX has
+    return [dx] + [p.new_empty(p.shape) for p in params]
 
 
 def _setup_context(ctx, inputs, output):
@@ -374,10 +426,12 @@ class WTConv2d(nn.Module):
 
         WTConv2d(in_channels, out_channels, kernel_size=5, stride=1, bias=True, wt_levels=1, wt_type='db1')
 
-    Input: (B, C, H, W) CUDA tensor, float32 / float16 / bfloat16, any layout (non-contiguous and
-    channels_last inputs are copied to NCHW). Output: (B, C, ceil(H/stride), ceil(W/stride)), NCHW
-    contiguous, the input's dtype; under CUDA autocast the op runs in the autocast dtype. Parameters
-    stay float32 (other dtypes are cast to float32 for the op) and get float32 gradients:
+    Input: (B, C, H, W) CUDA tensor, float32 / float16 / bfloat16, any layout: dense ones (NCHW
+    contiguous, channels_last, any dim order) are read in place, others are copied to NCHW first.
+    Output: (B, C, ceil(H/stride), ceil(W/stride)), the input's dtype, channels_last for a
+    channels_last input and NCHW contiguous otherwise; the input's gradient has the input's strides.
+    Under CUDA autocast the op runs in the autocast dtype. Parameters stay float32 (other dtypes are
+    cast to float32 for the op) and get float32 gradients:
 
         base_conv.weight (C,1,k,k)   base_conv.bias (C)   base_scale.weight (1,C,1,1)
         wavelet_convs.{i}.weight (4C,1,k,k)   wavelet_scale.{i}.weight (1,4C,1,1),  i = 0..wt_levels-1
@@ -466,7 +520,8 @@ class WTConv2d(nn.Module):
         dt = _autocast_dtype()
         if dt is not None:
             x = x.to(dt)
-        x = x.contiguous()
+        if not _dense(x):  # gaps or overlaps: one NCHW copy, which autograd then saves
+            x = x.contiguous()
         bw, bs, b = _f32(self.base_conv.weight), _f32(self.base_scale.weight), self.base_conv.bias
         lw = [_f32(m.weight) for m in self.wavelet_convs]
         ls = [_f32(m.weight) for m in self.wavelet_scale]

@@ -127,6 +127,31 @@ def test_calls_without_gpu_raise_driver_error():
         layer.forward(1, 1, 1, 8, 8)
 
 
+def test_strided_calls_are_checked_before_the_gpu():
+    """Bad strides are refused by the C ABI (SpecError, code 2, naming the tensor, the dim and the range)
+    before any GPU call, so the same errors come on a machine without one."""
+    _library_or_skip()
+    layer = lkjit.WTConvLayer(4, L=2)  # x, dx: (1, 4, 8, 8); NCHW strides (256, 64, 8, 1)
+    with pytest.raises(lkjit.SpecError, match=r"x stride\[2\]=0 \(H of size 8\) is out of range") as e:
+        layer.forward(1, 1, 1, 8, 8, x_strides=(256, 64, 0, 1))
+    assert e.value.code == 2 and isinstance(e.value, ValueError)
+    with pytest.raises(lkjit.SpecError, match=r"out strides \[256, 64, 4, 1\] overlap"):
+        layer.forward(1, 1, 1, 8, 8, out_strides=(256, 64, 4, 1))
+    grads = dict(grad_base_w=1, grad_base_b=1, grad_base_s=1, grad_level_w=[1, 1], grad_level_s=[1, 1])
+    with pytest.raises(lkjit.SpecError, match=r"dx strides \[256, 1, 24, 3\] overlap"):
+        layer.backward(1, 1, 1, B=1, H=8, W=8, dx_strides=(256, 1, 24, 3), **grads)
+    with pytest.raises(lkjit.SpecError, match=r"dout stride\[3\]=0 \(W of size 8\)"):
+        layer.backward(1, 1, 1, B=1, H=8, W=8, dout_strides=(256, 64, 8, 0), **grads)
+    with pytest.raises(lkjit.SpecError, match="x_strides has 3 entries"):
+        layer.forward(1, 1, 1, 8, 8, x_strides=(64, 8, 1))
+    if not lkjit.gpu_available():  # channels_last strides pass the checks and reach the driver
+        with pytest.raises(lkjit.DriverError):
+            layer.forward(1, 1, 1, 8, 8, x_strides=(256, 1, 32, 4), out_strides=(256, 1, 32, 4))
+        with pytest.raises(lkjit.DriverError):
+            layer.backward(1, 1, 1, B=1, H=8, W=8, x_strides=(256, 1, 32, 4), dout_strides=(256, 64, 8, 1),
+                           dx_strides=(256, 1, 32, 4), **grads)
+
+
 def test_state_dict_key_mapping():
     keys = ["m.base_weight", "m.base_bias", "m.base_scale", "m.wt_weights.0", "m.wt_scales.0", "m.wt_weights.1",
             "m.wt_scales.1", "m.wt_filter", "m.iwt_filter", "other.base_weight"]
@@ -160,6 +185,40 @@ def test_torch_module_on_cpu():
         m(torch.randn(1, 8, 16, 16))
     with pytest.raises(ValueError, match="C=3"):
         m(torch.randn(1, 3, 16, 16))
+
+
+def test_torch_layout_helpers():
+    """Which tensors the ops take in place, and the output strides both the ops and their fake
+    implementations produce (torch.compile requires them to agree); meta tensors stand for fake ones."""
+    torch = pytest.importorskip("torch")
+    from lkjit import torch as lt
+
+    x = torch.empty(2, 4, 9, 7)
+    cl = x.to(memory_format=torch.channels_last)
+    tr = x.transpose(2, 3)  # dense, W-major planes
+    assert lt._dense(x) and lt._dense(cl) and lt._dense(tr)
+    assert not lt._dense(x[..., ::2]) and not lt._dense(torch.empty(2, 4, 9, 1).expand(2, 4, 9, 7))
+    assert lt._strides(x) is None and lt._strides(cl) == (252, 1, 28, 4) and lt._strides(tr) == (252, 63, 1, 7)
+    out = lt._new_out(cl, 2)
+    assert out.shape == (2, 4, 5, 4) and out.is_contiguous(memory_format=torch.channels_last)
+    assert not out.is_contiguous()
+    assert lt._new_out(x, 2).is_contiguous() and lt._new_out(tr, 1).is_contiguous()
+    assert lt._new_out(x[..., ::2], 1).is_contiguous()
+
+    C, k, L = 4, 5, 2
+    w = [torch.empty(C, 1, k, k, device="meta"), None, torch.empty(1, C, 1, 1, device="meta"),
+         [torch.empty(4 * C, 1, k, k, device="meta")] * L, [torch.empty(1, 4 * C, 1, 1, device="meta")] * L]
+    for xm, want_out, want_dx in [
+            (torch.empty(2, C, 9, 7, device="meta"), (C * 5 * 4, 5 * 4, 4, 1), (C * 63, 63, 7, 1)),
+            (torch.empty(2, C, 9, 7, device="meta").to(memory_format=torch.channels_last), (5 * 4 * C, 1, 4 * C, C),
+             (63 * C, 1, 7 * C, C)),
+            (torch.empty(2, C, 7, 9, device="meta").transpose(2, 3), (C * 5 * 4, 5 * 4, 4, 1), (C * 63, 63, 1, 9)),
+            (torch.empty(2, C, 9, 14, device="meta")[..., ::2], (C * 5 * 4, 5 * 4, 4, 1), (C * 63, 63, 7, 1))]:
+        out = lt._wtconv_fwd_fake(xm, *w, 1, 2)
+        assert out.shape == (2, C, 5, 4) and out.stride() == want_out, (xm.stride(), out.stride())
+        g = torch.empty(2, C, 5, 4, device="meta")
+        dx = lt._wtconv_bwd_fake(g, xm, *w, 1, 2)[0]
+        assert dx.shape == xm.shape and dx.stride() == want_dx, (xm.stride(), dx.stride())
 
 
 def test_torch_module_argument_errors():

@@ -241,6 +241,95 @@ def test_layouts_give_identical_results():
     assert_close(xr.grad, r_dx, *TOL[F32], "dX from out.sum()")
 
 
+# channels_last activations are read and written in place: a channels_last input gives a channels_last
+# output and input gradient, with the same bits as the NCHW-contiguous run (the kernels do the same
+# arithmetic whatever the strides) and no layout copies.
+CL_CASES = [pytest.param(SHAPES[i], dt, id=f"{str(dt)[6:]}-{'x'.join(map(str, SHAPES[i][:4]))}-k{SHAPES[i][4]}"
+                         f"L{SHAPES[i][5]}s{SHAPES[i][6]}")
+            for i, dt in [(2, F32), (3, F32), (3, F16), (5, BF16), (7, F32), (8, F32), (9, F16), (9, BF16)]]
+
+
+def copies_of(fn, shapes):
+    """aten::copy_ calls on tensors of the given shapes while fn runs (layout copies of activations)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn()
+    shapes = [list(s) for s in shapes]
+    return [(e.name, e.input_shapes) for e in prof.events()
+            if e.name == "aten::copy_" and any(s in shapes for s in e.input_shapes)]
+
+
+@pytest.mark.parametrize("shape,dt", CL_CASES)
+def test_channels_last_in_channels_last_out(shape, dt):
+    B, C, H, W, k, L, stride, bias = shape
+    m = make_layer(C, k, L, stride, bias, seed=30 + H)
+    torch.manual_seed(31)
+    x = torch.randn(B, C, H, W, device=DEV).to(dt)
+    g = torch.randn(B, C, math.ceil(H / stride), math.ceil(W / stride), device=DEV).to(dt)
+    base = run(m, x, g)
+    cl = torch.channels_last
+    xc, gc = x.to(memory_format=cl), g.to(memory_format=cl)
+    got = check_against_reference(m, xc, gc, dt, stride, "channels_last: ")
+    assert got[0].is_contiguous(memory_format=cl) and not got[0].is_contiguous(), got[0].stride()
+    assert got[1].stride() == xc.stride(), (got[1].stride(), xc.stride())
+    assert_identical(got, base, "channels_last vs contiguous")
+    # Mixed: a channels_last input with an NCHW output gradient, and the reverse.
+    mixed = run(m, xc, g)
+    assert mixed[1].stride() == xc.stride()
+    assert_identical(mixed, base, "x channels_last, grad_out contiguous")
+    assert_identical(run(m, x, gc), base, "x contiguous, grad_out channels_last")
+
+    def step():
+        xr = xc.detach().requires_grad_()
+        m(xr).backward(gc)
+    step()  # warm: kernels compiled and loaded
+    assert copies_of(step, [xc.shape, gc.shape]) == []
+
+
+def test_dense_permuted_layouts_are_taken_in_place():
+    """Any dense dim order (here W-major planes) is read through its strides; the output is NCHW
+    contiguous and dX has the input's strides."""
+    m = make_layer(6, 5, 2, 2, True, seed=32)
+    torch.manual_seed(33)
+    x = torch.randn(2, 6, 19, 22, device=DEV)
+    g = torch.randn(2, 6, 10, 11, device=DEV)
+    base = run(m, x, g)
+    xt = x.transpose(2, 3).contiguous().transpose(2, 3)
+    got = run(m, xt, g)
+    assert got[0].is_contiguous() and got[1].stride() == xt.stride()
+    assert_identical(got, base, "W-major planes vs contiguous")
+
+
+def test_custom_op_fake_strides_match_the_kernels():
+    """The fake implementations return the strides the real ops produce, for every kind of input layout
+    (what torch.compile checks); opcheck compares them on real tensors."""
+    opcheck = getattr(torch.library, "opcheck", None)
+    if opcheck is None:
+        pytest.skip("torch.library.opcheck needs PyTorch >= 2.4")
+    m = make_layer(4, 5, 2, 2, True, seed=34)
+    bw, bb, bs, lw, ls = params_of(m)
+    torch.manual_seed(35)
+    x = torch.randn(2, 4, 9, 14, device=DEV)
+    g = torch.randn(2, 4, 5, 7, device=DEV)
+    for name, xv, gv in [("contiguous", x, g),
+                         ("channels_last", x.to(memory_format=torch.channels_last), g.to(memory_format=torch.channels_last)),
+                         ("mixed", x.to(memory_format=torch.channels_last), g),
+                         ("W-major", x.transpose(2, 3).contiguous().transpose(2, 3), g),
+                         ("strided", torch.randn(2, 4, 9, 28, device=DEV)[..., ::2],
+                          torch.randn(2, 4, 5, 1, device=DEV).expand(2, 4, 5, 7))]:
+        fwd_args = (xv, bw.detach(), bb.detach(), bs.detach(), [t.detach() for t in lw], [t.detach() for t in ls],
+                    m._lkjit_id, 2)
+        opcheck(torch.ops.lkjit.wtconv_fwd.default, fwd_args, test_utils="test_faketensor")
+        opcheck(torch.ops.lkjit.wtconv_bwd.default, (gv,) + fwd_args, test_utils="test_faketensor")
+        with torch._subclasses.fake_tensor.FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            fg, fx = mode.from_tensor(gv), mode.from_tensor(xv)
+            f_out = torch.ops.lkjit.wtconv_fwd(fx, *fwd_args[1:])
+            f_dx = torch.ops.lkjit.wtconv_bwd(fg, fx, *fwd_args[1:])[0]
+        out = torch.ops.lkjit.wtconv_fwd(*fwd_args)
+        dx = torch.ops.lkjit.wtconv_bwd(gv, *fwd_args)[0]
+        assert f_out.stride() == out.stride(), (name, f_out.stride(), out.stride())
+        assert f_dx.stride() == dx.stride(), (name, f_dx.stride(), dx.stride())
+
+
 def test_backward_is_deterministic():
     m = make_layer(4, 5, 3, 1, True, seed=5)
     x = torch.randn(3, 4, 300, 140, device=DEV)
@@ -376,6 +465,34 @@ def test_torch_compile():
             assert_close(a, b, 1e-4 * (b.abs().max().item() + 1e-3), 1e-3, f"{backend} grad")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             assert compiled(x).dtype == torch.bfloat16
+
+
+def test_torch_compile_channels_last():
+    """A channels_last network (the timm ConvNeXt case): compiled, the op takes the channels_last
+    activations as they are and gives the eager results."""
+    torch._dynamo.reset()
+    torch.manual_seed(14)
+    cl = torch.channels_last
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), WTConv2d(8, 8, 5, wt_levels=2), nn.GELU(), WTConv2d(8, 8, 3, stride=2),
+                          nn.Conv2d(8, 4, 1)).to(DEV).to(memory_format=cl)
+    x = torch.randn(2, 3, 24, 20, device=DEV).to(memory_format=cl)
+    xw = x.detach().requires_grad_()
+    want = model(xw)
+    assert want.is_contiguous(memory_format=cl)
+    want.square().mean().backward()
+    want_grads = [p.grad.clone() for p in model.parameters()]
+    x_grad = xw.grad
+    for backend, fullgraph in [("aot_eager", True), ("inductor", False)]:
+        model.zero_grad(set_to_none=True)
+        compiled = torch.compile(model, backend=backend, fullgraph=fullgraph)
+        xr = x.detach().requires_grad_()
+        got = compiled(xr)
+        got.square().mean().backward()
+        assert_close(got, want, 1e-4, 1e-4, f"{backend} out")
+        assert_close(xr.grad, x_grad, 1e-4, 1e-3, f"{backend} input grad")
+        for a, b in zip([p.grad for p in model.parameters()], want_grads):
+            assert_close(a, b, 1e-4 * (b.abs().max().item() + 1e-3), 1e-3, f"{backend} grad")
+    torch._dynamo.reset()
 
 
 def test_cuda_graph_compile_sees_parameter_updates():

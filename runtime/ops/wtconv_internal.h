@@ -13,5 +13,11 @@ std::vector<int64_t> level_sizes(int64_t n, int L);
 void validate_options(const WTConvOptions& o);
 // SpecError naming every bad size (B, H, W >= 1 and within range; C and stride as the layer's).
 void validate_shape(const WTConvOptions& o, const Shape& sh);
+// The element strides a call runs with: `s` (null: all default) with each all-zero member replaced by
+// the dense strides of o.layout for that tensor's shape (out: (B, C, H_out, W_out) in forward, dX's
+// (B, C, H, W) in backward; dout: (B, C, H_out, W_out)). Validates the shape, then the strides as
+// WTConvStrides documents (dout only in backward). Pure: no CUDA calls. SpecError naming the tensor,
+// the dim, the value and the allowed range.
+WTConvStrides resolve_strides(const WTConvOptions& o, const Shape& sh, const WTConvStrides* s, bool backward);
 
 }  // namespace lkjit::detail

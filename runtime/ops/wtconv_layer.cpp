@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -18,6 +19,10 @@
 namespace lkjit {
 
 static_assert(kMaxLevels == kWTConvMaxLevels, "public and ABI level limits differ");
+// The params header asserts its size on both sides; the fields the host fills per call, here.
+static_assert(offsetof(WTConvParams, x_st) == 24 && offsetof(WTConvParams, g_st) == 56 &&
+                  offsetof(WTConvParams, out_st) == 88 && offsetof(WTConvParams, wfold) == 120,
+              "WTConvParams layout changed: update the static_asserts with the device side in mind");
 
 namespace {
 
@@ -343,7 +348,7 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
   return impl_->lists.emplace(key, std::move(list)).first->second;
 }
 
-void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out,
+void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
                       const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings) {
   if (impl_->scratch.bytes() < list.scratch_floats * 4)
     impl_->scratch = DeviceBuffer(list.scratch_floats * 4 + 256, opt_.device);
@@ -354,6 +359,9 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
     q.x = x;
     q.g = g;
     q.out = out;
+    std::copy(st.x.begin(), st.x.end(), q.x_st);
+    std::copy(st.dout.begin(), st.dout.end(), q.g_st);
+    std::copy(st.out.begin(), st.out.end(), q.out_st);
     q.wfold = static_cast<const float*>(impl_->wfold.data());
     q.z = scratch;
     q.low_in = ref(l.refs.low_in);
@@ -389,31 +397,37 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
   last_origin_ = list.origin;
 }
 
+// Strides are resolved and checked first: a bad call fails before anything touches the device.
 std::vector<KernelTiming> WTConv::profile(const void* x, const void* dout, void* out, const WTConvGradients* grads,
-                                          int64_t B, int64_t H, int64_t W, Stream s) {
+                                          int64_t B, int64_t H, int64_t W, Stream s, const WTConvStrides* strides) {
+  const bool backward = dout != nullptr;
+  const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, backward);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv profile: call set_weights() first");
   if (dout && !grads) throw SpecError("lkjit: error: wtconv profile: backward needs gradient buffers");
   std::vector<KernelTiming> t;
-  run_list(launch_list(B, H, W, dout != nullptr), x, dout, out, grads, s, &t);
+  run_list(launch_list(B, H, W, backward), x, dout, out, st, grads, s, &t);
   return t;
 }
 
-void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s) {
+void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s,
+                     const WTConvStrides* strides) {
   if (!x || !out) throw SpecError("lkjit: error: wtconv forward: x and out must be non-null device pointers");
+  const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, false);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv forward: call set_weights() first");
-  run_list(launch_list(B, H, W, false), x, nullptr, out, nullptr, s);
+  run_list(launch_list(B, H, W, false), x, nullptr, out, st, nullptr, s);
 }
 
 void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
-                      int64_t H, int64_t W, Stream s) {
+                      int64_t H, int64_t W, Stream s, const WTConvStrides* strides) {
   if (!x || !dout || !dx) throw SpecError("lkjit: error: wtconv backward: x, dout and dx must be non-null device pointers");
+  const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, true);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv backward: call set_weights() first");
   if (!grads.base_w || !grads.base_s) throw SpecError("lkjit: error: wtconv backward: grads.base_w and grads.base_s must be non-null");
   if (opt_.bias && !grads.base_b) throw SpecError("lkjit: error: wtconv backward: bias=true but grads.base_b is null");
   for (int l = 0; l < opt_.L; ++l)
     if (!grads.level_w[l] || !grads.level_s[l])
       throw SpecError(fmt::format("lkjit: error: wtconv backward: grads.level_w[{}] and grads.level_s[{}] must be non-null for L={}", l, l, opt_.L));
-  run_list(launch_list(B, H, W, true), x, dout, dx, &grads, s);
+  run_list(launch_list(B, H, W, true), x, dout, dx, st, &grads, s);
 }
 
 }  // namespace lkjit

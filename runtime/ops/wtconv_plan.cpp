@@ -1,6 +1,10 @@
 // Which kernels run a WTConv shape (pure: no CUDA calls), for the layer, prewarm and reports.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <string>
+
 #include "lkjit/error.h"
 #include "lkjit/wtconv.h"
 #include "runtime/ops/wtconv_internal.h"
@@ -21,8 +25,8 @@ void validate_options(const WTConvOptions& o) {
   if (o.L < 0 || o.L > kMaxLevels) e.push_back(fmt::format("L={} is out of range; supported: L in [0, {}]", o.L, kMaxLevels));
   if (o.stride < 1 || o.stride > 64) e.push_back(fmt::format("stride={} is out of range; supported: [1, 64]", o.stride));
   if (o.device < 0) e.push_back(fmt::format("device={} is out of range; supported: >= 0", o.device));
-  if (o.layout != Layout::kNCHW)
-    e.push_back(fmt::format("layout {} is not supported; supported: NCHW (contiguous)", to_string(o.layout)));
+  if (o.layout != Layout::kNCHW && o.layout != Layout::kNHWC)
+    e.push_back(fmt::format("layout={} is out of range; supported: NCHW, NHWC", static_cast<int>(o.layout)));
   if (e.empty()) return;
   std::string msg = "lkjit: error: wtconv: ";
   for (size_t i = 0; i < e.size(); ++i) msg += (i ? "; " : "") + e[i];
@@ -42,6 +46,72 @@ void validate_shape(const WTConvOptions& o, const Shape& sh) {
   std::string msg = "lkjit: error: wtconv: ";
   for (size_t i = 0; i < e.size(); ++i) msg += (i ? "; " : "") + e[i];
   throw SpecError(msg);
+}
+
+namespace {
+
+using Dims4 = std::array<int64_t, 4>;  // (B, C, H, W) order
+constexpr const char* kDimNames[4] = {"B", "C", "H", "W"};
+// Largest element offset a strided tensor may reach: far beyond any allocation, and offsets times the
+// element size stay clear of 64-bit overflow in the kernels' address math.
+constexpr int64_t kMaxElementOffset = int64_t(1) << 60;
+
+Dims4 dense_strides(Layout layout, const Dims4& n) {
+  if (layout == Layout::kNHWC) return {n[2] * n[3] * n[1], 1, n[3] * n[1], n[1]};
+  return {n[1] * n[2] * n[3], n[2] * n[3], n[3], 1};
+}
+
+std::string dims_string(const Dims4& v) { return fmt::format("[{}, {}, {}, {}]", v[0], v[1], v[2], v[3]); }
+
+// One tensor's strides: >= 1 for dims of size > 1 (>= 0 for size 1), offsets below 2^60, and for the
+// written tensor no two elements at one address. The dims of size > 1, sorted by stride, must each
+// step past the span (1 + sum of (n-1)*stride) of the dims before them: sufficient for no overlap, and
+// true of every dense layout.
+void check_strides(const char* name, const Dims4& st, const Dims4& n, bool written) {
+  for (int d = 0; d < 4; ++d) {
+    if (n[d] > 1 && st[d] < 1)
+      throw SpecError(fmt::format("lkjit: error: wtconv: {} stride[{}]={} ({} of size {}) is out of range; supported: "
+                                  ">= 1 for a dim of size > 1 (element strides in (B, C, H, W) order)",
+                                  name, d, st[d], kDimNames[d], n[d]));
+    if (st[d] < 0)
+      throw SpecError(fmt::format("lkjit: error: wtconv: {} stride[{}]={} ({} of size 1) is out of range; supported: "
+                                  ">= 0", name, d, st[d], kDimNames[d]));
+  }
+  std::array<int, 4> order{0, 1, 2, 3};
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return st[a] < st[b]; });
+  int64_t span = 1;
+  std::string below;
+  for (int d : order) {
+    if (n[d] <= 1) continue;
+    if (written && st[d] < span)
+      throw SpecError(fmt::format(
+          "lkjit: error: wtconv: {} strides {} overlap for shape {}: stride[{}]={} ({}) is below {}, the span of the "
+          "dims with smaller strides ({}); supported: a written tensor whose elements have distinct addresses "
+          "(e.g. dense NCHW or NHWC)", name, dims_string(st), dims_string(n), d, st[d], kDimNames[d], span, below));
+    if (st[d] > (kMaxElementOffset - span) / (n[d] - 1))
+      throw SpecError(fmt::format("lkjit: error: wtconv: {} strides {} for shape {} reach element offsets past 2^60; "
+                                  "supported: offsets below 2^60", name, dims_string(st), dims_string(n)));
+    span += (n[d] - 1) * st[d];
+    below += (below.empty() ? "" : ", ") + std::string(kDimNames[d]);
+  }
+}
+
+}  // namespace
+
+WTConvStrides resolve_strides(const WTConvOptions& o, const Shape& sh, const WTConvStrides* s, bool backward) {
+  validate_shape(o, sh);
+  const Dims4 full{sh.B, sh.C, sh.H, sh.W}, out{sh.B, sh.C, sh.H_out(), sh.W_out()};
+  auto pick = [&](const Dims4* given, const Dims4& n) {
+    return given && *given != Dims4{} ? *given : dense_strides(o.layout, n);
+  };
+  WTConvStrides r;
+  r.x = pick(s ? &s->x : nullptr, full);
+  r.dout = pick(s ? &s->dout : nullptr, out);
+  r.out = pick(s ? &s->out : nullptr, backward ? full : out);
+  check_strides("x", r.x, full, false);
+  if (backward) check_strides("dout", r.dout, out, false);
+  check_strides(backward ? "dx" : "out", r.out, backward ? full : out, true);
+  return r;
 }
 
 }  // namespace detail

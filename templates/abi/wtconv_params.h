@@ -1,6 +1,7 @@
 // Kernel arguments of every WTConv kernel: one plain struct shared by host C++ and NVRTC device code
 // (no headers, no framework types). Runtime values live here; anything that changes code is in Cfg.
-// MUST stay layout-identical on both sides: host code static_asserts its size.
+// MUST stay layout-identical on both sides: the size is asserted below, so host and NVRTC compiles
+// both fail when a change breaks the layout; the host also asserts offsets (wtconv_layer.cpp).
 #pragma once
 
 namespace lkjit {
@@ -8,10 +9,16 @@ namespace lkjit {
 enum { kWTConvMaxLevels = 8 };
 
 struct WTConvParams {
-  // Activations, NCHW contiguous, dtype Cfg::T.
+  // Activations, dtype Cfg::T, addressed through element strides in (B, C, H, W) order: element
+  // (b, c, i, j) of x is at x + b*x_st[0] + c*x_st[1] + i*x_st[2] + j*x_st[3], likewise g with g_st and
+  // out with out_st (act_plane, act_yx in wtconv/common.cuh). The host always fills the strides (NCHW
+  // contiguous unless the caller says otherwise) and has checked that out does not overlap itself.
   const void* x;    // (B, C, H, W) forward input
   const void* g;    // (B, C, H_out, W_out) output gradient (backward)
   void* out;        // forward output (B, C, H_out, W_out), or dX (B, C, H, W) in backward
+  long long x_st[4];
+  long long g_st[4];
+  long long out_st[4];
 
   // Folded parameters, fp32: [W~0: C*k*k][b~: C][W~_1: 4C*k*k]...[W~_L]  (Eq. 8)
   const float* wfold;
@@ -56,5 +63,7 @@ struct WTConvParams {
   int tiles_h, tiles_w;  // tiled kernels: tiles per plane
   int pad_;
 };
+
+static_assert(sizeof(WTConvParams) == 784, "WTConvParams changed size: host and device must agree");
 
 }  // namespace lkjit

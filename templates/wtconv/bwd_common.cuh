@@ -4,13 +4,15 @@
 
 namespace lkjit {
 
-// Full-resolution output gradient at (y, x): dOut scattered by the stride (zeros elsewhere).
+// Full-resolution output gradient at (y, x): dOut scattered by the stride (zeros elsewhere). g points
+// at the plane of dOut, whose element strides are st (WTConvParams::g_st).
 template <class T>
-__device__ __forceinline__ float g_full(const T* __restrict__ g, int y, int x, int H, int W, int S, int Wo) {
+__device__ __forceinline__ float g_full(const T* __restrict__ g, int y, int x, int H, int W, int S,
+                                        const long long (&st)[4]) {
   if (y < 0 || y >= H || x < 0 || x >= W) return 0.f;
-  if (S == 1) return ldg_f32(g + (long long)y * Wo + x);
+  if (S == 1) return ldg_f32(g + act_yx(st, y, x));
   if (y % S || x % S) return 0.f;
-  return ldg_f32(g + (long long)(y / S) * Wo + x / S);
+  return ldg_f32(g + act_yx(st, y / S, x / S));
 }
 
 // One tap row of a k x k wgrad: acc[v] = sum over rows i = chunk (mod chunks) of an h x w region of

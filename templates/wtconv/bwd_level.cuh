@@ -38,9 +38,9 @@ __device__ __forceinline__ void wtconv_bwd_level(const WTConvParams& p) {
   // resolution: at level 1 directly, deeper as the LL band's closed form, 2^-(l-1) times a
   // 2^(l-1) x 2^(l-1) block sum, so no fp32 X band is kept for it. dR comes from its fp32 band when
   // there is one, else (level 1) from dOut scattered by the stride.
-  const TIn* __restrict__ xsrc = Cfg::first ? static_cast<const TIn*>(p.x) + plane * (long long)p.H * p.W
+  const TIn* __restrict__ xsrc = Cfg::first ? static_cast<const TIn*>(p.x) + act_plane(p.x_st, plane, p.C)
                                             : static_cast<const TIn*>((const void*)p.low_in) + plane * (long long)hin * win;
-  const TIn* __restrict__ gsrc = static_cast<const TIn*>(p.g) + plane * (long long)p.H_out * p.W_out;
+  const TIn* __restrict__ gsrc = static_cast<const TIn*>(p.g) + act_plane(p.g_st, plane, p.C);
   const float* __restrict__ gband = p.low2_in ? p.low2_in + plane * (long long)hin * win : nullptr;
   float* xlow = p.low_out ? p.low_out + plane * (long long)h * w : nullptr;
   float* glow = p.low2_out ? p.low2_out + plane * (long long)h * w : nullptr;
@@ -48,18 +48,18 @@ __device__ __forceinline__ void wtconv_bwd_level(const WTConvParams& p) {
   const float inv_m = 1.f / (float)m;
   auto xval = [&](int y, int x) -> float {
     if (!Cfg::first) return (y < hin && x < win) ? ldg_f32(xsrc + (long long)y * win + x) : 0.f;
-    if (m == 1) return (y < p.H && x < p.W) ? ldg_f32(xsrc + (long long)y * p.W + x) : 0.f;
+    if (m == 1) return (y < p.H && x < p.W) ? ldg_f32(xsrc + act_yx(p.x_st, y, x)) : 0.f;
     float s = 0.f;
     for (int a = 0; a < m; ++a)
       for (int b = 0; b < m; ++b) {
         const int yy = y * m + a, xx = x * m + b;
-        if (yy < p.H && xx < p.W) s += ldg_f32(xsrc + (long long)yy * p.W + xx);
+        if (yy < p.H && xx < p.W) s += ldg_f32(xsrc + act_yx(p.x_st, yy, xx));
       }
     return s * inv_m;
   };
   auto gval = [&](int y, int x) -> float {
     if (gband) return (y < hin && x < win) ? __ldg(gband + (long long)y * win + x) : 0.f;
-    return g_full(gsrc, y, x, p.H, p.W, p.stride, p.W_out);
+    return g_full(gsrc, y, x, p.H, p.W, p.stride, p.g_st);
   };
   for (int r = tid; r < IMG; r += NT) {
     const int i = ti0 + r / PITCH - R, j = tj0 + r % PITCH - R;

@@ -49,8 +49,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
 
   // 1. One round trip: X and the scattered dOut (zero halos), and every tap, flipped.
   {
-    const T* __restrict__ x = static_cast<const T*>(p.x) + plane * H * W;
-    const T* __restrict__ go = static_cast<const T*>(p.g) + plane * p.H_out * p.W_out;
+    const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
+    const T* __restrict__ go = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
     const FastDiv fp(lay.xs_pitch);
     constexpr int U = kPlaneLoadUnroll;  // loads in flight per thread: the phase is latency-bound
     for (int r0 = t; r0 < lay.xs_size; r0 += U * GT) {
@@ -59,8 +59,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       for (int u = 0; u < U; ++u) {
         const int r = r0 + u * GT, i = fp.div(r), y = i - R, xx = r - i * lay.xs_pitch - R;
         const bool in = r < lay.xs_size && y >= 0 && y < H && xx >= 0 && xx < W;
-        xv[u] = in ? ldg_f32(x + y * W + xx) : 0.f;
-        gv[u] = in ? g_full(go, y, xx, H, W, p.stride, p.W_out) : 0.f;
+        xv[u] = in ? ldg_f32(x + act_yx(p.x_st, y, xx)) : 0.f;
+        gv[u] = in ? g_full(go, y, xx, H, W, p.stride, p.g_st) : 0.f;
       }
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -130,7 +130,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   plane_fold_levels<Cfg::L>(g, dys, zoff, p.lh, p.lw);
 
   // 4. dX = dw^T(G, W~0) + level-1 synthesis of dY; then the base wgrad dW~0 = corr(X, G), db~ = sum G.
-  T* __restrict__ dx = static_cast<T*>(p.out) + plane * H * W;
+  T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
   const int strips = ceil_div(H, V);
   const FastDiv fwd(W);
   for (int e = t; e < strips * W; e += GT) {
@@ -149,7 +149,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
         const float sy = (y & 1) ? -1.f : 1.f, sx = (x0 & 1) ? -1.f : 1.f;
         acc[v] += 0.5f * (z[0] + sy * z[hw1] + sx * z[2 * hw1] + sy * sx * z[3 * hw1]);
       }
-      dx[y * W + x0] = from_f32<T>(acc[v]);
+      dx[act_yx(p.out_st, y, x0)] = from_f32<T>(acc[v]);
     }
   }
   float* part0 = p.partial + p.part_off[0] + plane * (KK + 1);

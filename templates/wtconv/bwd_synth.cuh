@@ -30,14 +30,14 @@ __device__ __forceinline__ void wtconv_bwd_synth(const WTConvParams& p) {
   const int y1 = min(y0 + TH, H) - 1, x1 = min(x0 + TW, W) - 1;
   const int c = (int)(plane % p.C);
   const int tid = threadIdx.x;
-  const T* __restrict__ x = static_cast<const T*>(p.x) + plane * (long long)H * W;
-  const T* __restrict__ go = static_cast<const T*>(p.g) + plane * (long long)p.H_out * p.W_out;
+  const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
+  const T* __restrict__ go = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
 
   for (int e = tid; e < KK; e += NT) wf[e] = __ldg(p.wfold + fold_base_w(c, KK) + KK - 1 - e);
   for (int r = tid; r < PROW * PITCH; r += NT) {
     const int i = y0 - R + r / PITCH, j = x0 - R + r % PITCH;
-    gs[r] = g_full(go, i, j, H, W, p.stride, p.W_out);
-    xs[r] = (i >= 0 && i < H && j >= 0 && j < W) ? ldg_f32(x + (long long)i * W + j) : 0.f;
+    gs[r] = g_full(go, i, j, H, W, p.stride, p.g_st);
+    xs[r] = (i >= 0 && i < H && j >= 0 && j < W) ? ldg_f32(x + act_yx(p.x_st, i, j)) : 0.f;
   }
   TileLevels<Cfg::L, NT> lv{y0, x0, y1, x1, {}};
   lv.stage(p, plane, zr, tid);
@@ -45,7 +45,7 @@ __device__ __forceinline__ void wtconv_bwd_synth(const WTConvParams& p) {
 
   lv.fold(p, zr, tid);  // coarse to fine
 
-  T* __restrict__ dx = static_cast<T*>(p.out) + plane * (long long)H * W;
+  T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
   constexpr int STRIPS = TH / V, ITEMS = STRIPS * TW;
   for (int e = tid; e < ITEMS; e += NT) {
     const int lo0 = (e / TW) * V, lx = e % TW, xx = x0 + lx;
@@ -59,7 +59,7 @@ __device__ __forceinline__ void wtconv_bwd_synth(const WTConvParams& p) {
       const int y = y0 + lo0 + v;
       if (y >= H) continue;
       if (Cfg::L >= 1) acc[v] += lv.level1(zr, y, xx);
-      dx[(long long)y * W + xx] = from_f32<T>(acc[v]);
+      dx[act_yx(p.out_st, y, xx)] = from_f32<T>(acc[v]);
     }
   }
 

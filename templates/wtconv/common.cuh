@@ -13,6 +13,16 @@ __device__ __forceinline__ long long fold_level_w(int C, int l, int c, int s, in
   return (long long)C * kk + C + ((long long)(l - 1) * 4 * C + 4LL * c + s) * kk;
 }
 
+// Strided activations (x, g, out; WTConvParams::x_st etc.): plane pl = b*C + c starts at
+// b*st[0] + c*st[1] elements, and (y, x) of a plane is at y*st[2] + x*st[3] from there. 64-bit: a
+// strided tensor's offsets need not fit in 32 bits even where the plane itself is small.
+__device__ __forceinline__ long long act_plane(const long long (&st)[4], long long plane, int C) {
+  return (plane / C) * st[0] + (plane % C) * st[1];
+}
+__device__ __forceinline__ long long act_yx(const long long (&st)[4], long long y, long long x) {
+  return y * st[2] + x * st[3];
+}
+
 // acc[v] += sum_{u,q} w[u*K+q] * src[(v+u)*pitch + q] for v in [0, V): V vertically adjacent outputs
 // of a zero-haloed fp32 smem image, reading V+K-1 rows once instead of V*K (register blocking).
 // W_IN_REGS keeps the K*K taps in registers (small K); otherwise they are read from shared memory.

@@ -28,8 +28,10 @@ __device__ __forceinline__ void wtconv_fwd_level(const WTConvParams& p) {
   const int c = (int)(plane % p.C);
   const int tid = threadIdx.x;
 
-  const TIn* __restrict__ src = static_cast<const TIn*>(Cfg::first ? p.x : (const void*)p.low_in) +
-                                plane * (long long)hin * win;
+  // Level 1 reads X through its strides; deeper levels read the dense fp32 low band.
+  const TIn* __restrict__ src = Cfg::first ? static_cast<const TIn*>(p.x) + act_plane(p.x_st, plane, p.C)
+                                           : static_cast<const TIn*>((const void*)p.low_in) + plane * (long long)hin * win;
+  const long long sy = Cfg::first ? p.x_st[2] : win, sx = Cfg::first ? p.x_st[3] : 1;
   for (int e = tid; e < 4 * K * K; e += NT) ws[e] = __ldg(p.wfold + fold_level_w(p.C, l, c, 0, K * K) + e);
 
   // Subbands of the tile + halo; zero outside the level (conv padding) and past odd edges (Haar pad).
@@ -40,11 +42,11 @@ __device__ __forceinline__ void wtconv_fwd_level(const WTConvParams& p) {
     if (i >= 0 && i < h && j >= 0 && j < w) {
       const int i0 = 2 * i, j0 = 2 * j;
       const bool r1 = i0 + 1 < hin, c1 = j0 + 1 < win;
-      const TIn* s0 = src + (long long)i0 * win + j0;
+      const TIn* s0 = src + i0 * sy + j0 * sx;
       const float a = ldg_f32(s0);
-      const float b = c1 ? ldg_f32(s0 + 1) : 0.f;
-      const float cc = r1 ? ldg_f32(s0 + win) : 0.f;
-      const float d = (r1 && c1) ? ldg_f32(s0 + win + 1) : 0.f;
+      const float b = c1 ? ldg_f32(s0 + sx) : 0.f;
+      const float cc = r1 ? ldg_f32(s0 + sy) : 0.f;
+      const float d = (r1 && c1) ? ldg_f32(s0 + sy + sx) : 0.f;
       haar4(a, b, cc, d, y);
       const int li = i - ti0, lj = j - tj0;
       if (low && li >= 0 && li < TH && lj >= 0 && lj < TW) low[(long long)i * w + j] = y[0];

@@ -44,7 +44,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
 
   // 1. Every global read up front, in one round trip: the plane (with its zero halo) and all taps.
   {
-    const T* __restrict__ x = static_cast<const T*>(p.x) + plane * H * W;
+    const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
     const FastDiv pitch(lay.xs_pitch);
     constexpr int U = kPlaneLoadUnroll;  // loads in flight per thread: the phase is latency-bound
     for (int r0 = t; r0 < lay.xs_size; r0 += U * GT) {
@@ -52,7 +52,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int r = r0 + u * GT, i = pitch.div(r), y = i - R, xx = r - i * lay.xs_pitch - R;
-        xv[u] = (r < lay.xs_size && y >= 0 && y < H && xx >= 0 && xx < W) ? ldg_f32(x + y * W + xx) : 0.f;
+        xv[u] = (r < lay.xs_size && y >= 0 && y < H && xx >= 0 && xx < W) ? ldg_f32(x + act_yx(p.x_st, y, xx)) : 0.f;
       }
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -113,7 +113,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   plane_fold_levels<Cfg::L>(g, zs, zoff, p.lh, p.lw);
 
   // 4. out = dw(X, W~0) + b~ + level-1 synthesis (Eq. 7, l = 1), subsampled by the stride.
-  T* __restrict__ out = static_cast<T*>(p.out) + plane * p.H_out * p.W_out;
+  T* __restrict__ out = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
   const int S = p.stride, Ho = p.H_out, Wo = p.W_out;
   const int strips = ceil_div(Ho, V);
   const float bias = ws[KK];
@@ -147,7 +147,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
         const float sy = (y & 1) ? -1.f : 1.f, sx = (xx & 1) ? -1.f : 1.f;
         acc[v] += 0.5f * (z[0] + sy * z[hw1] + sx * z[2 * hw1] + sy * sx * z[3 * hw1]);
       }
-      out[oy * Wo + ox] = from_f32<T>(acc[v]);
+      out[act_yx(p.out_st, oy, ox)] = from_f32<T>(acc[v]);
     }
   }
 }

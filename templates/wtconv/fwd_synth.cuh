@@ -33,7 +33,7 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
   const int ya1 = (to0 + TH - 1) * S, xa1 = (tx0 + TW - 1) * S;      // last
   const int c = (int)(plane % p.C);
   const int tid = threadIdx.x;
-  const T* __restrict__ x = static_cast<const T*>(p.x) + plane * (long long)H * W;
+  const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
 
   // Stage X (with halo), the base taps and, per level, the Z_l coefficients under the tile.
   for (int e = tid; e < K * K; e += NT) ws[e] = __ldg(p.wfold + fold_base_w(c, K * K) + e);
@@ -41,7 +41,7 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
   for (int r = tid; r < prow * pitch; r += NT) {
     const int ri = fpitch.div(r);
     const int i = ya0 - R + ri, j = xa0 - R + (r - ri * pitch);
-    xs[r] = (i >= 0 && i < H && j >= 0 && j < W) ? ldg_f32(x + (long long)i * W + j) : 0.f;
+    xs[r] = (i >= 0 && i < H && j >= 0 && j < W) ? ldg_f32(x + act_yx(p.x_st, i, j)) : 0.f;
   }
   TileLevels<Cfg::L, NT> lv{ya0, xa0, ya1, xa1, {}};
   lv.stage(p, plane, zr, tid);
@@ -50,7 +50,7 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
   lv.fold(p, zr, tid);  // coarse to fine
 
   const float bias = __ldg(p.wfold + fold_bias(p.C, c, K * K));
-  T* __restrict__ out = static_cast<T*>(p.out) + plane * (long long)Ho * Wo;
+  T* __restrict__ out = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
   constexpr int STRIPS = TH / V, ITEMS = STRIPS * TW;
   for (int e = tid; e < ITEMS; e += NT) {
     const int lo0 = (e / TW) * V, lx = e % TW;
@@ -77,7 +77,7 @@ __device__ __forceinline__ void wtconv_fwd_synth(const WTConvParams& p) {
       if (oy >= Ho) continue;
       const int y = oy * S, xx = ox * S;
       if (Cfg::L >= 1) acc[v] += lv.level1(zr, y, xx);
-      out[(long long)oy * Wo + ox] = from_f32<T>(acc[v]);
+      out[act_yx(p.out_st, oy, ox)] = from_f32<T>(acc[v]);
     }
   }
 }

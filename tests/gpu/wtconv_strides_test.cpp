@@ -1,0 +1,330 @@
+// WTConv forward and backward on strided activations against the float64 reference: channels_last
+// (NHWC) tensors, mixed layouts (x NHWC with dOut NCHW, ...) and padded rows, on both paths, every
+// dtype. Each tensor is placed in its layout by permuting on the host; gaps of every buffer are NaN
+// (a kernel that reads one fails the comparison, one that writes one fails the gap check), and written
+// tensors are NaN-poisoned before the launch. Strided results must also be bit-identical to NCHW ones:
+// the kernels do the same arithmetic whatever the addresses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "lkjit/numeric.h"
+#include "lkjit/testing.h"
+#include "tests/gpu/gpu_fixture.h"
+#include "tests/gpu/problems.h"
+
+namespace lkjit::testing {
+namespace {
+
+// Memory order of one activation tensor.
+enum class Mem { kNCHW, kNHWC, kPadded };
+const char* mem_name(Mem m) { return m == Mem::kNCHW ? "nchw" : m == Mem::kNHWC ? "nhwc" : "padded"; }
+
+struct Dims {
+  int64_t B, C, h, w;
+  int64_t numel() const { return B * C * h * w; }
+};
+
+// Element strides in (B, C, H, W) order and the buffer size (elements) of a tensor in memory order m.
+// kPadded: NCHW with 3 spare columns per row and a spare row per plane, so there are gaps everywhere.
+struct Placement {
+  std::array<int64_t, 4> st;
+  int64_t elems;
+};
+Placement placement(Mem m, const Dims& d) {
+  switch (m) {
+    case Mem::kNHWC: return {{d.h * d.w * d.C, 1, d.w * d.C, d.C}, d.numel()};
+    case Mem::kPadded: {
+      const int64_t pitch = d.w + 3, plane = (d.h + 1) * pitch;
+      return {{d.C * plane, plane, pitch, 1}, d.B * d.C * plane};
+    }
+    case Mem::kNCHW: break;
+  }
+  return {{d.C * d.h * d.w, d.h * d.w, d.w, 1}, d.numel()};
+}
+
+// f(i, off) for every element: i its NCHW index, off its offset in the placement.
+template <class F>
+void for_each_element(const Dims& d, const Placement& p, F f) {
+  int64_t i = 0;
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t c = 0; c < d.C; ++c)
+      for (int64_t y = 0; y < d.h; ++y)
+        for (int64_t x = 0; x < d.w; ++x, ++i) f(size_t(i), size_t(b * p.st[0] + c * p.st[1] + y * p.st[2] + x * p.st[3]));
+}
+
+// A device copy of an NCHW host tensor in placement p (dtype t), gaps NaN.
+DeviceBuffer place(DType t, const std::vector<float>& v, const Dims& d, const Placement& p) {
+  std::vector<float> mem(size_t(p.elems), std::numeric_limits<float>::quiet_NaN());
+  for_each_element(d, p, [&](size_t i, size_t off) { mem[off] = v[i]; });
+  const auto bytes = encode(t, mem);
+  DeviceBuffer buf((bytes.size() + 7) / 4 * 4);
+  buf.upload(bytes.data(), bytes.size());
+  return buf;
+}
+
+// A NaN-poisoned device buffer for a written tensor in placement p.
+DeviceBuffer poisoned(DType t, const Placement& p) {
+  DeviceBuffer buf((size_t(p.elems) * dtype_bytes(t) + 7) / 4 * 4);
+  buf.fill_u32(0xffffffffu);  // NaN in f32, f16 and bf16
+  return buf;
+}
+
+// The NCHW values of a written tensor, and how many bytes of its gaps lost their poison.
+struct ReadBack {
+  std::vector<float> v;
+  std::vector<uint8_t> bits;  // the NCHW values' encodings, for bitwise comparisons
+  int64_t gap_bytes_written = 0;
+};
+ReadBack read_back(DType t, const DeviceBuffer& buf, const Dims& d, const Placement& p) {
+  const size_t eb = dtype_bytes(t);
+  std::vector<uint8_t> raw(size_t(p.elems) * eb);
+  buf.download(raw.data(), raw.size());
+  ReadBack r;
+  r.v.resize(size_t(d.numel()));
+  r.bits.resize(size_t(d.numel()) * eb);
+  std::vector<char> used(size_t(p.elems), 0);
+  for_each_element(d, p, [&](size_t i, size_t off) {
+    r.v[i] = decode_one(t, raw.data(), off);
+    std::memcpy(r.bits.data() + i * eb, raw.data() + off * eb, eb);
+    used[off] = 1;
+  });
+  for (size_t off = 0; off < used.size(); ++off)
+    if (!used[off])
+      for (size_t k = 0; k < eb; ++k) r.gap_bytes_written += raw[off * eb + k] != 0xff;
+  return r;
+}
+
+Dims in_dims(const Problem& pb) { return {pb.B, pb.C, pb.H, pb.W}; }
+Dims out_dims(const Problem& pb) {
+  const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
+  return {pb.B, pb.C, sh.H_out(), sh.W_out()};
+}
+
+ReadBack run_forward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
+                     const std::vector<float>& x, Mem mx, Mem mout) {
+  WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+  layer.set_path(path);
+  auto dp = upload_params(params);
+  layer.set_weights(dp.weights);
+  const Placement px = placement(mx, in_dims(pb)), po = placement(mout, out_dims(pb));
+  const DeviceBuffer dx = place(dt, x, in_dims(pb), px);
+  DeviceBuffer dout = poisoned(dt, po);
+  WTConvStrides st;
+  st.x = px.st;
+  st.out = po.st;
+  layer.forward(dx.data(), dout.data(), pb.B, pb.H, pb.W, nullptr, &st);
+  synchronize();
+  return read_back(dt, dout, out_dims(pb), po);
+}
+
+struct BwdResult {
+  ReadBack dx;
+  ref::WTConvGrads grads;
+};
+
+BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
+                       const std::vector<float>& x, const std::vector<float>& g, Mem mx, Mem mg, Mem mdx) {
+  WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+  layer.set_path(path);
+  auto dp = upload_params(params, /*with_grads=*/true);
+  layer.set_weights(dp.weights);
+  const Placement px = placement(mx, in_dims(pb)), pg = placement(mg, out_dims(pb)), pdx = placement(mdx, in_dims(pb));
+  const DeviceBuffer dxin = place(dt, x, in_dims(pb), px), dg = place(dt, g, out_dims(pb), pg);
+  DeviceBuffer ddx = poisoned(dt, pdx);
+  dp.poison_grads();
+  WTConvStrides st;
+  st.x = px.st;
+  st.dout = pg.st;
+  st.out = pdx.st;
+  layer.backward(dxin.data(), dg.data(), ddx.data(), dp.grads, pb.B, pb.H, pb.W, nullptr, &st);
+  synchronize();
+  return {read_back(dt, ddx, in_dims(pb), pdx), download_grads(dp, params)};
+}
+
+// Parameter gradients are fp32 sums over B*H*W terms: tolerance relative to the tensor's scale.
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what, DType dt) {
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  const double rel = dt == DType::kF32 ? 2e-4 : 2e-3;
+  const auto cmp = compare(std::vector<float>(got.begin(), got.end()), want, {rel * (scale + 1e-3), rel});
+  EXPECT_TRUE(cmp.ok) << what << ": " << cmp.to_string();
+}
+
+void expect_grads_close(const BwdResult& r, const ref::WTConvGrads& want, const Problem& pb, DType dt) {
+  expect_close(r.grads.base_w, want.base_w, "base_w", dt);
+  if (pb.bias) expect_close(r.grads.base_b, want.base_b, "base_b", dt);
+  expect_close(r.grads.base_s, want.base_s, "base_s", dt);
+  for (int l = 0; l < pb.L; ++l) {
+    expect_close(r.grads.level_w[l], want.level_w[l], "level_w[" + std::to_string(l) + "]", dt);
+    expect_close(r.grads.level_s[l], want.level_s[l], "level_s[" + std::to_string(l) + "]", dt);
+  }
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// Shapes: odd sizes, stride 2, a single column (W = 1: NHWC's W stride is on a dim of size 1), C = 1
+// (NHWC and NCHW nearly coincide), a plane larger than the tiles, and a WTConvNeXt-like plane.
+std::vector<Problem> strided_problems() {
+  return {
+      {2, 3, 7, 9, 5, 3, 1, true},
+      {2, 3, 17, 15, 5, 3, 2, true},
+      {3, 5, 10, 1, 5, 2, 1, true},
+      {2, 1, 9, 11, 3, 2, 1, false},
+      {1, 4, 28, 28, 5, 4, 1, true},
+      {1, 2, 131, 67, 5, 3, 2, true},
+  };
+}
+
+// ---- forward ----
+
+using FwdParam = std::tuple<Problem, DType, WTConvPath, Mem, Mem>;  // x, out
+
+std::vector<FwdParam> fwd_params() {
+  const std::vector<std::array<Mem, 2>> layouts = {
+      {Mem::kNHWC, Mem::kNHWC}, {Mem::kNHWC, Mem::kNCHW}, {Mem::kNCHW, Mem::kNHWC}, {Mem::kPadded, Mem::kPadded}};
+  std::vector<FwdParam> v;
+  const auto problems = strided_problems();
+  for (size_t i = 0; i < problems.size(); ++i)
+    for (const auto& m : layouts)
+      for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) {
+        // Every dtype for channels_last in and out; f32 and one 16-bit type for the other layouts.
+        std::vector<DType> dts{DType::kF32, i % 2 ? DType::kBF16 : DType::kF16};
+        if (m[0] == Mem::kNHWC && m[1] == Mem::kNHWC) dts = {DType::kF32, DType::kF16, DType::kBF16};
+        for (DType dt : dts) v.emplace_back(problems[i], dt, path, m[0], m[1]);
+      }
+  return v;
+}
+
+std::string fwd_param_name(const ::testing::TestParamInfo<FwdParam>& i) {
+  const auto& [pb, dt, path, mx, mo] = i.param;
+  return problem_name(pb, dt, path) + "_x" + mem_name(mx) + "_out" + mem_name(mo);
+}
+
+class WTConvForwardStrided : public GpuTestP<FwdParam> {};
+
+TEST_P(WTConvForwardStrided, MatchesFloat64Reference) {
+  const auto& [pb, dt, path, mx, mo] = GetParam();
+  if (path == WTConvPath::kPlane) {
+    if (const auto why = plane_path_unavailable(pb, dt, /*backward=*/false)) GTEST_SKIP() << *why;
+  }
+  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 31);
+  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
+  const auto x = random_tensor(size_t(s4.numel()), dt, 37);
+  const auto got = run_forward(pb, dt, path, params, x, mx, mo);
+  EXPECT_EQ(got.gap_bytes_written, 0) << "the kernels wrote into gaps of out";
+  const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), s4, params, pb.stride);
+  const auto cmp = compare(got.v, want, tolerance(dt));
+  EXPECT_TRUE(cmp.ok) << cmp.to_string();
+  // The same arithmetic as the NCHW-contiguous run, bit for bit.
+  const auto nchw = run_forward(pb, dt, path, params, x, Mem::kNCHW, Mem::kNCHW);
+  EXPECT_TRUE(got.bits == nchw.bits) << "strided out differs from the NCHW run";
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, WTConvForwardStrided, ::testing::ValuesIn(fwd_params()), fwd_param_name);
+
+// ---- backward ----
+
+using BwdParam = std::tuple<Problem, DType, WTConvPath, Mem, Mem, Mem>;  // x, dout, dx
+
+std::vector<BwdParam> bwd_params() {
+  const std::vector<std::array<Mem, 3>> layouts = {{Mem::kNHWC, Mem::kNHWC, Mem::kNHWC},
+                                                   {Mem::kNHWC, Mem::kNCHW, Mem::kNHWC},
+                                                   {Mem::kNCHW, Mem::kNHWC, Mem::kNCHW},
+                                                   {Mem::kNCHW, Mem::kNCHW, Mem::kNHWC},
+                                                   {Mem::kPadded, Mem::kPadded, Mem::kPadded}};
+  std::vector<BwdParam> v;
+  const auto problems = strided_problems();
+  for (size_t i = 0; i < problems.size(); ++i)
+    for (const auto& m : layouts)
+      for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) {
+        std::vector<DType> dts{DType::kF32, i % 2 ? DType::kF16 : DType::kBF16};
+        if (m[0] == Mem::kNHWC && m[1] == Mem::kNHWC) dts = {DType::kF32, DType::kF16, DType::kBF16};
+        for (DType dt : dts) v.emplace_back(problems[i], dt, path, m[0], m[1], m[2]);
+      }
+  return v;
+}
+
+std::string bwd_param_name(const ::testing::TestParamInfo<BwdParam>& i) {
+  const auto& [pb, dt, path, mx, mg, mdx] = i.param;
+  return problem_name(pb, dt, path) + "_x" + mem_name(mx) + "_dout" + mem_name(mg) + "_dx" + mem_name(mdx);
+}
+
+class WTConvBackwardStrided : public GpuTestP<BwdParam> {};
+
+TEST_P(WTConvBackwardStrided, MatchesFloat64Reference) {
+  const auto& [pb, dt, path, mx, mg, mdx] = GetParam();
+  if (path == WTConvPath::kPlane) {
+    if (const auto why = plane_path_unavailable(pb, dt, /*backward=*/true)) GTEST_SKIP() << *why;
+  }
+  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 41);
+  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
+  const auto x = random_tensor(size_t(s4.numel()), dt, 43);
+  const auto g = random_tensor(size_t(out_dims(pb).numel()), dt, 47);
+  const auto r = run_backward(pb, dt, path, params, x, g, mx, mg, mdx);
+  EXPECT_EQ(r.dx.gap_bytes_written, 0) << "the kernels wrote into gaps of dX";
+  const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
+                                         std::vector<double>(g.begin(), g.end()), pb.stride);
+  const auto cmp = compare(r.dx.v, want.dx, tolerance(dt));
+  EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
+  expect_grads_close(r, want, pb, dt);
+  // The same arithmetic as the NCHW-contiguous run, bit for bit (dX and every parameter gradient).
+  const auto nchw = run_backward(pb, dt, path, params, x, g, Mem::kNCHW, Mem::kNCHW, Mem::kNCHW);
+  EXPECT_TRUE(r.dx.bits == nchw.dx.bits) << "strided dX differs from the NCHW run";
+  EXPECT_TRUE(same_bits(r.grads.base_w, nchw.grads.base_w));
+  EXPECT_TRUE(same_bits(r.grads.base_s, nchw.grads.base_s));
+  for (int l = 0; l < pb.L; ++l) {
+    EXPECT_TRUE(same_bits(r.grads.level_w[l], nchw.grads.level_w[l])) << "level " << l;
+    EXPECT_TRUE(same_bits(r.grads.level_s[l], nchw.grads.level_s[l])) << "level " << l;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, WTConvBackwardStrided, ::testing::ValuesIn(bwd_params()), bwd_param_name);
+
+// ---- options.layout = NHWC: tensors without strides are channels_last ----
+
+class WTConvLayoutOption : public GpuTest {};
+
+TEST_F(WTConvLayoutOption, NHWCMakesChannelsLastTheDefault) {
+  const Problem pb{2, 3, 17, 15, 5, 3, 2, true};
+  const DType dt = DType::kF32;
+  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 53);
+  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
+  const auto x = random_tensor(size_t(s4.numel()), dt, 59);
+  const auto g = random_tensor(size_t(out_dims(pb).numel()), dt, 61);
+  for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) {
+    WTConvOptions o{pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0};
+    o.layout = Layout::kNHWC;
+    WTConv layer(o);
+    layer.set_path(path);
+    auto dp = upload_params(params, /*with_grads=*/true);
+    layer.set_weights(dp.weights);
+    const Placement px = placement(Mem::kNHWC, in_dims(pb)), po = placement(Mem::kNHWC, out_dims(pb));
+    const DeviceBuffer dxin = place(dt, x, in_dims(pb), px), dg = place(dt, g, out_dims(pb), po);
+    DeviceBuffer out = poisoned(dt, po), dx = poisoned(dt, px);
+    layer.forward(dxin.data(), out.data(), pb.B, pb.H, pb.W);  // no strides: NHWC from the options
+    dp.poison_grads();
+    layer.backward(dxin.data(), dg.data(), dx.data(), dp.grads, pb.B, pb.H, pb.W);
+    synchronize();
+    const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), s4, params, pb.stride);
+    const auto cmp = compare(read_back(dt, out, out_dims(pb), po).v, want, tolerance(dt));
+    EXPECT_TRUE(cmp.ok) << "out: " << cmp.to_string();
+    const auto wb = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
+                                         std::vector<double>(g.begin(), g.end()), pb.stride);
+    const auto cdx = compare(read_back(dt, dx, in_dims(pb), px).v, wb.dx, tolerance(dt));
+    EXPECT_TRUE(cdx.ok) << "dX: " << cdx.to_string();
+    expect_grads_close({{}, download_grads(dp, params)}, wb, pb, dt);
+  }
+}
+
+}  // namespace
+}  // namespace lkjit::testing
