@@ -24,6 +24,7 @@ The output is channels_last for a channels_last input, NCHW contiguous otherwise
 """
 import itertools
 import math
+import os
 import threading
 import typing
 import weakref
@@ -193,10 +194,20 @@ def _out_hw(H, W, stride):
 # their fake implementations pick output strides with the same functions: torch.compile checks that
 # they agree.
 
+def _nchw_only():
+    """LKJIT_TORCH_LAYOUT=nchw: copy every non-NCHW activation to NCHW and return NCHW outputs (the kernels'
+    plane loads are then coalesced; strided reads of channels_last planes are not). Default: strided."""
+    return os.environ.get("LKJIT_TORCH_LAYOUT", "strided") == "nchw"
+
+
 def _dense(t):
     """Whether t is non-overlapping and dense in some order of its dims (NCHW contiguous, channels_last,
     or any other permutation): the kernels then address it through its strides, with no copy."""
-    if t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last):
+    if t.is_contiguous():
+        return True
+    if _nchw_only():
+        return False
+    if t.is_contiguous(memory_format=torch.channels_last):
         return True
     expected = 1
     for size, st in sorted(zip(t.shape, t.stride()), key=lambda d: d[1]):
@@ -209,7 +220,7 @@ def _dense(t):
 
 def _out_format(x):
     """Memory format of the forward output: channels_last for a channels_last input, else contiguous."""
-    if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+    if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last) and not _nchw_only():
         return torch.channels_last
     return torch.contiguous_format
 

@@ -299,6 +299,21 @@ def test_dense_permuted_layouts_are_taken_in_place():
     assert_identical(got, base, "W-major planes vs contiguous")
 
 
+def test_layout_nchw_mode_copies_to_nchw(monkeypatch):
+    """LKJIT_TORCH_LAYOUT=nchw: a channels_last input is copied to NCHW and the output is NCHW contiguous,
+    with the same values as the strided default."""
+    m = make_layer(6, 5, 2, 1, True, seed=34)
+    torch.manual_seed(35)
+    x = torch.randn(2, 6, 13, 11, device=DEV).to(memory_format=torch.channels_last)
+    g = torch.randn(2, 6, 13, 11, device=DEV).to(memory_format=torch.channels_last)
+    base = run(m, x, g)
+    assert base[0].is_contiguous(memory_format=torch.channels_last) and not base[0].is_contiguous()
+    monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "nchw")
+    got = run(m, x, g)
+    assert got[0].is_contiguous(), got[0].stride()
+    assert_identical(got, base, "LKJIT_TORCH_LAYOUT=nchw vs strided")
+
+
 def test_custom_op_fake_strides_match_the_kernels():
     """The fake implementations return the strides the real ops produce, for every kind of input layout
     (what torch.compile checks); opcheck compares them on real tensors."""
