@@ -92,6 +92,16 @@ def assert_eager_path(out):
     assert type(out.grad_fn).__name__ == "_WTConvFunctionBackward", f"grad_fn {out.grad_fn!r}"
 
 
+def layer_and_inputs(shape, dt, layer_seed, input_seed):
+    """A layer for shape = (B, C, H, W, k, L, stride, bias) and fresh random x, dOut in dtype dt."""
+    B, C, H, W, k, L, stride, bias = shape
+    m = make_layer(C, k, L, stride, bias, seed=layer_seed)
+    torch.manual_seed(input_seed)
+    x = torch.randn(B, C, H, W, device=DEV).to(dt)
+    g = torch.randn(B, C, math.ceil(H / stride), math.ceil(W / stride), device=DEV).to(dt)
+    return m, x, g
+
+
 def run(m, x, g, call=None):
     """Output, dX and parameter gradients of m (called through `call`, e.g. a compiled m, if given; else
     eagerly, checking that the eager path ran)."""
@@ -143,12 +153,8 @@ def check_against_reference(m, x, g, dt, stride, what=""):
 
 @pytest.mark.parametrize("shape,dt", CASES)
 def test_matches_reference(shape, dt):
-    B, C, H, W, k, L, stride, bias = shape
-    m = make_layer(C, k, L, stride, bias, seed=B * 1000 + H)
-    torch.manual_seed(7)
-    x = torch.randn(B, C, H, W, device=DEV).to(dt)
-    g = torch.randn(B, C, math.ceil(H / stride), math.ceil(W / stride), device=DEV).to(dt)
-    check_against_reference(m, x, g, dt, stride)
+    m, x, g = layer_and_inputs(shape, dt, layer_seed=shape[0] * 1000 + shape[2], input_seed=7)
+    check_against_reference(m, x, g, dt, shape[6])
 
 
 # The eager path (autograd.Function) and the custom ops (what torch.compile runs) share one implementation;
@@ -160,11 +166,7 @@ PATH_CASES = [pytest.param(SHAPES[i], dt, id=f"{str(dt)[6:]}-{'x'.join(map(str, 
 
 @pytest.mark.parametrize("shape,dt", PATH_CASES)
 def test_eager_path_matches_the_custom_op(shape, dt):
-    B, C, H, W, k, L, stride, bias = shape
-    m = make_layer(C, k, L, stride, bias, seed=20 + H)
-    torch.manual_seed(21)
-    x = torch.randn(B, C, H, W, device=DEV).to(dt)
-    g = torch.randn(B, C, math.ceil(H / stride), math.ceil(W / stride), device=DEV).to(dt)
+    m, x, g = layer_and_inputs(shape, dt, layer_seed=20 + shape[2], input_seed=21)
     eager = run(m, x, g)
     assert_identical(run_custom_op(m, x, g), eager, "custom op vs eager")
     assert_identical(run(m, x, g), eager, "eager after the custom op")
@@ -260,11 +262,8 @@ def copies_of(fn, shapes):
 
 @pytest.mark.parametrize("shape,dt", CL_CASES)
 def test_channels_last_in_channels_last_out(shape, dt):
-    B, C, H, W, k, L, stride, bias = shape
-    m = make_layer(C, k, L, stride, bias, seed=30 + H)
-    torch.manual_seed(31)
-    x = torch.randn(B, C, H, W, device=DEV).to(dt)
-    g = torch.randn(B, C, math.ceil(H / stride), math.ceil(W / stride), device=DEV).to(dt)
+    stride = shape[6]
+    m, x, g = layer_and_inputs(shape, dt, layer_seed=30 + shape[2], input_seed=31)
     base = run(m, x, g)
     cl = torch.channels_last
     xc, gc = x.to(memory_format=cl), g.to(memory_format=cl)
