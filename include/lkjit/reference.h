@@ -3,8 +3,8 @@
 // synthesis, crop. It is the ground truth for every kernel test and for `lkjit run`.
 //
 // Layout: NCHW, contiguous, double. Parameters use the reference module's shapes:
-//   base_w  (C,1,k,k)   base_b (C) or empty   base_s (C)
-//   level_w[l] (4C,1,k,k)   level_s[l] (4C)   for l = 0..L-1 (paper's level l+1);
+//   base_w  (C,1,k,k)   base_b (C) or empty   base_s (C) elements, the module's (1,C,1,1) flattened
+//   level_w[l] (4C,1,k,k)   level_s[l] (4C), the module's (1,4C,1,1)   for l = 0..L-1 (paper's level l+1);
 //   channel 4c+s of a level tensor is subband s (LL, LH, HL, HH) of channel c.
 // Output shape: (B, C, ceil(H/stride), ceil(W/stride)).
 #pragma once

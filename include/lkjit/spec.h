@@ -64,7 +64,8 @@ struct Tile {
   std::string to_string() const;  // e.g. "t32x32_v4_w256" / "p2_v4_w256"
 };
 
-// Problem size, NCHW. stride subsamples the full-resolution output.
+// Problem size: the logical (B, C, H, W) extents (the memory layout is separate: element strides at the
+// call). stride subsamples the full-resolution output.
 struct Shape {
   int64_t B = 1, C = 1, H = 1, W = 1;
   int stride = 1;

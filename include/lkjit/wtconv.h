@@ -2,8 +2,9 @@
 // the fused kernels of the I/O-aware reformulation (Aflalo et al., 2026): Haar analysis on chip (§4.1),
 // closed-form synthesis (§4.2, Eq. 7), scales folded into the weights (§4.3, Eq. 8-9).
 //
-//   out = s0 * (dw(X, W0) + b) + sum_l Synth_l(s_l * dw(Haar_l(X), W_l))   (Algorithm 1; see
-//   the operator spec for padding of odd sizes and the crop), then out[:, :, ::stride, ::stride].
+//   out = s0 * (dw(X, W0) + b) + sum_l Synth_l(s_l * dw(Haar_l(X), W_l))   (Algorithm 1; lkjit/reference.h
+//   is the executable statement, including the padding of odd sizes and the crop), then
+//   out[:, :, ::stride, ::stride].
 //
 // Layout and types:
 //   X, out, dOut, dX: dtype = options.dtype (f32, f16 or bf16), device pointers. X and dX are
@@ -32,12 +33,12 @@ constexpr int kMaxLevels = 8;
 struct WTConvLaunchList;
 
 struct WTConvOptions {
-  int64_t C = 1;        // channels in = channels out, >= 1
+  int64_t C = 1;        // channels in = channels out, 1..2^24
   int k = 5;            // odd, 1..31
   int L = 1;            // wavelet levels, 0..8
   DType dtype = DType::kF32;
   bool bias = true;
-  int stride = 1;       // >= 1; subsamples the full-resolution output
+  int stride = 1;       // 1..64; subsamples the full-resolution output
   int device = 0;       // CUDA device ordinal
   // Memory layout a tensor has when the call gives no strides for it: dense NCHW, or dense NHWC
   // (channels_last). Explicit WTConvStrides override it per tensor; the kernels are the same.
@@ -112,7 +113,8 @@ class WTConv {
   // backward read the folded copy. Keeps the raw pointers for the backward's Eq. 9.
   void set_weights(const WTConvWeights& w, Stream s = nullptr);
 
-  // out = WTConv(x). Shape (B, C, H, W) with C == options.C, B, H, W >= 1. strides: the tensors'
+  // out = WTConv(x). Shape (B, C, H, W) with C == options.C, B in [1, 2^31-1], H and W in [1, 2^30],
+  // B*C*H*W <= 2^40 (SpecError otherwise). strides: the tensors'
   // element strides (null: the dense strides of options.layout), checked before anything runs.
   void forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s = nullptr,
                const WTConvStrides* strides = nullptr);
@@ -138,7 +140,7 @@ class WTConv {
   void set_path(WTConvPath p) { path_ = p; }
 
   // Tile choice (lkjit/tuning.h). The layer's mode defaults to cached (a tuning-database lookup, never
-  // a measurement); LKJIT_TUNE overrides that default and an explicit options.mode overrides both. In
+  // a measurement); LKJIT_TUNE overrides that default and an explicit TuneOptions::mode overrides both. In
   // tune/retune, prepare() or the first call on a shape tunes the kernels without an exact record, at
   // the layer level (wtconv_tune: the whole pass is timed), synchronizing the device.
   void set_tune_options(const TuneOptions& o);
