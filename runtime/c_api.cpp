@@ -1,5 +1,6 @@
 // The C ABI (include/lkjit/c_api.h) over lkjit::WTConv: every entry catches, stores the message in a
-// thread-local string and returns the ErrorCode; nothing throws across the boundary.
+// thread-local string and returns the ErrorCode; nothing throws across the boundary. Arguments are
+// checked before the device is made current, so a bad one is a spec error with or without a GPU.
 #include "lkjit/c_api.h"
 
 #include <fmt/format.h>
@@ -139,6 +140,7 @@ int lkjit_wtconv_set_weights(lkjit_wtconv* h, const float* base_w, const float* 
     const auto& o = h->layer.options();
     const auto w = level_set<lkjit::WTConvWeights>(o.L, base_w, base_b, base_s, level_w, level_s, "wtconv",
                                                    "level_w and level_s");
+    lkjit::detail::check_weights(o, w);
     lkjit::rt::make_current(o.device);
     h->layer.set_weights(w, stream);
   });
@@ -154,6 +156,7 @@ int lkjit_wtconv_forward_strided(lkjit_wtconv* h, const void* x, const int64_t* 
     require_handle(h, "lkjit_wtconv_forward");
     std::lock_guard<std::mutex> lock(h->mu);
     const auto& o = h->layer.options();
+    lkjit::detail::check_activations(x, nullptr, out, false);
     lkjit::WTConvStrides st;
     copy_strides(st.x, x_strides);
     copy_strides(st.out, out_strides);
@@ -179,8 +182,10 @@ int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, const int64_t*
     require_handle(h, "lkjit_wtconv_backward");
     std::lock_guard<std::mutex> lock(h->mu);
     const auto& o = h->layer.options();
+    lkjit::detail::check_activations(x, dout, dx, true);
     const auto g = level_set<lkjit::WTConvGradients>(o.L, grad_base_w, grad_base_b, grad_base_s, grad_level_w,
                                                      grad_level_s, "wtconv backward", "grad_level_w and grad_level_s");
+    lkjit::detail::check_gradients(o, g);
     lkjit::WTConvStrides st;
     copy_strides(st.x, x_strides);
     copy_strides(st.dout, dout_strides);

@@ -99,6 +99,25 @@ TEST_F(Cli, RunRejectsMalformedShapes) {
   EXPECT_EQ(cache_entries(), 0u);
 }
 
+TEST_F(Cli, RunRejectsOutOfRangeValuesWith2) {
+  // Well-formed values out of range or unknown are bad input (2), checked before anything compiles; none
+  // is raised silently (--check-planes 0 used to check one plane).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--shapes 0:4:9:9:2", "B=0"},
+      {"--check-planes 0", "--check-planes=0 is out of range; supported: >= 1"},
+      {"--check-planes -1", "--check-planes=-1 is out of range; supported: >= 1"},
+      {"--iters 0", "--iters=0 is out of range; supported: >= 1"},
+      {"--path diagonal", "--path 'diagonal' is unknown; supported: auto, plane, tiled"},
+  };
+  for (const auto& [args, msg] : cases) {
+    const std::string shapes = args.rfind("--shapes", 0) == 0 ? "" : "--shapes 1:4:9:9:2 ";
+    const CommandResult r = run("run --dtypes f32 " + shapes + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(msg)) << args;
+  }
+  EXPECT_EQ(cache_entries(), 0u);
+}
+
 TEST_F(Cli, EmitSourcePrintsTheTranslationUnit) {
   const CommandResult r = run("compile --emit-source");
   EXPECT_EQ(r.code, 0) << r.output;

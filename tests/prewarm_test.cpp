@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cache/entry.h"
@@ -371,6 +372,46 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
   r = run("prewarm --manifest " + shell_quote(manifest));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("layers[0]"), HasSubstr("\"L\""), HasSubstr("[0, 8]")));
+}
+
+TEST_F(Prewarm, OutOfRangeValuesExitWith2) {
+  // Well-formed values out of range or unknown are bad input (2), as in `run`; malformed ones usage errors (1).
+  const std::vector<std::tuple<std::string, int, std::string>> cases = {
+      {"--shapes 0:4:8:8", 2, "--shapes: B=0 in '0:4:8:8' is out of range; supported: >= 1"},
+      {"--shapes 1:4:8:8,1:-4:8:8", 2, "--shapes: C=-4 in '1:-4:8:8' is out of range"},
+      {"--shapes 1:4:x:8", 1, "--shapes: 'x' in '1:4:x:8' is not an integer"},
+      {"--shapes 1:4:8:8 --passes sideways", 2, "--passes: 'sideways' is unknown; supported: fwd, bwd"},
+  };
+  for (const auto& [args, code, msg] : cases) {
+    const CommandResult r = run("prewarm --arch sm_90 --progress never " + args);
+    EXPECT_EQ(r.code, code) << args << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("lkjit: error: " + msg)) << args;
+  }
+  EXPECT_TRUE(files_with(".lkjit").empty());
+}
+
+TEST_F(Prewarm, NamedKernelsAllLeftOutIsAnError) {
+  // The manifest's own archs exclude its kernels: the note names that list, not --arch (not given), and
+  // compiling nothing is exit 2, not a success.
+  const std::string manifest = tmp_ + "/m.json";
+  write_file(manifest, R"({"archs": ["sm_86"], "kernels": ["lkjit_wtconv_fold_k3_L1_w256_sm90"]})");
+  for (const char* list : {"", "--list"}) {
+    const CommandResult r = run("prewarm --progress never " + std::string(list) + " --manifest " + shell_quote(manifest));
+    EXPECT_EQ(r.code, 2) << list << ": " << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr("1 named kernel(s) for archs not in " + manifest + ": \"archs\" (sm_86) left out"),
+                                HasSubstr("lkjit: error: nothing to prewarm: all 1 named kernel(s) were left out"),
+                                Not(HasSubstr("--arch")), Not(HasSubstr("0 kernels"))))
+        << list;
+  }
+  // --arch wins over the manifest's archs and is then the one named.
+  CommandResult r = run("prewarm --progress never --arch sm_80 --manifest " + shell_quote(manifest));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("for archs not in --arch (sm_80) left out"));
+  EXPECT_TRUE(files_with(".lkjit").empty());
+  // With a kernel for a target arch, the other is a note and the rest compiles.
+  r = run("prewarm --progress never --arch sm_80,sm_90 --manifest " + shell_quote(manifest));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(Not(HasSubstr("left out")), HasSubstr("1 kernels for sm_80, sm_90")));
 }
 
 TEST_F(Prewarm, AFailedCompileExitsWith3) {

@@ -16,6 +16,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "lkjit/error.h"
@@ -763,6 +764,54 @@ TEST(TuneCli, BadValuesAreNamed) {
   r = run_cli("--list --shape 1:2:3");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("B:C:H:W"));
+}
+
+TEST(TuneCli, AKernelThePlanDoesNotTuneIsAnError) {
+  // Each would select nothing and tune nothing: exit 2 naming the request and the plan's tunable kernels.
+  const std::string plane = "--list --shape 64:96:56:56 --L 5 --arch sm_90 ";
+  for (const std::string& kernel : {"wtconv_fwd_level:2", "wtconv_fwd_level:9", "wtconv_bwd_plane", "wtconv_fold",
+                                    "main,wtconv_fwd_synth"}) {
+    const auto r = run_cli(plane + "--kernel " + kernel);
+    EXPECT_EQ(r.code, 2) << kernel << ": " << r.output;
+    const std::string bad = kernel.substr(kernel.find(',') + 1);
+    EXPECT_THAT(r.output, AllOf(HasSubstr("--kernel '" + bad + "' is not a tunable kernel of this plan"),
+                                HasSubstr("supported: all, main, wtconv_fwd_plane\n"), Not(HasSubstr("points,"))))
+        << kernel;
+  }
+  // On a tiled plan the levels are listed; a level beyond L or below 1 selects nothing either.
+  for (const std::string& kernel : {"wtconv_fwd_level:9", "wtconv_fwd_level:-1", "wtconv_fwd_level:0"}) {
+    const auto r = run_cli("--list --shape 8:64:256:256 --L 3 --path tiled --arch sm_90 --kernel " + kernel);
+    EXPECT_EQ(r.code, 2) << kernel << ": " << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr("'" + kernel + "' is not a tunable kernel"),
+                                HasSubstr("wtconv_fwd_level:1, wtconv_fwd_level:2, wtconv_fwd_level:3")))
+        << kernel;
+  }
+  // An empty level is malformed, not "every level".
+  const auto r = run_cli("--list --shape 8:64:256:256 --L 3 --path tiled --arch sm_90 --kernel wtconv_fwd_level:");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--kernel 'wtconv_fwd_level:' is not <kernel>[:level]"));
+}
+
+TEST(TuneCli, OutOfRangeValuesExitWith2) {
+  // Well-formed values out of range or unknown are bad input (2); malformed ones usage errors (1).
+  const std::vector<std::tuple<std::string, int, std::string>> cases = {
+      {"--shape 0:96:56:56", 2, "--shape: B=0 in '0:96:56:56' is out of range; supported: >= 1"},
+      {"--shape 8:96:-5:56", 2, "--shape: H=-5 in '8:96:-5:56' is out of range"},
+      {"--shape 8:x:56:56", 1, "--shape: 'x' in '8:x:56:56' is not an integer"},
+      {"--pass sideways", 2, "--pass 'sideways' is unknown; supported: fwd, bwd"},
+      {"--path diagonal", 2, "--path 'diagonal' is unknown; supported: auto, plane, tiled"},
+      {"--budget -1", 2, "tune: --budget=-1 is out of range; supported: >= 0"},
+      {"--reps 0", 2, "tune: --reps=0 is out of range; supported: >= 1"},
+      {"--min-noise -0.5", 2, "tune: --min-noise=-0.5 is out of range; supported: >= 0"},
+  };
+  for (const auto& [args, code, msg] : cases) {
+    const auto r = run_cli("--list --arch sm_90 " + args);
+    EXPECT_EQ(r.code, code) << args << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("lkjit: error: " + msg)) << args;
+  }
+  // The message names only the bad option.
+  const auto r = run_cli("--list --arch sm_90 --budget -1");
+  EXPECT_THAT(r.output, AllOf(Not(HasSubstr("--reps")), Not(HasSubstr("--top")), Not(HasSubstr("--warmup"))));
 }
 
 TEST(TuneCli, TuningWithoutAGpuSaysItNeedsOne) {

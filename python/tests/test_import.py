@@ -152,6 +152,31 @@ def test_strided_calls_are_checked_before_the_gpu():
                            dx_strides=(256, 1, 32, 4), **grads)
 
 
+def test_null_pointers_are_checked_before_the_gpu():
+    """A null pointer is refused by the C ABI (SpecError, code 2, naming it) before any GPU call, so the
+    same errors come on a machine without one, not a DriverError."""
+    _library_or_skip()
+    layer = lkjit.WTConvLayer(4, L=2)
+    with pytest.raises(lkjit.SpecError, match="base_w and base_s must be non-null") as e:
+        layer.set_weights(0, 1, 1, [1, 1], [1, 1])
+    assert e.value.code == 2 and isinstance(e.value, ValueError)
+    with pytest.raises(lkjit.SpecError, match="bias=true but base_b is null"):
+        layer.set_weights(1, 0, 1, [1, 1], [1, 1])
+    with pytest.raises(lkjit.SpecError, match=r"level_w\[1\] and level_s\[1\] must be non-null for L=2"):
+        layer.set_weights(1, 1, 1, [1, 0], [1, 1])
+    with pytest.raises(lkjit.SpecError, match="x and out must be non-null"):
+        layer.forward(0, 1, 1, 8, 8)
+    with pytest.raises(lkjit.SpecError, match="x and out must be non-null"):
+        layer.forward(1, 0, 1, 8, 8, x_strides=(256, 1, 32, 4))
+    grads = dict(grad_base_w=1, grad_base_b=1, grad_base_s=1, grad_level_w=[1, 1], grad_level_s=[1, 1])
+    with pytest.raises(lkjit.SpecError, match="x, dout and dx must be non-null"):
+        layer.backward(1, 1, 0, B=1, H=8, W=8, **grads)
+    with pytest.raises(lkjit.SpecError, match="grads.base_w and grads.base_s must be non-null"):
+        layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(grads, grad_base_s=0))
+    with pytest.raises(lkjit.SpecError, match=r"grads.level_w\[0\] and grads.level_s\[0\] must be non-null"):
+        layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(grads, grad_level_s=[0, 1]))
+
+
 def test_state_dict_key_mapping():
     keys = ["m.base_weight", "m.base_bias", "m.base_scale", "m.wt_weights.0", "m.wt_scales.0", "m.wt_weights.1",
             "m.wt_scales.1", "m.wt_filter", "m.iwt_filter", "other.base_weight"]

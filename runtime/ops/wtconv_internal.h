@@ -19,5 +19,11 @@ void validate_shape(const WTConvOptions& o, const Shape& sh);
 // WTConvStrides documents (dout only in backward). Pure: no CUDA calls. SpecError naming the tensor,
 // the dim, the value and the allowed range.
 WTConvStrides resolve_strides(const WTConvOptions& o, const Shape& sh, const WTConvStrides* s, bool backward);
+// SpecError naming the null pointer a call needs: the activations (dout: backward only), the weights or
+// the gradients (base_b only with bias, L level pointers). Pure: the C ABI checks before it touches the
+// driver, so a null pointer is a spec error with or without a GPU.
+void check_activations(const void* x, const void* dout, const void* out, bool backward);
+void check_weights(const WTConvOptions& o, const WTConvWeights& w);
+void check_gradients(const WTConvOptions& o, const WTConvGradients& g);
 
 }  // namespace lkjit::detail

@@ -169,11 +169,7 @@ void WTConv::prepare(int64_t B, int64_t H, int64_t W, bool backward) {
 }
 
 void WTConv::set_weights(const WTConvWeights& w, Stream s) {
-  if (!w.base_w || !w.base_s) throw SpecError("lkjit: error: wtconv: base_w and base_s must be non-null device pointers");
-  if (opt_.bias && !w.base_b) throw SpecError("lkjit: error: wtconv: bias=true but base_b is null");
-  for (int l = 0; l < opt_.L; ++l)
-    if (!w.level_w[l] || !w.level_s[l])
-      throw SpecError(fmt::format("lkjit: error: wtconv: level_w[{}] and level_s[{}] must be non-null for L={}", l, l, opt_.L));
+  detail::check_weights(opt_, w);
   ensure_impl();
   const int64_t n = opt_.C * opt_.k * opt_.k * (1 + 4 * int64_t(opt_.L)) + opt_.C;
   if (impl_->wfold.bytes() < size_t(n) * 4) impl_->wfold = DeviceBuffer(size_t(n) * 4, opt_.device);
@@ -411,7 +407,7 @@ std::vector<KernelTiming> WTConv::profile(const void* x, const void* dout, void*
 
 void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s,
                      const WTConvStrides* strides) {
-  if (!x || !out) throw SpecError("lkjit: error: wtconv forward: x and out must be non-null device pointers");
+  detail::check_activations(x, nullptr, out, false);
   const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, false);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv forward: call set_weights() first");
   run_list(launch_list(B, H, W, false), x, nullptr, out, st, nullptr, s);
@@ -419,14 +415,10 @@ void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, 
 
 void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
                       int64_t H, int64_t W, Stream s, const WTConvStrides* strides) {
-  if (!x || !dout || !dx) throw SpecError("lkjit: error: wtconv backward: x, dout and dx must be non-null device pointers");
+  detail::check_activations(x, dout, dx, true);
   const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, true);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv backward: call set_weights() first");
-  if (!grads.base_w || !grads.base_s) throw SpecError("lkjit: error: wtconv backward: grads.base_w and grads.base_s must be non-null");
-  if (opt_.bias && !grads.base_b) throw SpecError("lkjit: error: wtconv backward: bias=true but grads.base_b is null");
-  for (int l = 0; l < opt_.L; ++l)
-    if (!grads.level_w[l] || !grads.level_s[l])
-      throw SpecError(fmt::format("lkjit: error: wtconv backward: grads.level_w[{}] and grads.level_s[{}] must be non-null for L={}", l, l, opt_.L));
+  detail::check_gradients(opt_, grads);
   run_list(launch_list(B, H, W, true), x, dout, dx, st, &grads, s);
 }
 

@@ -114,6 +114,29 @@ WTConvStrides resolve_strides(const WTConvOptions& o, const Shape& sh, const WTC
   return r;
 }
 
+void check_activations(const void* x, const void* dout, const void* out, bool backward) {
+  if (!backward && (!x || !out))
+    throw SpecError("lkjit: error: wtconv forward: x and out must be non-null device pointers");
+  if (backward && (!x || !dout || !out))
+    throw SpecError("lkjit: error: wtconv backward: x, dout and dx must be non-null device pointers");
+}
+
+void check_weights(const WTConvOptions& o, const WTConvWeights& w) {
+  if (!w.base_w || !w.base_s) throw SpecError("lkjit: error: wtconv: base_w and base_s must be non-null device pointers");
+  if (o.bias && !w.base_b) throw SpecError("lkjit: error: wtconv: bias=true but base_b is null");
+  for (int l = 0; l < o.L; ++l)
+    if (!w.level_w[l] || !w.level_s[l])
+      throw SpecError(fmt::format("lkjit: error: wtconv: level_w[{}] and level_s[{}] must be non-null for L={}", l, l, o.L));
+}
+
+void check_gradients(const WTConvOptions& o, const WTConvGradients& g) {
+  if (!g.base_w || !g.base_s) throw SpecError("lkjit: error: wtconv backward: grads.base_w and grads.base_s must be non-null");
+  if (o.bias && !g.base_b) throw SpecError("lkjit: error: wtconv backward: bias=true but grads.base_b is null");
+  for (int l = 0; l < o.L; ++l)
+    if (!g.level_w[l] || !g.level_s[l])
+      throw SpecError(fmt::format("lkjit: error: wtconv backward: grads.level_w[{}] and grads.level_s[{}] must be non-null for L={}", l, l, o.L));
+}
+
 }  // namespace detail
 
 namespace {

@@ -28,8 +28,9 @@
 // (exit 2). Its kernel names this lkjit does not generate are noted and left out.
 //
 // Output: a summary "N kernels ...: C compiled, D already cached, F failed in S s"; a progress bar on
-// stderr when it is a terminal. Exit code 0; 3 when a kernel failed to compile (each is listed); 5 when
-// the cache is unusable, disabled (LKJIT_CACHE_DISABLE=1) or a compiled kernel could not be stored.
+// stderr when it is a terminal. Exit code 0; 2 when every named kernel was left out (nothing to compile);
+// 3 when a kernel failed to compile (each is listed); 5 when the cache is unusable, disabled
+// (LKJIT_CACHE_DISABLE=1) or a compiled kernel could not be stored.
 #include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/ThreadPool.h>
@@ -123,7 +124,8 @@ PrewarmSet build_set() {
   } else {
     std::vector<std::string> names;
     for (int a : set.archs) names.push_back(arch_name(a));
-    set.archs = parse_target_archs(names, (kManifest + ": \"archs\"").c_str());
+    set.archs_from = kManifest + ": \"archs\"";
+    set.archs = parse_target_archs(names, set.archs_from.c_str());
   }
   if (kDtypes.getNumOccurrences() || !manifest_dtypes) set.dtypes = parse_dtypes(kDtypes);
   if (kPasses.getNumOccurrences() || kManifest.empty()) {
@@ -131,7 +133,7 @@ PrewarmSet build_set() {
     for (const auto& p : split_list(kPasses, "--passes")) {
       if (p == "fwd") set.forward = true;
       else if (p == "bwd") set.backward = true;
-      else throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --passes: '{}' is unknown; supported: fwd, bwd", p));
+      else throw SpecError(fmt::format("lkjit: error: --passes: '{}' is unknown; supported: fwd, bwd", p));
     }
   }
   if (kPreset.getNumOccurrences())
@@ -183,6 +185,14 @@ int prewarm_main() {
     throw Error(ErrorCode::kUsage, "lkjit: error: nothing to prewarm: give --preset, --shapes, --manifest or --tuning-db");
   }
   const PrewarmPlan plan = expand(set);
+  // A layer always plans its tiled path, so only named kernels can all be left out: compiling nothing
+  // is no success.
+  if (plan.jobs.empty()) {
+    for (const auto& n : plan.notes) std::cerr << "prewarm: note: " << n << "\n";
+    throw SpecError(fmt::format("lkjit: error: nothing to prewarm: all {} named kernel(s) were left out (see the notes "
+                                "above); supported: kernels this lkjit generates for {} ({})",
+                                set.kernel_names.size(), set.archs_from, join_archs(set.archs)));
+  }
   if (kList) {
     for (const auto& n : plan.notes) std::cerr << "prewarm: note: " << n << "\n";
     for (const auto& j : plan.jobs)

@@ -44,8 +44,12 @@ std::vector<PrewarmLayer> parse_shapes(const std::string& shapes, const std::vec
       } catch (const std::exception&) {
         pos = 0;
       }
-      if (pos != x.size() || n < 1)
-        throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shapes: '{}' in '{}' is not an integer >= 1", x, item));
+      if (pos != x.size())
+        throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shapes: '{}' in '{}' is not an integer", x, item));
+      // A well-formed value out of range is bad input (2), as in `run --shapes`, not a usage error (1).
+      if (n < 1)
+        throw SpecError(fmt::format("lkjit: error: --shapes: {}={} in '{}' is out of range; supported: >= 1",
+                                    "BCHW"[v.size()], n, item));
       v.push_back(n);
     }
     for (int k : ks)
@@ -102,8 +106,11 @@ PrewarmPlan expand(const PrewarmSet& set) {
       add(nk->spec, nk->tile);
     }
   }
-  if (other_arch)
-    notes.insert(fmt::format("{} named kernel(s) for archs not in --arch left out", other_arch));
+  if (other_arch) {
+    std::string archs;
+    for (int a : set.archs) archs += (archs.empty() ? "" : ", ") + arch_name(a);
+    notes.insert(fmt::format("{} named kernel(s) for archs not in {} ({}) left out", other_arch, set.archs_from, archs));
+  }
   PrewarmPlan p;
   for (auto& [name, job] : jobs) p.jobs.push_back(std::move(job));
   p.notes.assign(notes.begin(), notes.end());

@@ -19,6 +19,7 @@ struct PrewarmLayer {
 
 struct PrewarmSet {
   std::vector<int> archs;
+  std::string archs_from = "--arch";  // where archs came from, for the notes: "--arch" or the manifest's "archs"
   std::vector<DType> dtypes;
   std::vector<PrewarmLayer> layers;
   std::vector<std::string> kernel_names;  // explicit kernels, e.g. the tuned ones

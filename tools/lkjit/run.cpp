@@ -69,7 +69,7 @@ WTConvPath parse_path(const std::string& s) {
   if (s == "auto") return WTConvPath::kAuto;
   if (s == "plane") return WTConvPath::kPlane;
   if (s == "tiled") return WTConvPath::kTiled;
-  throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled", s));
+  throw SpecError(fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled", s));
 }
 
 int run_without_gpu(const std::vector<Layer>& layers, const std::vector<DType>& dtypes, const std::string& why) {
@@ -107,7 +107,10 @@ int run_main() {
     for (DType dt : dtypes)
       wtconv_plan({ly.C, kK, ly.L, dt, !kNoBias, kStride, 0}, Shape{ly.B, ly.C, ly.H, ly.W, kStride},
                   DeviceLimits::for_arch(parse_arch(kArch)), false, parse_path(kPath));
-  if (kIters < 1) throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --iters={} must be >= 1", int(kIters)));
+  // Out-of-range counts are bad input (2), like the shapes above; nothing is raised silently.
+  if (kIters < 1) throw SpecError(fmt::format("lkjit: error: --iters={} is out of range; supported: >= 1", int(kIters)));
+  if (kCheckPlanes < 1)
+    throw SpecError(fmt::format("lkjit: error: --check-planes={} is out of range; supported: >= 1", int(kCheckPlanes)));
   const WTConvPath path = parse_path(kPath);
   std::string why;
   if (!gpu_available(&why)) return run_without_gpu(layers, dtypes, why);
@@ -148,7 +151,7 @@ int run_main() {
       double max_err = 0;
       bool ok = true;
       const int64_t planes = sh.B * sh.C, hwo = sh.H_out() * sh.W_out();
-      const int checks = static_cast<int>(std::min<int64_t>(std::max(1, int(kCheckPlanes)), planes));
+      const int checks = static_cast<int>(std::min<int64_t>(kCheckPlanes, planes));
       for (int i = 0; i < checks; ++i) {
         const int64_t pl = i == 0 ? 0 : (i == checks - 1 ? planes - 1 : int64_t(rng() % planes));
         const int64_t c = pl % sh.C;

@@ -7,6 +7,7 @@
 #include <llvm/Support/CommandLine.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "lkjit/error.h"
@@ -71,13 +72,17 @@ WTConvTuneProblem parse_problem() {
     try {
       size_t pos = 0;
       v[i] = std::stoll(f[i], &pos);
-      if (pos != f[i].size() || v[i] < 1) throw std::invalid_argument(f[i]);
+      if (pos != f[i].size()) throw std::invalid_argument(f[i]);
     } catch (const std::exception&) {
-      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shape: '{}' in '{}' is not an integer >= 1", f[i], std::string(kShape)));
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shape: '{}' in '{}' is not an integer", f[i], std::string(kShape)));
     }
+    // A well-formed value out of range is bad input (2), as in `run --shapes`, not a usage error (1).
+    if (v[i] < 1)
+      throw SpecError(fmt::format("lkjit: error: --shape: {}={} in '{}' is out of range; supported: >= 1", "BCHW"[i], v[i],
+                                  std::string(kShape)));
   }
   if (kPass != "fwd" && kPass != "bwd")
-    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --pass '{}' is unknown; supported: fwd, bwd", std::string(kPass)));
+    throw SpecError(fmt::format("lkjit: error: --pass '{}' is unknown; supported: fwd, bwd", std::string(kPass)));
   WTConvTuneProblem p;
   p.options = WTConvOptions{v[1], kK, kL, parse_dtype(kDtype), !kNoBias, kStride, 0};
   p.B = v[0], p.H = v[2], p.W = v[3];
@@ -85,29 +90,12 @@ WTConvTuneProblem parse_problem() {
   if (kPath == "auto") p.path = WTConvPath::kAuto;
   else if (kPath == "plane") p.path = WTConvPath::kPlane;
   else if (kPath == "tiled") p.path = WTConvPath::kTiled;
-  else throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled", std::string(kPath)));
+  else throw SpecError(fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled", std::string(kPath)));
   return p;
 }
 
 std::string entry_label(const PlannedKernel& pk) {
   return pk.level > 0 ? fmt::format("{}:{}", to_string(pk.spec.kernel), pk.level) : to_string(pk.spec.kernel);
-}
-
-std::vector<KernelSelector> parse_selectors(const std::vector<PlannedKernel>& plan) {
-  std::vector<KernelSelector> out;
-  for (const auto& item : split(kKernel, ',')) {
-    if (item == "all") return {};
-    if (item == "main") {
-      out.push_back(wtconv_main_kernel(plan));
-      continue;
-    }
-    const auto parts = split(item, ':');
-    KernelSelector s{parse_kernel(parts[0]), -1};
-    if (parts.size() == 2) s.level = parse_ints(parts[1], "kernel")[0];
-    else if (parts.size() != 1) throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --kernel '{}' is not <kernel>[:level]", item));
-    out.push_back(s);
-  }
-  return out;
 }
 
 bool selected(const std::vector<KernelSelector>& sel, const PlannedKernel& pk) {
@@ -116,6 +104,38 @@ bool selected(const std::vector<KernelSelector>& sel, const PlannedKernel& pk) {
   for (const auto& s : sel)
     if (s.kernel == pk.spec.kernel && (s.level < 0 || s.level == pk.level)) return true;
   return false;
+}
+
+// Each item must select a tunable entry of this plan: one that selects nothing would tune nothing and
+// still exit 0.
+std::vector<KernelSelector> parse_selectors(const std::vector<PlannedKernel>& plan) {
+  std::string tunable;
+  for (const auto& pk : plan)
+    if (selected({}, pk)) tunable += ", " + entry_label(pk);
+  std::vector<KernelSelector> out;
+  for (const auto& item : split(kKernel, ',')) {
+    if (item == "all") return {};
+    if (item == "main") {
+      out.push_back(wtconv_main_kernel(plan));
+      continue;
+    }
+    const size_t colon = item.find(':');
+    KernelSelector s{parse_kernel(item.substr(0, colon)), -1};
+    if (colon != std::string::npos) {
+      const std::string level = item.substr(colon + 1);
+      if (level.empty() || level.find(':') != std::string::npos)
+        throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --kernel '{}' is not <kernel>[:level]", item));
+      s.level = parse_ints(level, "kernel")[0];
+    }
+    // An explicit level below 0 would read as KernelSelector's "every level" (-1).
+    const bool hit = s.level >= (colon == std::string::npos ? -1 : 0) &&
+                     std::any_of(plan.begin(), plan.end(), [&](const PlannedKernel& pk) { return selected({s}, pk); });
+    if (!hit)
+      throw SpecError(fmt::format("lkjit: error: --kernel '{}' is not a tunable kernel of this plan; supported: all, "
+                                  "main{}", item, tunable));
+    out.push_back(s);
+  }
+  return out;
 }
 
 // ---- --list -----------------------------------------------------------------------------------------
@@ -271,10 +291,16 @@ int tune_main() {
   o.jobs = static_cast<int>(kJobs);
   o.save = !kNoSave;
   o.db_path = kDb;
-  if (kReps < 1 || kTop < 1 || kWarmup < 0 || kFinalReps < 0 || kMinNoise < 0 || kBudget < 0)
-    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: tune: --reps={} and --top={} must be >= 1, --warmup={}, "
-                                               "--final-reps={}, --min-noise={} and --budget={} >= 0",
-                                               int(kReps), int(kTop), int(kWarmup), int(kFinalReps), double(kMinNoise), double(kBudget)));
+  auto at_least = [](const char* name, double v, double min) {
+    if (!(v >= min))
+      throw SpecError(fmt::format("lkjit: error: tune: --{}={} is out of range; supported: >= {}", name, v, min));
+  };
+  at_least("reps", kReps, 1);
+  at_least("top", kTop, 1);
+  at_least("warmup", kWarmup, 0);
+  at_least("final-reps", kFinalReps, 0);
+  at_least("min-noise", kMinNoise, 0);
+  at_least("budget", kBudget, 0);
   if (kList) return list_main(p);
 
   std::string why;
