@@ -5,7 +5,7 @@
 // File (format 1):
 //   {"format": 1, "kind": "lkjit-tuning-db", "records": [
 //     {"device": "NVIDIA H200", "arch": 90, "sm_count": 132,
-//      "spec": "lkjit_wtconv_fwd_plane_f32_nchw_k5_L5_sm90", "bucket": "B64_C128_H56_W56_s1",
+//      "spec": "lkjit_wtconv_fwd_plane_f32_k5_L5_sm90", "bucket": "B64_C128_H56_W56_s1",
 //      "shape": [64, 96, 56, 56, 1], "tile": {"planes": 1, "threads": 256, "vy": 4},
 //      "time_s": 0.00081, "default_time_s": 0.00093, "strategy": "greedy", "tried": 17,
 //      "tuned_at": "2026-01-02T03:04:05Z"}, ...]}

@@ -121,7 +121,7 @@ TEST_F(Cli, RunRejectsOutOfRangeValuesWith2) {
 TEST_F(Cli, EmitSourcePrintsTheTranslationUnit) {
   const CommandResult r = run("compile --emit-source");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("extern \"C\" __global__"), HasSubstr("lkjit_wtconv_fwd_plane_f32_nchw_k5_L3_"),
+  EXPECT_THAT(r.output, AllOf(HasSubstr("extern \"C\" __global__"), HasSubstr("lkjit_wtconv_fwd_plane_f32_k5_L3_"),
                               HasSubstr("struct Cfg")));
   EXPECT_EQ(cache_entries(), 0u) << "--emit-source compiled something";
 }
@@ -189,7 +189,7 @@ TEST_F(Cli, CompileRejectsATileAxisTheKernelDoesNotHave) {
   EXPECT_THAT(r.output, HasSubstr("wtconv_fwd_level has no planes axis"));
   r = run("compile --kernel wtconv_fwd_plane --tile 0,0,1,1,128 --emit-source");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_fwd_plane_f32_nchw_k5_L3_p1_v1_w128_sm90"));
+  EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_fwd_plane_f32_k5_L3_p1_v1_w128_sm90"));
   r = run("compile --help");
   for (lkjit::Kernel k : lkjit::all_kernels()) EXPECT_THAT(r.output, HasSubstr(lkjit::to_string(k)));
   EXPECT_EQ(cache_entries(), 0u);
@@ -201,7 +201,7 @@ TEST_F(Cli, RunWithoutGpuCompilesThePlannedKernels) {
   const CommandResult r = run("run --dtypes f16 --shapes 1:4:9:9:2");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("no GPU"), HasSubstr(cache_), HasSubstr("lkjit_wtconv_fold_k5_L2_w256_sm90"),
-                              HasSubstr("lkjit_wtconv_fwd_"), HasSubstr("_f16_nchw_k5_")));
+                              HasSubstr("lkjit_wtconv_fwd_"), HasSubstr("_f16_k5_")));
   // Every listed kernel is now in the cache.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"((\d+) kernels ready for sm_90)"))) << r.output;

@@ -176,22 +176,22 @@ TEST(Emission, IsDeterministicAndSelfContained) {
 TEST(KernelName, IsPinned) {
   // Names are the cache display name, bench labels and test names: a change must be deliberate.
   EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 5, 3), Tile{0, 0, 1, 4, 256}),
-            "lkjit_wtconv_fwd_plane_f32_nchw_k5_L3_p1_v4_w256_sm90");
+            "lkjit_wtconv_fwd_plane_f32_k5_L3_p1_v4_w256_sm90");
   EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdSynth, DType::kBF16, 31, 8, true, 80), Tile{16, 32, 0, 2, 256}),
-            "lkjit_wtconv_fwd_synth_bf16_nchw_k31_L8_t16x32_v2_w256_sm80");
+            "lkjit_wtconv_fwd_synth_bf16_k31_L8_t16x32_v2_w256_sm80");
   EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdLevel, DType::kF16, 3, 0, true), Tile{16, 16, 0, 4, 128}),
-            "lkjit_wtconv_fwd_level1_f16_nchw_k3_t16x16_v4_w128_sm90");
+            "lkjit_wtconv_fwd_level1_f16_k3_t16x16_v4_w128_sm90");
   EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdLevel, DType::kF16, 3, 0, false), Tile{16, 16, 0, 4, 128}),
-            "lkjit_wtconv_fwd_levelN_f32_nchw_k3_t16x16_v4_w128_sm90");
+            "lkjit_wtconv_fwd_levelN_f32_k3_t16x16_v4_w128_sm90");
   EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFold, DType::kF32, 9, 1), Tile{0, 0, 0, 0, 256}),
             "lkjit_wtconv_fold_k9_L1_w256_sm90");
 }
 
 // Parses a name back into its fields; they must be the spec's and the tile's.
 TEST(KernelName, ParsesBackToSpecAndTile) {
-  const std::regex plane(R"(lkjit_wtconv_fwd_plane_(f32|f16|bf16)_nchw_k(\d+)_L(\d+)_p(\d+)_v(\d+)_w(\d+)_sm(\d+))");
-  const std::regex synth(R"(lkjit_wtconv_fwd_synth_(f32|f16|bf16)_nchw_k(\d+)_L(\d+)_t(\d+)x(\d+)_v(\d+)_w(\d+)_sm(\d+))");
-  const std::regex level(R"(lkjit_wtconv_fwd_level(1|N)_(f32|f16|bf16)_nchw_k(\d+)_t(\d+)x(\d+)_v(\d+)_w(\d+)_sm(\d+))");
+  const std::regex plane(R"(lkjit_wtconv_fwd_plane_(f32|f16|bf16)_k(\d+)_L(\d+)_p(\d+)_v(\d+)_w(\d+)_sm(\d+))");
+  const std::regex synth(R"(lkjit_wtconv_fwd_synth_(f32|f16|bf16)_k(\d+)_L(\d+)_t(\d+)x(\d+)_v(\d+)_w(\d+)_sm(\d+))");
+  const std::regex level(R"(lkjit_wtconv_fwd_level(1|N)_(f32|f16|bf16)_k(\d+)_t(\d+)x(\d+)_v(\d+)_w(\d+)_sm(\d+))");
   const std::regex fold(R"(lkjit_wtconv_fold_k(\d+)_L(\d+)_w(\d+)_sm(\d+))");
   int checked = 0;
   for (Kernel kn : kGenerated)

@@ -86,7 +86,7 @@ TEST_F(Prewarm, CompilesForSm80AndSm90WithoutAGpu) {
   EXPECT_EQ(files_with(".lkjit").size(), 16u);
   EXPECT_TRUE(files_with(".lock").empty()) << "locks left behind";
   const CommandResult list = run("cache ls");
-  for (const char* name : {"lkjit_wtconv_fwd_plane_f32_nchw_k3_L1_", "lkjit_wtconv_bwd_plane_f32_nchw_k3_L1_",
+  for (const char* name : {"lkjit_wtconv_fwd_plane_f32_k3_L1_", "lkjit_wtconv_bwd_plane_f32_k3_L1_",
                            "lkjit_wtconv_fwd_level1_f32_", "lkjit_wtconv_bwd_level1_f32_", "lkjit_wtconv_fwd_synth_",
                            "lkjit_wtconv_bwd_synth_", "lkjit_wtconv_reduce_k3_L1_w512_sm80",
                            "lkjit_wtconv_fold_k3_L1_w256_sm90"})
@@ -217,9 +217,9 @@ TEST_F(Prewarm, PresetCoversForwardBackwardAndBothPaths) {
   for (const char* arch : {"_sm80", "_sm90"})
     for (const char* dt : {"f32", "f16", "bf16"})
       for (const char* kind : {"fwd_plane", "bwd_plane", "fwd_synth", "bwd_synth", "fwd_level1", "bwd_level1"})
-        EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string("lkjit_wtconv_") + kind + "_" + dt + "_nchw_k5_.*" + arch)))
+        EXPECT_TRUE(std::regex_search(r.output, std::regex(std::string("lkjit_wtconv_") + kind + "_" + dt + "_k5_.*" + arch)))
             << kind << " " << dt << " " << arch;
-  for (const char* name : {"lkjit_wtconv_fwd_levelN_f32_nchw_k5_", "lkjit_wtconv_bwd_levelN_f32_nchw_k5_",
+  for (const char* name : {"lkjit_wtconv_fwd_levelN_f32_k5_", "lkjit_wtconv_bwd_levelN_f32_k5_",
                            "lkjit_wtconv_reduce_k5_L5_", "lkjit_wtconv_fold_k5_L2_"})
     EXPECT_THAT(r.output, HasSubstr(name));
   const long n = number(r.output, R"((\d+) kernels\n)");
@@ -243,15 +243,15 @@ TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
     "kernels": ["lkjit_wtconv_fold_k9_L1_w256_sm86", "lkjit_wtconv_fold_k9_L1_w256_sm90"]})");
   CommandResult r = run("prewarm --list --manifest " + shell_quote(manifest));
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fwd_plane_bf16_nchw_k7_L2_"), HasSubstr("_sm86"),
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fwd_plane_bf16_k7_L2_"), HasSubstr("_sm86"),
                               HasSubstr("lkjit_wtconv_fold_k9_L1_w256_sm86"), Not(HasSubstr("_sm90")), Not(HasSubstr("bwd_"))));
   // lkjit's tuning database: a record's spec key and tile make a kernel name.
   write_file(db, R"({"format": 1, "kind": "lkjit-tuning-db", "records": [
-    {"device": "NVIDIA H200", "arch": 90, "sm_count": 132, "spec": "lkjit_wtconv_fwd_plane_f16_nchw_k5_L3_sm90",
+    {"device": "NVIDIA H200", "arch": 90, "sm_count": 132, "spec": "lkjit_wtconv_fwd_plane_f16_k5_L3_sm90",
      "bucket": "B64_C128_H56_W56_s1", "shape": [64, 96, 56, 56, 1], "tile": {"planes": 2, "threads": 256, "vy": 2}}]})");
   r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + shell_quote(db));
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_fwd_plane_f16_nchw_k5_L3_p2_v2_w256_sm90"));
+  EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_fwd_plane_f16_k5_L3_p2_v2_w256_sm90"));
   // Its kernel names this lkjit does not generate (a newer lkjit's) are noted and left out.
   write_file(db, R"({"entries": [{"kernel": "lkjit_wtconv_future_k3_sm90"}]})");
   r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + shell_quote(db));

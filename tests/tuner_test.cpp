@@ -123,7 +123,7 @@ TEST(ShapeBucket, PowersOfTwoForBAndCExactSmallMapsQuarterOctavesAbove) {
 
 TEST(SpecKey, IsTheKernelNameWithoutTheTile) {
   const OpSpec plane{Kernel::kWTConvFwdPlane, DType::kF32, 5, 5, true, 90};
-  EXPECT_EQ(spec_key(plane), "lkjit_wtconv_fwd_plane_f32_nchw_k5_L5_sm90");
+  EXPECT_EQ(spec_key(plane), "lkjit_wtconv_fwd_plane_f32_k5_L5_sm90");
   const Tile t{0, 0, 1, 4, 256};
   const std::string name = kernel_name(plane, t);
   const std::string key = spec_key(plane);
@@ -740,7 +740,7 @@ TEST(TuneCli, ListShowsValidAndRejectedCandidatesWithoutAGpu) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("wtconv_fwd_plane f32 k=5 L=5 sm_90 on 64x96x56x56"), HasSubstr("valid"),
                               HasSubstr("default"), HasSubstr("rejected"), HasSubstr("shared memory"),
-                              HasSubstr("lkjit_wtconv_fwd_plane_f32_nchw_k5_L5_p1_v4_w512_sm90"), HasSubstr("axis planes")));
+                              HasSubstr("lkjit_wtconv_fwd_plane_f32_k5_L5_p1_v4_w512_sm90"), HasSubstr("axis planes")));
 }
 
 TEST(TuneCli, ListOneLevelOfATiledPlan) {

@@ -327,7 +327,7 @@ TEST(TuningRecord, TileRoundTripsThroughARecord) {
   r.chosen = Tile{32, 64, 0, 4, 256};
   r.best_ms = 1.5;
   const auto rec = detail::to_record(DeviceClass{"G", 90, 132}, r);
-  EXPECT_EQ(rec.spec, "lkjit_wtconv_fwd_synth_f16_nchw_k7_L3_sm90");
+  EXPECT_EQ(rec.spec, "lkjit_wtconv_fwd_synth_f16_k7_L3_sm90");
   EXPECT_EQ(rec.bucket, "B8_C64_H256_W256_s1");
   EXPECT_EQ(rec.tile.count("planes"), 0u) << "unused axes are not written";
   EXPECT_DOUBLE_EQ(rec.time_s, 1.5e-3);

@@ -58,7 +58,7 @@ LaunchGeometry plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   return plane_geometry_with(s, t, sh, plane_smem_floats);
 }
 std::string fwd_plane_name(const OpSpec& s, const Tile& t) {
-  return fmt::format("wtconv_fwd_plane_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+  return fmt::format("wtconv_fwd_plane_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
 }
 
 // ---- forward, tiled (level + synthesis) -----------------------------------------------------------
@@ -127,11 +127,11 @@ std::string synth_cfg(const OpSpec& s, const Tile& t) {
 }
 std::string fwd_level_name(const OpSpec& s, const Tile& t) {
   // Deeper levels read an fp32 low band whatever the dtype: one binary serves every dtype.
-  return fmt::format("wtconv_fwd_level{}_{}_nchw_k{}_{}", s.first ? "1" : "N",
+  return fmt::format("wtconv_fwd_level{}_{}_k{}_{}", s.first ? "1" : "N",
                      s.first ? to_string(s.dtype) : "f32", s.k, t.to_string());
 }
 std::string fwd_synth_name(const OpSpec& s, const Tile& t) {
-  return fmt::format("wtconv_fwd_synth_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+  return fmt::format("wtconv_fwd_synth_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
 }
 
 }  // namespace wtconv

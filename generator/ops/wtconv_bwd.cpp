@@ -33,7 +33,7 @@ LaunchGeometry bwd_plane_geometry(const OpSpec& s, const Tile& t, const Shape& s
   return plane_geometry_with(s, t, sh, bwd_plane_smem_floats);
 }
 std::string bwd_plane_name(const OpSpec& s, const Tile& t) {
-  return fmt::format("wtconv_bwd_plane_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+  return fmt::format("wtconv_bwd_plane_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
 }
 
 // ---- tiled ---------------------------------------------------------------------------------------
@@ -82,11 +82,11 @@ std::string bwd_synth_cfg(const OpSpec& s, const Tile& t) {
   return base_cfg(s, t) + fmt::format("  static constexpr int tile_h = {}, tile_w = {};\n", t.tile_h, t.tile_w);
 }
 std::string bwd_level_name(const OpSpec& s, const Tile& t) {
-  return fmt::format("wtconv_bwd_level{}_{}_nchw_k{}_{}", s.first ? "1" : "N", s.first ? to_string(s.dtype) : "f32",
+  return fmt::format("wtconv_bwd_level{}_{}_k{}_{}", s.first ? "1" : "N", s.first ? to_string(s.dtype) : "f32",
                      s.k, t.to_string());
 }
 std::string bwd_synth_name(const OpSpec& s, const Tile& t) {
-  return fmt::format("wtconv_bwd_synth_{}_nchw_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+  return fmt::format("wtconv_bwd_synth_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
 }
 
 // ---- reduce --------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ namespace lkjit {
 constexpr int kGeneratorVersion = 1;
 
 struct GeneratedSource {
-  std::string kernel_name;  // the extern "C" entry, e.g. lkjit_wtconv_fwd_plane_f32_nchw_k5_L3_p1_v4_w256_sm90
+  std::string kernel_name;  // the extern "C" entry, e.g. lkjit_wtconv_fwd_plane_f32_k5_L3_p1_v4_w256_sm90
   std::string source;       // one translation unit: generated Cfg prologue + #include of the template
   // Embedded headers NVRTC needs (name -> contents); part of the cache key.
   const std::map<std::string, std::string>* headers = nullptr;

@@ -85,7 +85,7 @@ bool set_tile_axis(Tile& t, const std::string& axis, int value);
 const std::vector<std::string>& tile_axis_names();
 
 // The database key of a spec: its kernel name without the tile,
-// e.g. "lkjit_wtconv_fwd_plane_f32_nchw_k5_L3_sm90".
+// e.g. "lkjit_wtconv_fwd_plane_f32_k5_L3_sm90".
 std::string spec_key(const OpSpec& s);
 
 // ---- statistics and selection (pure, no GPU) ------------------------------------------------------

@@ -54,7 +54,6 @@ std::optional<NamedKernel> parse_kernel_name(const std::string& name) {
   for (const auto& tok : split(rest, '_')) {
     int a = 0, b = 0;
     if (tok == "f32" || tok == "f16" || tok == "bf16") nk.spec.dtype = parse_dtype(tok);
-    else if (tok == "nchw") continue;
     else if (number_after(tok, "k", &nk.spec.k) || number_after(tok, "L", &nk.spec.L)) continue;
     else if (number_after(tok, "p", &nk.tile.planes) || number_after(tok, "v", &nk.tile.vy)) continue;
     else if (number_after(tok, "w", &nk.tile.threads)) continue;
