@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <llvm/ADT/SmallString.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Path.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,6 +82,16 @@ void write_file_atomically(const std::string& dir, const std::string& path, cons
     llvm::sys::fs::remove(tmp);
     throw CacheError(fmt::format("lkjit: error: {}: cannot publish: {}", path, ec.message()));
   }
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes, unsigned mode, bool create_dir) {
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty()) dir = ".";
+  if (create_dir)
+    if (auto ec = llvm::sys::fs::create_directories(dir))
+      throw CacheError(fmt::format("lkjit: error: {}: cannot create directory: {}", dir.str().str(), ec.message()));
+  write_file_atomically(dir.str().str(), path, bytes, mode);
 }
 
 void stamp_now(const std::string& path) { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }

@@ -16,6 +16,8 @@ bool read_file_prefix(const std::string& path, size_t max_bytes, std::string* ou
 // CacheError naming the path and the OS message; the temp file is removed on failure.
 void write_file_atomically(const std::string& dir, const std::string& path, const std::string& bytes,
                            unsigned mode = 0600);
+// The same in path's own directory ("." when it has none), creating that directory first if asked.
+void write_file_atomically(const std::string& path, const std::string& bytes, unsigned mode, bool create_dir);
 
 // Sets the file's modification time to now (the cache's last-use stamp). Best effort.
 void stamp_now(const std::string& path);

@@ -5,13 +5,12 @@
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/Path.h>
-#include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
 #include <cmath>
 #include <tuple>
 
+#include "cache/file_io.h"
 #include "lkjit/error.h"
 
 namespace lkjit::cache {
@@ -82,33 +81,6 @@ json::Object record_to(const TuningRecord& r) {
                       {"strategy", r.strategy},
                       {"tried", r.tried},
                       {"tuned_at", r.tuned_at}};
-}
-
-void write_atomic(const std::string& path, const std::string& text) {
-  llvm::SmallString<256> dir(path);
-  llvm::sys::path::remove_filename(dir);
-  if (dir.empty()) dir = ".";
-  if (auto ec = llvm::sys::fs::create_directories(dir))
-    throw CacheError(fmt::format("lkjit: error: {}: cannot create directory: {}", dir.str().str(), ec.message()));
-  int fd = -1;
-  llvm::SmallString<256> tmp;
-  if (auto ec = llvm::sys::fs::createUniqueFile(dir + "/.tuning-%%%%%%%%%%%%.tmp", fd, tmp, llvm::sys::fs::OF_None, 0644))
-    throw CacheError(fmt::format("lkjit: error: {}: cannot create a temporary file: {}", dir.str().str(), ec.message()));
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << text;
-    os.flush();
-    if (os.has_error()) {
-      const std::string msg = os.error().message();
-      os.clear_error();
-      llvm::sys::fs::remove(tmp);
-      throw CacheError(fmt::format("lkjit: error: {}: write failed: {}", tmp.str().str(), msg));
-    }
-  }
-  if (auto ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    throw CacheError(fmt::format("lkjit: error: {}: cannot publish the tuning database: {}", path, ec.message()));
-  }
 }
 
 }  // namespace
@@ -208,7 +180,7 @@ void TuningDb::save_merged(const std::string& path, const std::vector<TuningReco
       throw CacheError(fmt::format("lkjit: error: {}: cannot move the corrupt tuning database aside: {}", path, ec.message()));
   }
   for (const auto& r : add) db.upsert(r);
-  write_atomic(path, db.serialize());
+  write_file_atomically(path, db.serialize(), 0644, /*create_dir=*/true);
 }
 
 }  // namespace lkjit::cache

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "cache/file_io.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
@@ -321,10 +322,12 @@ int tune_main() {
   print_summary(std::cout, rep);
   const std::string repro = reproduce_line();
   const std::vector<std::string> argv = split(repro, ' ');
-  if (!kCsv.empty()) write_file_atomic(kCsv, tune_csv(rep));
-  if (!kJson.empty()) write_file_atomic(kJson, tune_json(rep, o, argv, repro));
+  if (!kCsv.empty()) cache::write_file_atomically(kCsv, tune_csv(rep), 0644, /*create_dir=*/false);
+  if (!kJson.empty()) cache::write_file_atomically(kJson, tune_json(rep, o, argv, repro), 0644, /*create_dir=*/false);
   if (!kPlot.empty())
-    write_file_atomic(kPlot, svg_main_effects(plot_input(rep), fmt::format("lkjit tune: {} on {}", p.to_string(), dev.name)));
+    cache::write_file_atomically(
+        kPlot, svg_main_effects(plot_input(rep), fmt::format("lkjit tune: {} on {}", p.to_string(), dev.name)), 0644,
+        /*create_dir=*/false);
   std::cout << fmt::format("tuning took {:.1f} s\nreproduce: {}\n", rep.seconds, repro);
   return rep.save_error.empty() ? 0 : static_cast<int>(ErrorCode::kCache);
 }

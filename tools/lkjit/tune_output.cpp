@@ -1,11 +1,8 @@
 #include "tools/lkjit/tune_output.h"
 
 #include <fmt/format.h>
-#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/JSON.h>
-#include <llvm/Support/Path.h>
-#include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
 
@@ -238,31 +235,6 @@ std::vector<PlotKernel> plot_input(const WTConvTuneReport& r) {
     out.push_back(std::move(pk));
   }
   return out;
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  llvm::SmallString<256> dir(path);
-  llvm::sys::path::remove_filename(dir);
-  if (dir.empty()) dir = ".";
-  int fd = -1;
-  llvm::SmallString<256> tmp;
-  if (auto ec = llvm::sys::fs::createUniqueFile(dir + "/.lkjit-tune-%%%%%%%%.tmp", fd, tmp, llvm::sys::fs::OF_None, 0644))
-    throw Error(ErrorCode::kCache, fmt::format("lkjit: error: {}: cannot create a temporary file: {}", dir.str().str(), ec.message()));
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << text;
-    os.flush();
-    if (os.has_error()) {
-      const std::string msg = os.error().message();
-      os.clear_error();
-      llvm::sys::fs::remove(tmp);
-      throw Error(ErrorCode::kCache, fmt::format("lkjit: error: {}: write failed: {}", path, msg));
-    }
-  }
-  if (auto ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    throw Error(ErrorCode::kCache, fmt::format("lkjit: error: {}: cannot write: {}", path, ec.message()));
-  }
 }
 
 }  // namespace lkjit::tool

@@ -23,8 +23,4 @@ std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std
                       const std::string& reproduce);
 std::vector<PlotKernel> plot_input(const WTConvTuneReport& r);
 
-// Writes `text` to `path` through a temporary file in the same directory and a rename.
-// Error(kCache) naming the path and the OS message.
-void write_file_atomic(const std::string& path, const std::string& text);
-
 }  // namespace lkjit::tool
