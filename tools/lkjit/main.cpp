@@ -46,6 +46,30 @@ std::vector<int> parse_ints(const std::string& s, const char* what) {
   return v;
 }
 
+std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form) {
+  const auto f = split(item, ':');
+  if (f.size() != split(form, ':').size())
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: '{}' is not {}", what, item, form));
+  std::vector<int64_t> v;
+  for (const auto& x : f) {
+    try {
+      size_t pos = 0;
+      v.push_back(std::stoll(x, &pos));
+      if (pos != x.size()) throw std::invalid_argument(x);
+    } catch (const std::exception&) {
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: '{}' in '{}' is not an integer", what, x, item));
+    }
+  }
+  return v;
+}
+
+void require_positive_bchw(const std::vector<int64_t>& v, const char* what, const std::string& item) {
+  for (size_t i = 0; i < v.size() && i < 4; ++i)
+    if (v[i] < 1)
+      throw SpecError(
+          fmt::format("lkjit: error: {}: {}={} in '{}' is out of range; supported: >= 1", what, "BCHW"[i], v[i], item));
+}
+
 std::vector<std::string> split_list(const std::string& s, const char* what) {
   const std::vector<std::string> all = split(s, ',');
   size_t items = 1;

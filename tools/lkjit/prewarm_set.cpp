@@ -32,26 +32,9 @@ std::vector<PrewarmLayer> preset_layers(const std::string& name) {
 std::vector<PrewarmLayer> parse_shapes(const std::string& shapes, const std::vector<int>& ks, const std::vector<int>& Ls) {
   std::vector<PrewarmLayer> out;
   for (const auto& item : split_list(shapes, "--shapes")) {
-    const auto f = split(item, ':');
-    if (f.size() != 4)
-      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shapes: '{}' is not B:C:H:W", item));
-    std::vector<int64_t> v;
-    for (const auto& x : f) {
-      size_t pos = 0;
-      int64_t n = -1;
-      try {
-        n = std::stoll(x, &pos);
-      } catch (const std::exception&) {
-        pos = 0;
-      }
-      if (pos != x.size())
-        throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shapes: '{}' in '{}' is not an integer", x, item));
-      // A well-formed value out of range is bad input (2), as in `run --shapes`, not a usage error (1).
-      if (n < 1)
-        throw SpecError(fmt::format("lkjit: error: --shapes: {}={} in '{}' is out of range; supported: >= 1",
-                                    "BCHW"[v.size()], n, item));
-      v.push_back(n);
-    }
+    const auto v = parse_dims(item, "--shapes", "B:C:H:W");
+    // A well-formed value out of range is bad input (2), as in `run --shapes`, not a usage error (1).
+    require_positive_bchw(v, "--shapes", item);
     for (int k : ks)
       for (int L : Ls) out.push_back({v[0], v[1], v[2], v[3], k, L, 1});
   }

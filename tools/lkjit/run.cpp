@@ -43,19 +43,7 @@ struct Layer {
 std::vector<Layer> parse_layers(const std::string& s) {
   std::vector<Layer> out;
   for (const auto& item : split_list(s, "shapes")) {
-    const auto f = split(item, ':');
-    if (f.size() != 5)
-      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shapes: '{}' is not B:C:H:W:L", item));
-    std::vector<int64_t> v;
-    for (const auto& x : f) {
-      try {
-        size_t pos = 0;
-        v.push_back(std::stoll(x, &pos));
-        if (pos != x.size()) throw std::invalid_argument(x);
-      } catch (const std::exception&) {
-        throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shapes: '{}' in '{}' is not an integer", x, item));
-      }
-    }
+    const auto v = parse_dims(item, "--shapes", "B:C:H:W:L");
     if (v[4] < 0 || v[4] > kMaxLevels)
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("lkjit: error: --shapes: L={} in '{}' is out of range; supported: L in [0, {}]", v[4], item, kMaxLevels));

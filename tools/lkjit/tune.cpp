@@ -66,22 +66,9 @@ cl::opt<std::string> kProgress("progress",
                                cl::sub(kCmd), cl::cat(kCat));
 
 WTConvTuneProblem parse_problem() {
-  const auto f = split(kShape, ':');
-  if (f.size() != 4) throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shape '{}' is not B:C:H:W", std::string(kShape)));
-  int64_t v[4];
-  for (int i = 0; i < 4; ++i) {
-    try {
-      size_t pos = 0;
-      v[i] = std::stoll(f[i], &pos);
-      if (pos != f[i].size()) throw std::invalid_argument(f[i]);
-    } catch (const std::exception&) {
-      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --shape: '{}' in '{}' is not an integer", f[i], std::string(kShape)));
-    }
-    // A well-formed value out of range is bad input (2), as in `run --shapes`, not a usage error (1).
-    if (v[i] < 1)
-      throw SpecError(fmt::format("lkjit: error: --shape: {}={} in '{}' is out of range; supported: >= 1", "BCHW"[i], v[i],
-                                  std::string(kShape)));
-  }
+  const auto v = parse_dims(kShape, "--shape", "B:C:H:W");
+  // A well-formed value out of range is bad input (2), as in `run --shapes`, not a usage error (1).
+  require_positive_bchw(v, "--shape", kShape);
   if (kPass != "fwd" && kPass != "bwd")
     throw SpecError(fmt::format("lkjit: error: --pass '{}' is unknown; supported: fwd, bwd", std::string(kPass)));
   WTConvTuneProblem p;
