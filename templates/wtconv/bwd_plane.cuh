@@ -77,57 +77,74 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   }
   g.sync();
 
-  // 2. Levels, fine to coarse: both Haar chains, the transposed conv, and the level's wgrad.
-  int zoff = 0;
-#pragma unroll 1
-  for (int l = 1; l <= Cfg::L; ++l) {
-    const int h = p.lh[l], w = p.lw[l], hin = p.lh[l - 1], win = p.lw[l - 1];
-    const int pitch = odd_pitch(w + 2 * R), img = (h + 2 * R + V) * pitch;
-    const int spitch = (l == 1) ? lay.xs_pitch : odd_pitch(win + 2 * R);
-    const float* sx = ((l == 1) ? xs : ((l & 1) ? yb : ya)) + R * spitch + R;
-    const float* sg = ((l == 1) ? gs : ((l & 1) ? db : da)) + R * spitch + R;
-    float* dy_img = (l & 1) ? ya : yb;
-    float* dz_img = (l & 1) ? da : db;
-    const FastDiv fp(pitch);
-    for (int r = t; r < img; r += GT) {
-      const int i = fp.div(r) - R, j = r - (i + R) * pitch - R;
-      float y[4] = {0.f, 0.f, 0.f, 0.f}, dz[4] = {0.f, 0.f, 0.f, 0.f};
-      if (i >= 0 && i < h && j >= 0 && j < w) {
-        const int i0 = 2 * i, j0 = 2 * j, o = i0 * spitch + j0;
-        const bool r1 = i0 + 1 < hin, c1 = j0 + 1 < win;
-        haar4(sx[o], c1 ? sx[o + 1] : 0.f, r1 ? sx[o + spitch] : 0.f, (r1 && c1) ? sx[o + spitch + 1] : 0.f, y);
-        haar4(sg[o], c1 ? sg[o + 1] : 0.f, r1 ? sg[o + spitch] : 0.f, (r1 && c1) ? sg[o + spitch + 1] : 0.f, dz);
-      }
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        dy_img[s * img + r] = y[s];
-        dz_img[s * img + r] = dz[s];
-      }
-    }
-    g.sync();
-    // dY_l = dw^T(dZ_l, W~_l) over the level (dZ is zero outside it).
-    const int strips = ceil_div(h, V), per_s = strips * w;
-    const FastDiv fs(per_s), fw(w);
-    for (int e = t; e < 4 * per_s; e += GT) {
-      const int s = fs.div(e), r2 = e - s * per_s, si = fw.div(r2), j = r2 - si * w, i0 = si * V;
-      float acc[V];
-#pragma unroll
-      for (int v = 0; v < V; ++v) acc[v] = 0.f;
-      conv_strip<K, V>(dz_img + s * img + i0 * pitch + j, pitch, wf + KK + (l - 1) * 4 * KK + s * KK, acc);
-      float* d = dys + zoff + s * h * w;
-#pragma unroll
-      for (int v = 0; v < V; ++v)
-        if (i0 + v < h) d[(i0 + v) * w + j] = acc[v];
-    }
-    // dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j]
-    float* part = p.partial + p.part_off[l] + plane * (4 * KK);
-    wgrad_sets<K, true>(t, GT, dy_img, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4, part);
-    zoff += 4 * h * w;
-  }
-  g.sync();
+  // Warp specialisation: the level chain (phases 2-3) is a sequence of short phases whose barriers idle
+  // most of a large group, and the base wgrad needs only X and G. So in groups of 2+ warps the first GA
+  // threads run the chain on their own barrier while the last GB threads (at most 5 warps: the 5 tap
+  // rows x 32 lanes of wgrad_sets) compute dW~0 meanwhile; everyone meets for dX.
+  constexpr int kWarps = GT / 32;
+  constexpr int kBWarps = (Cfg::L >= 1 && kWarps >= 2 && Cfg::planes <= 7)
+                              ? (kWarps / 3 < 1 ? 1 : kWarps / 3 > 5 ? 5 : kWarps / 3) : 0;
+  constexpr int GA = GT - 32 * kBWarps;
+  float* part0 = p.partial + p.part_off[0] + plane * (KK + 1);
+  if (kBWarps > 0 && t >= GA) {
+    wgrad_sets<K, true>(t - GA, GT - GA, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1,
+                        part0);
+  } else {
+    const PlaneSubgroup<GA> ga{t, kBWarps > 0 ? 1 + Cfg::planes + g.q : 1 + g.q};
 
-  // 3. dY synthesis, coarse to fine (the same recurrence as the forward output).
-  plane_fold_levels<Cfg::L>(g, dys, zoff, p.lh, p.lw);
+    // 2. Levels, fine to coarse: both Haar chains, the transposed conv, and the level's wgrad.
+    int zoff = 0;
+#pragma unroll 1
+    for (int l = 1; l <= Cfg::L; ++l) {
+      const int h = p.lh[l], w = p.lw[l], hin = p.lh[l - 1], win = p.lw[l - 1];
+      const int pitch = odd_pitch(w + 2 * R), img = (h + 2 * R + V) * pitch;
+      const int spitch = (l == 1) ? lay.xs_pitch : odd_pitch(win + 2 * R);
+      const float* sx = ((l == 1) ? xs : ((l & 1) ? yb : ya)) + R * spitch + R;
+      const float* sg = ((l == 1) ? gs : ((l & 1) ? db : da)) + R * spitch + R;
+      float* dy_img = (l & 1) ? ya : yb;
+      float* dz_img = (l & 1) ? da : db;
+      const FastDiv fp(pitch);
+      for (int r = t; r < img; r += GA) {
+        const int i = fp.div(r) - R, j = r - (i + R) * pitch - R;
+        float y[4] = {0.f, 0.f, 0.f, 0.f}, dz[4] = {0.f, 0.f, 0.f, 0.f};
+        if (i >= 0 && i < h && j >= 0 && j < w) {
+          const int i0 = 2 * i, j0 = 2 * j, o = i0 * spitch + j0;
+          const bool r1 = i0 + 1 < hin, c1 = j0 + 1 < win;
+          haar4(sx[o], c1 ? sx[o + 1] : 0.f, r1 ? sx[o + spitch] : 0.f, (r1 && c1) ? sx[o + spitch + 1] : 0.f, y);
+          haar4(sg[o], c1 ? sg[o + 1] : 0.f, r1 ? sg[o + spitch] : 0.f, (r1 && c1) ? sg[o + spitch + 1] : 0.f, dz);
+        }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          dy_img[s * img + r] = y[s];
+          dz_img[s * img + r] = dz[s];
+        }
+      }
+      ga.sync();
+      // dY_l = dw^T(dZ_l, W~_l) over the level (dZ is zero outside it).
+      const int strips = ceil_div(h, V), per_s = strips * w;
+      const FastDiv fs(per_s), fw(w);
+      for (int e = t; e < 4 * per_s; e += GA) {
+        const int s = fs.div(e), r2 = e - s * per_s, si = fw.div(r2), j = r2 - si * w, i0 = si * V;
+        float acc[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[v] = 0.f;
+        conv_strip<K, V>(dz_img + s * img + i0 * pitch + j, pitch, wf + KK + (l - 1) * 4 * KK + s * KK, acc);
+        float* d = dys + zoff + s * h * w;
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+          if (i0 + v < h) d[(i0 + v) * w + j] = acc[v];
+      }
+      // dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j]
+      float* part = p.partial + p.part_off[l] + plane * (4 * KK);
+      wgrad_sets<K, true>(t, GA, dy_img, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4, part);
+      zoff += 4 * h * w;
+    }
+    ga.sync();
+
+    // 3. dY synthesis, coarse to fine (the same recurrence as the forward output).
+    plane_fold_levels<Cfg::L>(ga, dys, zoff, p.lh, p.lw);
+  }
+  g.sync();  // the chain's dY and B's dW~0 are done
 
   // 4. dX = dw^T(G, W~0) + level-1 synthesis of dY; then the base wgrad dW~0 = corr(X, G), db~ = sum G.
   T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
@@ -152,8 +169,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       dx[act_yx(p.out_st, y, x0)] = from_f32<T>(acc[v]);
     }
   }
-  float* part0 = p.partial + p.part_off[0] + plane * (KK + 1);
-  wgrad_sets<K, true>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);
+  if (kBWarps == 0)
+    wgrad_sets<K, true>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);
   // db~ = sum of G over the plane: per-thread strided sums, added in a fixed order.
   {
     float acc = 0.f;

@@ -24,6 +24,18 @@ struct PlaneGroup {
   }
 };
 
+// The first N threads of a plane group, synchronising alone on named barrier `id` (one warp: __syncwarp).
+template <int N>
+struct PlaneSubgroup {
+  static constexpr int kThreads = N;
+  int t;   // thread within the subgroup (= within the group)
+  int id;  // named barrier
+  __device__ __forceinline__ void sync() const {
+    if (N == 32) __syncwarp();
+    else asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(N) : "memory");
+  }
+};
+
 // Sizes (floats) of one plane's zero-haloed images, shared by the forward and backward layouts: the
 // input plane (H+2R+vy) x (W+2R), one level-1 and one level-2 subband image (4 subbands each; odd and
 // even levels reuse them), and the stack of every level's coefficients (sum_l 4 h_l w_l).

@@ -110,5 +110,53 @@ TEST_F(WTConvBackwardDeterminism, TwoRunsGiveIdenticalBits) {
   }
 }
 
+// Every tile of the backward plane kernel's space on one problem: each (planes, threads) pair splits its
+// warp groups differently (level chain vs base wgrad), with its own named barriers.
+class WTConvBackwardPlaneTiles : public GpuTest {};
+
+TEST_F(WTConvBackwardPlaneTiles, EveryTileMatchesTheReference) {
+  const Problem pb{2, 8, 29, 31, 5, 3, 1, true};
+  const DType dt = DType::kF32;
+  const DeviceInfo dev = device_info(0);
+  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 11);
+  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
+  const auto x = random_tensor(size_t(s4.numel()), dt, 12);
+  const auto g = random_tensor(x.size(), dt, 13);
+  const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
+                                         std::vector<double>(g.begin(), g.end()), pb.stride);
+  const OpSpec spec{Kernel::kWTConvBwdPlane, dt, pb.k, pb.L, true, dev.arch};
+  const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
+  int tested = 0;
+  for (const Tile& t : enumerate(spec, dev.limits, &sh)) {
+    SCOPED_TRACE(t.to_string());
+    WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+    layer.set_path(WTConvPath::kPlane);
+    layer.set_tune_mode(TuneMode::kOff);
+    layer.set_tile_override(Kernel::kWTConvBwdPlane, 0, t);
+    auto dp = upload_params(params, /*with_grads=*/true);
+    layer.set_weights(dp.weights);
+    const auto xb = encode(dt, x), gb = encode(dt, g);
+    DeviceBuffer dx(xb.size()), dxin(xb.size()), dg(gb.size());
+    dxin.upload(xb.data(), xb.size());
+    dg.upload(gb.data(), gb.size());
+    dx.fill_u32(0xffffffffu);
+    dp.poison_grads();
+    layer.backward(dxin.data(), dg.data(), dx.data(), dp.grads, pb.B, pb.H, pb.W);
+    synchronize();
+    std::vector<uint8_t> bits(xb.size());
+    dx.download(bits.data(), bits.size());
+    std::vector<float> got(x.size());
+    for (size_t i = 0; i < x.size(); ++i) got[i] = decode_one(dt, bits.data(), i);
+    const auto cmp = compare(got, want.dx, tolerance(dt));
+    EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
+    const auto grads = download_grads(dp, params);
+    expect_close(grads.base_w, want.base_w, "base_w", dt);
+    expect_close(grads.base_b, want.base_b, "base_b", dt);
+    for (int l = 0; l < pb.L; ++l) expect_close(grads.level_w[l], want.level_w[l], "level_w", dt);
+    ++tested;
+  }
+  EXPECT_GE(tested, 10) << "too few tiles fit";
+}
+
 }  // namespace
 }  // namespace lkjit::testing
