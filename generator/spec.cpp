@@ -25,6 +25,7 @@ constexpr KernelName kKernelNames[] = {
     {Kernel::kWTConvFwdLevel, "wtconv_fwd_level"}, {Kernel::kWTConvFwdSynth, "wtconv_fwd_synth"},
     {Kernel::kWTConvBwdPlane, "wtconv_bwd_plane"}, {Kernel::kWTConvBwdLevel, "wtconv_bwd_level"},
     {Kernel::kWTConvBwdSynth, "wtconv_bwd_synth"}, {Kernel::kWTConvReduce, "wtconv_reduce"},
+    {Kernel::kWTConvTranspose, "wtconv_transpose"},
 };
 
 }  // namespace

@@ -243,4 +243,19 @@ int lkjit_wtconv_workspace_bytes(lkjit_wtconv* h, uint64_t* bytes) {
   });
 }
 
+int lkjit_wtconv_transpose(const void* src, const int64_t* src_strides, void* dst, const int64_t* dst_strides,
+                           int dtype, int64_t B, int64_t C, int64_t H, int64_t W, int device, void* stream) {
+  return guarded([&] {
+    const lkjit::DType dt = dtype_of(dtype);
+    if (!src_strides || !dst_strides)
+      throw lkjit::SpecError("lkjit: error: wtconv_transpose: src_strides and dst_strides must hold 4 strides, got null");
+    if (device < 0) throw lkjit::SpecError(fmt::format("lkjit: error: wtconv_transpose: device={} is out of range; supported: >= 0", device));
+    std::array<int64_t, 4> ss{}, ds{};
+    copy_strides(ss, src_strides);
+    copy_strides(ds, dst_strides);
+    lkjit::wtconv_transpose_check(src, ss, dst, ds, B, C, H, W);  // before the driver
+    lkjit::wtconv_transpose(src, ss, dst, ds, dt, B, C, H, W, device, stream);
+  });
+}
+
 }  // extern "C"

@@ -164,6 +164,7 @@ std::pair<WTConvTuneProblem, KernelSelector> problem_for(const OpSpec& spec, con
       p.options.dtype = DType::kF32;
       break;
     case Kernel::kWTConvFold:
+    case Kernel::kWTConvTranspose:
       break;
   }
   const auto plan = wtconv_plan(p.options, p.shape(), limits, p.backward, p.path);

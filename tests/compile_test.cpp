@@ -64,6 +64,8 @@ std::vector<CompileCase> matrix_cases(int arch) {
       for (DType dt : kDTypes) v.push_back(make_case(kn, dt, k, 0, true, arch));
       v.push_back(make_case(kn, DType::kF32, k, 0, false, arch));
     }
+    if (k == kKs[0])
+      for (DType dt : kDTypes) v.push_back(make_case(Kernel::kWTConvTranspose, dt, 1, 0, true, arch));
     for (int L = 0; L <= 5; ++L) {
       v.push_back(make_case(Kernel::kWTConvFold, DType::kF32, k, L, true, arch));
       v.push_back(make_case(Kernel::kWTConvReduce, DType::kF32, k, L, true, arch));

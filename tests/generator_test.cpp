@@ -436,6 +436,24 @@ TEST(LaunchGeometry, PlaneGridIsOneBlockPerPlaneGroup) {
   EXPECT_EQ(launch_geometry(s, Tile{0, 0, 2, 4, 256}, big).smem_bytes, 2 * bytes);
 }
 
+// The layout transpose: one block per 64-channel x 64-pixel tile of each image, whatever the direction.
+TEST(LaunchGeometry, TransposeCoversEveryTile) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const OpSpec s = spec_of(Kernel::kWTConvTranspose, dt, 1, 0);
+    const Shape sh{3, 96, 7, 9, 1};
+    const Tile t = default_tile(s, sh, lim);
+    EXPECT_EQ(t, (Tile{0, 0, 0, 0, 256}));
+    EXPECT_EQ(enumerate(s, lim, &sh).size(), 1u);
+    const LaunchGeometry g = launch_geometry(s, t, sh);
+    EXPECT_EQ(g.grid[0], 3u * 2u * 1u);  // ceil(96/64) x ceil(63/64) per image
+    EXPECT_EQ(g.block[0], 256u);
+    expect_valid_grid(g, lim);
+    EXPECT_EQ(kernel_name(s, t), std::string("lkjit_wtconv_transpose_") + to_string(dt) + "_w256_sm90");
+    EXPECT_TRUE(reject_reason(s, Tile{0, 0, 0, 0, 128}, lim, &sh).has_value());
+  }
+}
+
 TEST(LaunchGeometry, TiledGridsCoverTheOutput) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
   const Tile t{16, 32, 0, 4, 256};
@@ -512,7 +530,7 @@ TEST(Parse, Arch) {
 
 TEST(Parse, Kernel) {
   const auto all = all_kernels();
-  EXPECT_EQ(all.size(), 8u);
+  EXPECT_EQ(all.size(), 9u);
   std::set<std::string> names;
   for (Kernel k : all) {
     EXPECT_EQ(parse_kernel(to_string(k)), k);

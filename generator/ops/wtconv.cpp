@@ -134,6 +134,26 @@ std::string fwd_synth_name(const OpSpec& s, const Tile& t) {
   return fmt::format("wtconv_fwd_synth_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
 }
 
+// ---- layout transpose (NHWC <-> NCHW around the plane kernels) ---------------------------------------
+TileSpace transpose_space(const OpSpec&) { return {{{"threads", {256}, "threads per block"}}}; }
+std::optional<std::string> transpose_reject(const OpSpec&, const Tile& t, const DeviceLimits& d, const Shape*) {
+  if (t.threads != 256) return fmt::format("threads={} is not supported; supported: 256", t.threads);
+  return reject_threads(t, d);
+}
+Tile transpose_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 256}; }
+LaunchGeometry transpose_geometry(const OpSpec&, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;  // one block per 64-channel x 64-pixel tile of each image (kTransposeTile)
+  g.grid[0] = static_cast<unsigned>(sh.B * cdiv(sh.C, 64) * cdiv(sh.H * sh.W, 64));
+  g.block[0] = t.threads;
+  return g;
+}
+std::string transpose_cfg(const OpSpec& s, const Tile& t) {
+  return fmt::format("  using T = {};\n  static constexpr int threads = {};\n", ctype(s.dtype), t.threads);
+}
+std::string transpose_name(const OpSpec& s, const Tile& t) {
+  return fmt::format("wtconv_transpose_{}_{}", to_string(s.dtype), t.to_string());
+}
+
 }  // namespace wtconv
 
 std::vector<KernelTraits> wtconv_bwd_kernels();  // ops/wtconv_bwd.cpp
@@ -154,6 +174,9 @@ std::vector<KernelTraits> wtconv_kernels() {
        fwd_synth_name},
   };
   for (auto& t : wtconv_bwd_kernels()) v.push_back(t);
+  v.push_back({Kernel::kWTConvTranspose, "wtconv/transpose.cuh", "wtconv_transpose", "WTConvParams", validate_common,
+               transpose_space, transpose_reject, transpose_default, transpose_geometry, transpose_cfg,
+               transpose_name});
   return v;
 }
 

@@ -31,8 +31,8 @@ extern "C" {
 #endif
 
 /* Bumped when a signature below changes or an entry point is added; python/lkjit checks it.
- * 2: lkjit_wtconv_forward_strided, lkjit_wtconv_backward_strided. */
-#define LKJIT_C_API_VERSION 2
+ * 2: lkjit_wtconv_forward_strided, lkjit_wtconv_backward_strided. 3: lkjit_wtconv_transpose. */
+#define LKJIT_C_API_VERSION 3
 
 enum {
   LKJIT_OK = 0,
@@ -105,6 +105,15 @@ LKJIT_API int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_
  * (no GPU needed). */
 LKJIT_API int lkjit_wtconv_describe(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int arch,
                                     const char** text);
+
+/* lkjit::wtconv_transpose (wtconv.h): copies activation (B, C, H, W) of dtype LKJIT_DTYPE_* from element
+ * strides src_strides to dst_strides (int64_t[4] each, (B, C, H, W) order, as above; both required), e.g.
+ * channels_last -> NCHW contiguous, coalesced on both sides, on `stream` of CUDA device `device`.
+ * LKJIT_E_INVALID_ARGUMENT before any GPU call for null pointers, extents below 1, bad strides or a dst
+ * that overlaps itself. */
+LKJIT_API int lkjit_wtconv_transpose(const void* src, const int64_t* src_strides, void* dst,
+                                     const int64_t* dst_strides, int dtype, int64_t B, int64_t C, int64_t H,
+                                     int64_t W, int device, void* stream);
 
 /* Device memory the layer owns now (folded weights + scratch), in bytes. */
 LKJIT_API int lkjit_wtconv_workspace_bytes(lkjit_wtconv* h, uint64_t* bytes);

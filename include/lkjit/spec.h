@@ -31,6 +31,7 @@ enum class Kernel {
   kWTConvBwdLevel,   // one level, spatial tiles: dZ_l from dR_l, dY_l, wgrad partials
   kWTConvBwdSynth,   // closed-form synthesis of dY_l fused with the base dgrad + wgrad partials
   kWTConvReduce,     // deterministic reduction of per-block partials + scale-gradient recovery (Eq. 9)
+  kWTConvTranspose,  // activation layout copy, NHWC <-> NCHW (wtconv_transpose in wtconv.h; not planned)
 };
 const char* to_string(Kernel k);
 Kernel parse_kernel(const std::string& s);

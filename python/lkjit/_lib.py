@@ -11,7 +11,7 @@ import glob
 import os
 import threading
 
-C_API_VERSION = 2  # LKJIT_C_API_VERSION this binding was written for
+C_API_VERSION = 3  # LKJIT_C_API_VERSION this binding was written for
 
 DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2}
 _DTYPE_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
@@ -111,6 +111,7 @@ def _declare(lib):
         "lkjit_wtconv_prepare": (c.c_int, [vp, i64, i64, i64, c.c_int]),
         "lkjit_wtconv_describe": (c.c_int, [vp, i64, i64, i64, c.c_int, c.c_int, c.POINTER(c.c_char_p)]),
         "lkjit_wtconv_workspace_bytes": (c.c_int, [vp, c.POINTER(c.c_uint64)]),
+        "lkjit_wtconv_transpose": (c.c_int, [vp, sp, vp, sp, c.c_int, i64, i64, i64, i64, c.c_int, vp]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -175,6 +176,19 @@ def _ptrs(values):
     for i, v in enumerate(values):
         arr[i] = v
     return arr
+
+
+def transpose(src, src_strides, dst, dst_strides, dtype, B, C, H, W, device=0, stream=0):
+    """lkjit::wtconv_transpose: copies activation (B, C, H, W) of ``dtype`` ('f32' | 'f16' | 'bf16') from
+    ``src`` (device pointer, element strides ``src_strides`` in (B, C, H, W) order) to ``dst`` (its own
+    strides), e.g. channels_last -> NCHW contiguous, coalesced on both sides, on ``stream``. Raises SpecError
+    for bad sizes or strides and for a dst that overlaps itself."""
+    lib = load()
+    for s, name in ((src_strides, "src_strides"), (dst_strides, "dst_strides")):
+        if s is None:
+            raise SpecError(f"lkjit: error: wtconv_transpose: {name} is None; expected 4 element strides")
+    _check(lib.lkjit_wtconv_transpose(src, _strides(src_strides, "src_strides"), dst, _strides(dst_strides, "dst_strides"),
+                                      dtype_code(dtype), B, C, H, W, device, stream or None))
 
 
 class GpuStatus:

@@ -21,6 +21,11 @@ WTConv2d.forward picks the path (custom op when compiling, tracing or given tens
 Layout: the kernels read and write activations through their strides, so a dense input in any dim order
 (NCHW contiguous, channels_last, ...) is used as it is; only inputs with gaps or overlaps are copied.
 The output is channels_last for a channels_last input, NCHW contiguous otherwise; dX has x's strides.
+The plane kernels read channels_last planes uncoalesced, so for channels_last maps of at least
+``_TRANSPOSE_MIN_HW`` pixels the layer runs them on NCHW copies made by lkjit's coalesced layout
+transpose (lkjit::wtconv_transpose) and transposes the results back; ``LKJIT_TORCH_LAYOUT`` = auto
+(that; the default) | strided (never transpose) | nchw (PyTorch copies, for comparison). Results are
+bit-identical whichever way.
 """
 import itertools
 import math
@@ -194,10 +199,46 @@ def _out_hw(H, W, stride):
 # their fake implementations pick output strides with the same functions: torch.compile checks that
 # they agree.
 
+_LAYOUT_MODES = ("auto", "strided", "nchw")
+# Smallest channels_last map (H*W) the layer transposes for: below it the transposes cost more than the
+# strided plane loads lose (WTConvNeXt-T's 7x7 stage measured even; bench/RESULTS.md, section 3).
+_TRANSPOSE_MIN_HW = 100
+
+
+def _layout_mode():
+    mode = os.environ.get("LKJIT_TORCH_LAYOUT", "auto")
+    if mode not in _LAYOUT_MODES:
+        raise ValueError(f"{_WHERE}: LKJIT_TORCH_LAYOUT={mode!r} is not supported; supported: "
+                         f"{', '.join(_LAYOUT_MODES)}")
+    return mode
+
+
 def _nchw_only():
-    """LKJIT_TORCH_LAYOUT=nchw: copy every non-NCHW activation to NCHW and return NCHW outputs (the kernels'
-    plane loads are then coalesced; strided reads of channels_last planes are not). Default: strided."""
-    return os.environ.get("LKJIT_TORCH_LAYOUT", "strided") == "nchw"
+    """LKJIT_TORCH_LAYOUT=nchw: copy every non-NCHW activation to NCHW with PyTorch and return NCHW
+    outputs (the old way to get coalesced plane loads; kept for comparison)."""
+    return _layout_mode() == "nchw"
+
+
+def _transposing(x):
+    """Whether this call runs the kernels on lkjit-transposed NCHW copies: LKJIT_TORCH_LAYOUT=auto and x
+    channels_last (not also NCHW contiguous) with H*W >= _TRANSPOSE_MIN_HW."""
+    return (not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+            and x.shape[2] * x.shape[3] >= _TRANSPOSE_MIN_HW and _layout_mode() == "auto")
+
+
+def _copy_layout(src, dst, device, stream):
+    """dst[...] = src[...] (same shape and dtype, any dense strides) with lkjit's layout transpose."""
+    _lib.transpose(src.data_ptr(), src.stride(), dst.data_ptr(), dst.stride(), _DTYPE_CODES[src.dtype],
+                   *src.shape, device, stream)
+
+
+def _as_nchw(t, device, stream):
+    """t itself when NCHW contiguous, else an NCHW-contiguous copy made by lkjit (t dense)."""
+    if t.is_contiguous():
+        return t
+    out = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    _copy_layout(t, out, device, stream)
+    return out
 
 
 def _dense(t):
@@ -255,6 +296,11 @@ def _fwd_impl(x, params, L, layer_id, stride, where=_FWD):
     st, ent = _entry(layer_id, x, device, params[0].shape[-1], L, len(params) > 2 + 2 * L, stride)
     stream = _current_stream(device)
     _fold(st, ent, params, L, stream)
+    if _transposing(x):
+        xn, on = _as_nchw(x, device, stream), torch.empty(out.shape, dtype=out.dtype, device=out.device)
+        ent.layer.forward(xn.data_ptr(), on.data_ptr(), B, H, W, stream, None, None)
+        _copy_layout(on, out, device, stream)
+        return out
     ent.layer.forward(x.data_ptr(), out.data_ptr(), B, H, W, stream, _strides(x), _strides(out))
     return out
 
@@ -292,10 +338,16 @@ def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD):
     stream = _current_stream(device)
     _fold(st, ent, params, L, stream)
     gb = grads[2 + 2 * L].data_ptr() if has_bias else 0
+    gw = ([g.data_ptr() for g in grads[2:2 + L]], [g.data_ptr() for g in grads[2 + L:2 + 2 * L]])
+    if _transposing(x):
+        xn, gn = _as_nchw(x, device, stream), _as_nchw(grad_out, device, stream)
+        dxn = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        ent.layer.backward(xn.data_ptr(), gn.data_ptr(), dxn.data_ptr(), grads[0].data_ptr(), gb,
+                           grads[1].data_ptr(), *gw, B, H, W, stream, None, None, None)
+        _copy_layout(dxn, dx, device, stream)
+        return [dx] + grads
     ent.layer.backward(x.data_ptr(), grad_out.data_ptr(), dx.data_ptr(), grads[0].data_ptr(), gb,
-                       grads[1].data_ptr(), [g.data_ptr() for g in grads[2:2 + L]],
-                       [g.data_ptr() for g in grads[2 + L:2 + 2 * L]], B, H, W, stream, _strides(x),
-                       _strides(grad_out), _strides(dx))
+                       grads[1].data_ptr(), *gw, B, H, W, stream, _strides(x), _strides(grad_out), _strides(dx))
     return [dx] + grads
 
 

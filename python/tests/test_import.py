@@ -177,6 +177,23 @@ def test_null_pointers_are_checked_before_the_gpu():
         layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(grads, grad_level_s=[0, 1]))
 
 
+def test_transpose_arguments_are_checked_before_the_gpu():
+    """lkjit's layout transpose refuses bad arguments (SpecError naming the value) before any GPU call."""
+    _library_or_skip()
+    from lkjit import _lib
+    nchw, nhwc = (48, 16, 4, 1), (48, 1, 12, 3)
+    with pytest.raises(lkjit.SpecError, match="src and dst must be non-null"):
+        _lib.transpose(0, nchw, 1, nhwc, "f32", 1, 3, 4, 4)
+    with pytest.raises(lkjit.SpecError, match="W=0 is out of range"):
+        _lib.transpose(1, nchw, 2, nhwc, "f32", 1, 3, 4, 0)
+    with pytest.raises(lkjit.SpecError, match=r"dst strides \[48, 1, 3, 3\] overlap"):
+        _lib.transpose(1, nchw, 2, (48, 1, 3, 3), "bf16", 1, 3, 4, 4)
+    with pytest.raises(lkjit.SpecError, match="dst_strides is None"):
+        _lib.transpose(1, nchw, 2, None, "f16", 1, 3, 4, 4)
+    with pytest.raises(lkjit.SpecError, match="dtype='f8'"):
+        _lib.transpose(1, nchw, 2, nhwc, "f8", 1, 3, 4, 4)
+
+
 def test_state_dict_key_mapping():
     keys = ["m.base_weight", "m.base_bias", "m.base_scale", "m.wt_weights.0", "m.wt_scales.0", "m.wt_weights.1",
             "m.wt_scales.1", "m.wt_filter", "m.iwt_filter", "other.base_weight"]

@@ -313,6 +313,53 @@ def test_layout_nchw_mode_copies_to_nchw(monkeypatch):
     assert_identical(got, base, "LKJIT_TORCH_LAYOUT=nchw vs strided")
 
 
+def _count_transposes(monkeypatch):
+    from lkjit import torch as lt
+    calls = []
+    real = lt._lib.transpose
+
+    def counting(*a, **k):
+        calls.append(a[5:9])  # B, C, H, W
+        return real(*a, **k)
+    monkeypatch.setattr(lt._lib, "transpose", counting)
+    return calls
+
+
+@pytest.mark.parametrize("shape,dt", [((2, 6, 13, 11, 5, 2, 1, True), F32), ((2, 8, 21, 19, 5, 3, 2, True), BF16),
+                                      ((1, 5, 12, 9, 3, 2, 1, False), F16), ((2, 8, 12, 10, 5, 3, 1, True), BF16),
+                                      ((1, 6, 10, 12, 3, 2, 2, False), F16)])
+def test_layout_auto_transposes_channels_last_maps(shape, dt, monkeypatch):
+    """LKJIT_TORCH_LAYOUT=auto (the default): channels_last maps of >= 100 pixels run on lkjit-transposed
+    NCHW copies (x and out in the forward; x, dOut and dX in the backward), with the strided mode's
+    bits and layouts; smaller maps are read in place."""
+    stride = shape[6]
+    m, x, g = layer_and_inputs(shape, dt, layer_seed=40, input_seed=41)
+    cl = torch.channels_last
+    xc, gc = x.to(memory_format=cl), g.to(memory_format=cl)
+    monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "strided")
+    base = run(m, xc, gc)
+    monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "auto")
+    calls = _count_transposes(monkeypatch)
+    got = check_against_reference(m, xc, gc, dt, stride, "auto layout: ")
+    assert len(calls) == 5, calls
+    assert got[0].is_contiguous(memory_format=cl) and got[1].stride() == xc.stride()
+    assert_identical(got, base, "auto (transposed) vs strided")
+    calls.clear()
+    assert_identical(run(m, xc, g), base, "x channels_last, grad_out contiguous")  # dOut needs no copy
+    assert len(calls) == 4, calls
+    calls.clear()
+    small = layer_and_inputs((2, 6, 9, 7, 5, 2, 1, True), dt, layer_seed=42, input_seed=43)
+    run(small[0], small[1].to(memory_format=cl), small[2].to(memory_format=cl))
+    assert calls == []
+
+
+def test_layout_mode_is_checked(monkeypatch):
+    m, x, _ = layer_and_inputs((1, 4, 12, 12, 5, 1, 1, True), F32, layer_seed=44, input_seed=45)
+    monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "sideways")
+    with pytest.raises(ValueError, match="LKJIT_TORCH_LAYOUT='sideways' is not supported"):
+        m(x.to(memory_format=torch.channels_last))
+
+
 def test_custom_op_fake_strides_match_the_kernels():
     """The fake implementations return the strides the real ops produce, for every kind of input layout
     (what torch.compile checks); opcheck compares them on real tensors."""

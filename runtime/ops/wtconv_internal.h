@@ -1,5 +1,6 @@
 // Internal to the WTConv op layer.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +24,9 @@ WTConvStrides resolve_strides(const WTConvOptions& o, const Shape& sh, const WTC
 // the gradients (base_b only with bias, L level pointers). Pure: the C ABI checks before it touches the
 // driver, so a null pointer is a spec error with or without a GPU.
 void check_activations(const void* x, const void* dout, const void* out, bool backward);
+// One tensor's element strides st for extents n, both in (B, C, H, W) order: >= 1 for dims of size > 1,
+// offsets below 2^60, and (written) no two elements at one address. SpecError naming `name`.
+void check_strides(const char* name, const std::array<int64_t, 4>& st, const std::array<int64_t, 4>& n, bool written);
 void check_weights(const WTConvOptions& o, const WTConvWeights& w);
 void check_gradients(const WTConvOptions& o, const WTConvGradients& g);
 

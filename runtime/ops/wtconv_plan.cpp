@@ -63,11 +63,13 @@ Dims4 dense_strides(Layout layout, const Dims4& n) {
 
 std::string dims_string(const Dims4& v) { return fmt::format("[{}, {}, {}, {}]", v[0], v[1], v[2], v[3]); }
 
+}  // namespace
+
 // One tensor's strides: >= 1 for dims of size > 1 (>= 0 for size 1), offsets below 2^60, and for the
 // written tensor no two elements at one address. The dims of size > 1, sorted by stride, must each
 // step past the span (1 + sum of (n-1)*stride) of the dims before them: sufficient for no overlap, and
 // true of every dense layout.
-void check_strides(const char* name, const Dims4& st, const Dims4& n, bool written) {
+void check_strides(const char* name, const std::array<int64_t, 4>& st, const std::array<int64_t, 4>& n, bool written) {
   for (int d = 0; d < 4; ++d) {
     if (n[d] > 1 && st[d] < 1)
       throw SpecError(fmt::format("lkjit: error: wtconv: {} stride[{}]={} ({} of size {}) is out of range; supported: "
@@ -95,8 +97,6 @@ void check_strides(const char* name, const Dims4& st, const Dims4& n, bool writt
     below += (below.empty() ? "" : ", ") + std::string(kDimNames[d]);
   }
 }
-
-}  // namespace
 
 WTConvStrides resolve_strides(const WTConvOptions& o, const Shape& sh, const WTConvStrides* s, bool backward) {
   validate_shape(o, sh);

@@ -4,6 +4,8 @@
 // (a kernel that reads one fails the comparison, one that writes one fails the gap check), and written
 // tensors are NaN-poisoned before the launch. Strided results must also be bit-identical to NCHW ones:
 // the kernels do the same arithmetic whatever the addresses.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -289,6 +291,59 @@ TEST_P(WTConvBackwardStrided, MatchesFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, WTConvBackwardStrided, ::testing::ValuesIn(bwd_params()), bwd_param_name);
+
+// ---- wtconv_transpose: layout copies, bit for bit ----
+
+class WTConvTranspose : public GpuTest {};
+
+// Every pair of layouts (NCHW, NHWC, padded) both ways, every dtype, sizes that leave partial 32x32 tiles
+// (and C = 1, B = 1): dst holds src's bits, dst's gaps keep their poison, src is untouched.
+TEST_F(WTConvTranspose, CopiesEveryLayoutPairBitForBit) {
+  // Even C and H*W take the 16-bit word path for dense NHWC <-> NCHW; the others the element path.
+  const std::vector<Dims> dims = {{2, 96, 7, 9}, {1, 3, 33, 31}, {3, 1, 5, 70}, {1, 40, 1, 1},
+                                  {2, 96, 6, 9}, {1, 130, 10, 13}, {3, 64, 8, 8}};
+  const Mem mems[] = {Mem::kNCHW, Mem::kNHWC, Mem::kPadded};
+  int runs = 0;
+  for (const Dims& d : dims)
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+      for (Mem ms : mems)
+        for (Mem md : mems) {
+          if (ms == md && ms != Mem::kPadded) continue;
+          SCOPED_TRACE(fmt::format("{}x{}x{}x{} {} {} -> {}", d.B, d.C, d.h, d.w, to_string(dt), mem_name(ms), mem_name(md)));
+          const auto v = random_tensor(size_t(d.numel()), dt, 97 + runs);
+          const Placement ps = placement(ms, d), pd = placement(md, d);
+          const DeviceBuffer src = place(dt, v, d, ps);
+          DeviceBuffer dst = poisoned(dt, pd);
+          wtconv_transpose(src.data(), ps.st, dst.data(), pd.st, dt, d.B, d.C, d.h, d.w);
+          synchronize();
+          const auto got = read_back(dt, dst, d, pd), want = read_back(dt, src, d, ps);
+          EXPECT_TRUE(got.bits == want.bits) << "dst differs from src";
+          EXPECT_EQ(got.gap_bytes_written, 0) << "wrote into gaps of dst";
+          ++runs;
+        }
+  EXPECT_GT(runs, 140);
+}
+
+TEST_F(WTConvTranspose, RejectsBadArgumentsBeforeTheGpu) {
+  DeviceBuffer a(4096), b(4096);
+  const std::array<int64_t, 4> nchw{48, 16, 4, 1}, nhwc{48, 1, 12, 3};
+  auto err = [&](auto f) {
+    try {
+      f();
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(err([&] { wtconv_transpose(nullptr, nchw, b.data(), nhwc, DType::kF32, 1, 3, 4, 4); }),
+              ::testing::HasSubstr("non-null"));
+  EXPECT_THAT(err([&] { wtconv_transpose(a.data(), nchw, b.data(), nhwc, DType::kF32, 1, 3, 0, 4); }),
+              ::testing::HasSubstr("H=0 is out of range"));
+  EXPECT_THAT(err([&] { wtconv_transpose(a.data(), nchw, b.data(), {48, 1, 3, 3}, DType::kF32, 1, 3, 4, 4); }),
+              ::testing::HasSubstr("dst strides [48, 1, 3, 3] overlap"));
+  EXPECT_THAT(err([&] { wtconv_transpose(a.data(), {48, 16, 0, 1}, b.data(), nhwc, DType::kF32, 1, 3, 4, 4); }),
+              ::testing::HasSubstr("src stride[2]=0"));
+}
 
 // ---- options.layout = NHWC: tensors without strides are channels_last ----
 

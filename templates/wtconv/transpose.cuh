@@ -1,0 +1,116 @@
+// Layout copy of an activation tensor: out[b, c, y, x] = x[b, c, y, x] through the element strides
+// x_st and out_st, for (B, C, H, W) of the params. Each block moves a 64-channel x 64-pixel tile of one
+// image through shared memory, reading with lanes along whichever of C and H*W is contiguous in x and
+// writing with lanes along whichever is contiguous in out, so NHWC <-> NCHW is coalesced on both sides.
+// The plane kernels read a plane's pixels in lane order: on channels_last tensors those loads are C
+// elements apart (measured 25-60 % slower kernels), and transposing around them costs less.
+// Bits are moved, not converted.
+#pragma once
+#include "wtconv/common.cuh"
+
+namespace lkjit {
+
+__device__ __forceinline__ unsigned to_bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned to_bits(f16 v) { return v.u; }
+__device__ __forceinline__ unsigned to_bits(bf16 v) { return v.u; }
+template <class T> __device__ __forceinline__ T from_bits(unsigned b);
+template <> __device__ __forceinline__ float from_bits<float>(unsigned b) { return __uint_as_float(b); }
+template <> __device__ __forceinline__ f16 from_bits<f16>(unsigned b) { return f16{(unsigned short)b}; }
+template <> __device__ __forceinline__ bf16 from_bits<bf16>(unsigned b) { return bf16{(unsigned short)b}; }
+
+constexpr int kTransposeTile = 64;
+
+// Dense image layouts the 16-bit fast path handles: NHWC (channels fastest) or NCHW (pixels fastest).
+__device__ __forceinline__ bool dense_nhwc(const long long (&s)[4], int C, int W) {
+  return s[1] == 1 && s[3] == C && s[2] == (long long)W * C;
+}
+__device__ __forceinline__ bool dense_nchw(const long long (&s)[4], int HW, int W) {
+  return s[3] == 1 && s[2] == W && s[1] == HW;
+}
+
+// 16-bit NHWC <-> NCHW, as a transpose of each image's row-major R x S matrix (rows = pixels, cols =
+// channels for NHWC; the reverse for NCHW), two elements per 32-bit word: a warp moves 128-byte rows on
+// both sides, and each output word pairs the halves of two input words (a 2x2 transpose per word pair).
+// Needs R, S, both batch strides even and 4-byte aligned bases (checked by the caller).
+template <class T>
+__device__ __forceinline__ void transpose_words(const T* __restrict__ src, T* __restrict__ dst, int R, int S,
+                                                int r0, int s0, unsigned* sm) {
+  constexpr int P = kTransposeTile / 2 + 1;  // words per smem row (odd: spreads the column reads)
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const unsigned* __restrict__ in = reinterpret_cast<const unsigned*>(src);
+  unsigned* __restrict__ out = reinterpret_cast<unsigned*>(dst);
+  const int sw = S / 2, rw = R / 2;  // words per row of src and of dst
+  unsigned v[kTransposeTile / 8];
+#pragma unroll
+  for (int i = 0; i < kTransposeTile / 8; ++i) {  // rows warp, warp+8, ...: lane = word of the row
+    const int r = warp + i * warps, w = s0 / 2 + lane;
+    v[i] = (r0 + r < R && w < sw) ? __ldg(in + (long long)(r0 + r) * sw + w) : 0u;
+  }
+#pragma unroll
+  for (int i = 0; i < kTransposeTile / 8; ++i) sm[(warp + i * warps) * P + lane] = v[i];
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kTransposeTile / 8; ++i) {  // output row c = src column s0 + c: lane = word j
+    const int c = warp + i * warps, j = lane;
+    const unsigned a = sm[(2 * j) * P + c / 2], b = sm[(2 * j + 1) * P + c / 2];
+    const unsigned word = (c & 1) ? __byte_perm(a, b, 0x7632) : __byte_perm(a, b, 0x5410);
+    const int w = r0 / 2 + j;
+    if (s0 + c < S && w < rw) out[(long long)(s0 + c) * rw + w] = word;
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
+  using T = typename Cfg::T;
+  static_assert(Cfg::threads == 256, "transpose_words moves 64 rows with 8 warps");
+  constexpr int kT = kTransposeTile, kRows = Cfg::threads / 32;
+  __shared__ unsigned tile[kT * (kT + 1)];  // generic path: [pixel][channel] words, odd pitch
+  const int C = p.C, W = p.W, HW = p.H * p.W;
+  const long long tc = (C + kT - 1) / kT, tp = (HW + kT - 1) / kT;
+  long long blk = blockIdx.x;
+  const long long b = blk / (tc * tp);
+  blk -= b * tc * tp;
+  const int c0 = (int)(blk / tp) * kT, p0 = (int)(blk % tp) * kT;
+  const int lane = threadIdx.x % 32, row = threadIdx.x / 32;
+  const T* __restrict__ x = static_cast<const T*>(p.x) + b * p.x_st[0];
+  T* __restrict__ out = static_cast<T*>(p.out) + b * p.out_st[0];
+
+  if (sizeof(T) == 2 && C % 2 == 0 && HW % 2 == 0 && p.x_st[0] % 2 == 0 && p.out_st[0] % 2 == 0 &&
+      ((unsigned long long)p.x & 3) == 0 && ((unsigned long long)p.out & 3) == 0) {
+    if (dense_nhwc(p.x_st, C, W) && dense_nchw(p.out_st, HW, W)) {
+      transpose_words(x, out, HW, C, p0, c0, tile);
+      return;
+    }
+    if (dense_nchw(p.x_st, HW, W) && dense_nhwc(p.out_st, C, W)) {
+      transpose_words(x, out, C, HW, c0, p0, tile);
+      return;
+    }
+  }
+
+  // Any other strides: element by element, lanes along the contiguous dim of each side.
+  const bool x_c = p.x_st[1] == 1 && C > 1;  // channels contiguous in x: lanes walk channels
+#pragma unroll 4
+  for (int r = row; r < kT; r += kRows)
+#pragma unroll
+    for (int h = 0; h < kT; h += 32) {
+      const int ch = x_c ? lane + h : r, px = x_c ? r : lane + h, c = c0 + ch, q = p0 + px;
+      if (c < C && q < HW) {
+        const int y = q / W, xx = q - y * W;
+        tile[px * (kT + 1) + ch] = to_bits(x[c * p.x_st[1] + y * p.x_st[2] + xx * p.x_st[3]]);
+      }
+    }
+  __syncthreads();
+  const bool o_c = p.out_st[1] == 1 && C > 1;
+#pragma unroll 4
+  for (int r = row; r < kT; r += kRows)
+#pragma unroll
+    for (int h = 0; h < kT; h += 32) {
+      const int ch = o_c ? lane + h : r, px = o_c ? r : lane + h, c = c0 + ch, q = p0 + px;
+      if (c < C && q < HW) {
+        const int y = q / W, xx = q - y * W;
+        out[c * p.out_st[1] + y * p.out_st[2] + xx * p.out_st[3]] = from_bits<T>(tile[px * (kT + 1) + ch]);
+      }
+    }
+}
+
+}  // namespace lkjit
