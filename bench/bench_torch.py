@@ -9,7 +9,9 @@
    torch.cuda.max_memory_allocated over what was allocated before the step (X, dOut and parameters
    excluded), plus the device memory lkjit's layer owns (folded weights + scratch, allocated outside
    PyTorch's allocator). The official fused kernels measured 496 MiB, the reference 1184, dw7 256.
-3. End to end: a training step (SGD, cross-entropy) of timm's convnext_tiny, batch 64, 224x224, as is and
+3. Kernels: each WTConvNeXt-T layer's bf16 AMP training step alone, NCHW and channels_last input, against
+   cuDNN's 7x7 depthwise conv in the same layout (torch.profiler kernel times; `--only kernels`).
+4. End to end: a training step (SGD, cross-entropy) of timm's convnext_tiny, batch 64, 224x224, as is and
    with every block's 7x7 depthwise conv_dw replaced by WTConv2d(k=5, L = 5, 4, 3, 2 by stage), in fp32
    and under bf16 autocast: images/s and peak memory (max_memory_allocated + lkjit workspaces).
 
@@ -114,7 +116,10 @@ def prewarm(cli, arch):
     layers = [{"B": B, "C": C, "H": H, "W": H, "k": 5, "L": L, "stride": 1} for (_, B, C, H, L, _) in ROWS]
     layers += [{"B": 64, "C": C, "H": H, "W": H, "k": 5, "L": L, "stride": 1}
                for C, H, L in [(96, 56, 5), (192, 28, 4), (384, 14, 3), (768, 7, 2)]]
-    manifest = {"dtypes": ["f32", "f16", "bf16"], "passes": ["fwd", "bwd"], "layers": layers}
+    # The layout transposes the layer runs around the plane kernels on channels_last maps are not part of a
+    # layer's plan: named explicitly.
+    manifest = {"dtypes": ["f32", "f16", "bf16"], "passes": ["fwd", "bwd"], "layers": layers,
+                "kernels": [f"lkjit_wtconv_transpose_{dt}_w256_sm{arch}" for dt in ("f32", "f16", "bf16")]}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(manifest, f)
     t = time.perf_counter()
@@ -268,6 +273,62 @@ def profile_network(args, B=64):
         del model
 
 
+# WTConvNeXt-T's layers: (B, C, H=W, L); every block of a stage has the same shape.
+NET_LAYERS = [(64, 96, 56, 5), (64, 192, 28, 4), (64, 384, 14, 3), (64, 768, 7, 2)]
+
+
+def step_kernels_us(m, x, g, steps=10):
+    """Self CUDA time (us per step) of each kernel of a bf16 AMP training step of layer m alone."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = m(x)
+        y.backward(g)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    return {e.key: e.self_device_time_total / steps for e in prof.key_averages() if e.self_device_time_total > 0}
+
+
+def bench_kernels(args):
+    """Kernel time of each WTConvNeXt-T layer's bf16 AMP training step, NCHW vs channels_last input, against
+    the 7x7 depthwise conv it replaces (cuDNN) in the same layout: what the network pays per block."""
+    out = []
+    for B, C, H, L in NET_LAYERS:
+        torch.manual_seed(0)
+        wt = WTConv2d(C, C, 5, wt_levels=L).cuda()
+        dw7 = depthwise(C, 7, torch.float32)
+        saved = os.environ.get("LKJIT_TORCH_LAYOUT")
+        for layout, mode in (("nchw", "auto"), ("channels_last", "strided"), ("channels_last", "auto")):
+            os.environ["LKJIT_TORCH_LAYOUT"] = mode
+            x = torch.randn(B, C, H, H, device="cuda", dtype=torch.bfloat16)
+            if layout == "channels_last":
+                x = x.contiguous(memory_format=torch.channels_last)
+            x.requires_grad_(True)
+            g = torch.randn_like(x)
+            k = step_kernels_us(wt, x, g)
+            d = step_kernels_us(dw7.to(memory_format=torch.channels_last) if layout == "channels_last" else dw7, x, g)
+            part = lambda key: sum(v for n, v in k.items() if key in n)  # noqa: E731
+            r = {"B": B, "C": C, "H": H, "L": L, "layout": layout if layout == "nchw" else f"{layout}, {mode}",
+                 "lkjit_fwd_plane_us": part("wtconv_fwd_plane"), "lkjit_bwd_plane_us": part("wtconv_bwd_plane"),
+                 "lkjit_transpose_us": part("wtconv_transpose"), "lkjit_all_us": sum(k.values()),
+                 "dw7_all_us": sum(d.values())}
+            out.append(r)
+            print(f"  {B}x{C}x{H}x{H} L={L} {r['layout']}: lkjit {r['lkjit_all_us']:.0f} us, dw7 {r['dw7_all_us']:.0f} us",
+                  file=sys.stderr)
+        if saved is None:
+            os.environ.pop("LKJIT_TORCH_LAYOUT", None)
+        else:
+            os.environ["LKJIT_TORCH_LAYOUT"] = saved
+    return out
+
+
 def bench_network(args):
     out = []
     for amp in (False, True):
@@ -303,6 +364,18 @@ def print_tables(res):
                   f"{r['lkjit_first_call_s']:.2f} | {r['max_abs_diff_vs_ref']:.1e} |")
         print("\nTimes in ms (median). \"vs\" = speed-up of lkjit's training step. max abs diff: lkjit vs the reference "
               "algorithm, forward, in the row's dtype.")
+    if res.get("kernels"):
+        print("\n### WTConvNeXt-T layers: kernel time of one bf16 AMP training step (torch.profiler, us)\n")
+        print("| B x C x H=W | L | input layout, LKJIT_TORCH_LAYOUT | lkjit fwd plane | lkjit bwd plane | "
+              "lkjit transposes | lkjit all kernels | dw7 all kernels | lkjit / dw7 |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in res["kernels"]:
+            print(f"| {r['B']}x{r['C']}x{r['H']} | {r['L']} | {r['layout']} | {r['lkjit_fwd_plane_us']:.0f} | "
+                  f"{r['lkjit_bwd_plane_us']:.0f} | {r['lkjit_transpose_us']:.0f} | {r['lkjit_all_us']:.0f} | "
+                  f"{r['dw7_all_us']:.0f} | {r['lkjit_all_us'] / r['dw7_all_us']:.2f} |")
+        print("\nOne layer alone, dOut given; \"all kernels\" includes autocast weight casts and gradient "
+              "accumulation. The network runs channels_last (auto: lkjit transposes maps of >= 100 pixels to "
+              "NCHW around the plane kernels; strided: reads them in place). Below 1.00 lkjit is the faster layer.")
     m = res.get("memory")
     if m:
         lk = m["lkjit"]
@@ -332,7 +405,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations (10 + 20 per layer, 3 + 10 network steps)")
     ap.add_argument("--json", help="write the results to this JSON file")
-    ap.add_argument("--only", default="layers,memory,network", help="comma-separated: layers, memory, network")
+    ap.add_argument("--only", default="layers,memory,network,kernels",
+                    help="comma-separated: layers, memory, network, kernels")
     ap.add_argument("--profile", action="store_true",
                     help="only print the per-kernel CUDA time of one bf16 AMP step of each network (torch.profiler)")
     ap.add_argument("--profile-rows", type=int, default=25, help="rows of the --profile tables")
@@ -361,6 +435,9 @@ def main():
     if args.profile:
         profile_network(args)
         return
+    if "kernels" in only:
+        print("kernels:", file=sys.stderr)
+        res["kernels"] = bench_kernels(args)
     if "layers" in only:
         print("layers:", file=sys.stderr)
         res["layers"] = bench_layers(args)
