@@ -305,27 +305,29 @@ def bench_kernels(args):
         wt = WTConv2d(C, C, 5, wt_levels=L).cuda()
         dw7 = depthwise(C, 7, torch.float32)
         saved = os.environ.get("LKJIT_TORCH_LAYOUT")
-        for layout, mode in (("nchw", "auto"), ("channels_last", "strided"), ("channels_last", "auto")):
-            os.environ["LKJIT_TORCH_LAYOUT"] = mode
-            x = torch.randn(B, C, H, H, device="cuda", dtype=torch.bfloat16)
-            if layout == "channels_last":
-                x = x.contiguous(memory_format=torch.channels_last)
-            x.requires_grad_(True)
-            g = torch.randn_like(x)
-            k = step_kernels_us(wt, x, g)
-            d = step_kernels_us(dw7.to(memory_format=torch.channels_last) if layout == "channels_last" else dw7, x, g)
-            part = lambda key: sum(v for n, v in k.items() if key in n)  # noqa: E731
-            r = {"B": B, "C": C, "H": H, "L": L, "layout": layout if layout == "nchw" else f"{layout}, {mode}",
-                 "lkjit_fwd_plane_us": part("wtconv_fwd_plane"), "lkjit_bwd_plane_us": part("wtconv_bwd_plane"),
-                 "lkjit_transpose_us": part("wtconv_transpose"), "lkjit_all_us": sum(k.values()),
-                 "dw7_all_us": sum(d.values())}
-            out.append(r)
-            print(f"  {B}x{C}x{H}x{H} L={L} {r['layout']}: lkjit {r['lkjit_all_us']:.0f} us, dw7 {r['dw7_all_us']:.0f} us",
-                  file=sys.stderr)
-        if saved is None:
-            os.environ.pop("LKJIT_TORCH_LAYOUT", None)
-        else:
-            os.environ["LKJIT_TORCH_LAYOUT"] = saved
+        try:
+            for layout, mode in (("nchw", "auto"), ("channels_last", "strided"), ("channels_last", "auto")):
+                os.environ["LKJIT_TORCH_LAYOUT"] = mode
+                x = torch.randn(B, C, H, H, device="cuda", dtype=torch.bfloat16)
+                if layout == "channels_last":
+                    x = x.contiguous(memory_format=torch.channels_last)
+                x.requires_grad_(True)
+                g = torch.randn_like(x)
+                k = step_kernels_us(wt, x, g)
+                d = step_kernels_us(dw7.to(memory_format=torch.channels_last) if layout == "channels_last" else dw7, x, g)
+                part = lambda key: sum(v for n, v in k.items() if key in n)  # noqa: E731
+                r = {"B": B, "C": C, "H": H, "L": L, "layout": layout if layout == "nchw" else f"{layout}, {mode}",
+                     "lkjit_fwd_plane_us": part("wtconv_fwd_plane"), "lkjit_bwd_plane_us": part("wtconv_bwd_plane"),
+                     "lkjit_transpose_us": part("wtconv_transpose"), "lkjit_all_us": sum(k.values()),
+                     "dw7_all_us": sum(d.values())}
+                out.append(r)
+                print(f"  {B}x{C}x{H}x{H} L={L} {r['layout']}: lkjit {r['lkjit_all_us']:.0f} us, dw7 {r['dw7_all_us']:.0f} us",
+                      file=sys.stderr)
+        finally:
+            if saved is None:
+                os.environ.pop("LKJIT_TORCH_LAYOUT", None)
+            else:
+                os.environ["LKJIT_TORCH_LAYOUT"] = saved
     return out
 
 

@@ -181,6 +181,27 @@ TEST(WTConvStrides, RejectsAWrittenTensorThatOverlapsItself) {
   EXPECT_NO_THROW(detail::resolve_strides(o, Shape{1, 4, 8, 8, 1}, &r, false));
 }
 
+// wtconv_transpose's checks are pure: every refusal comes before the driver, with or without a GPU.
+TEST(WTConvTransposeCheck, NamesEveryBadArgument) {
+  alignas(16) static char buf[4096];
+  const std::array<int64_t, 4> nchw{48, 16, 4, 1}, nhwc{48, 1, 12, 3};
+  auto check = [&](const void* s, const std::array<int64_t, 4>& ss, const void* d, const std::array<int64_t, 4>& ds,
+                   DType dt, int64_t B, int64_t C, int64_t H, int64_t W) {
+    return [=] { wtconv_transpose_check(s, ss, d, ds, dt, B, C, H, W); };
+  };
+  EXPECT_NO_THROW(check(buf, nchw, buf + 192, nhwc, DType::kF32, 1, 3, 4, 4)());  // 48 floats = 192 bytes
+  EXPECT_NO_THROW(check(buf, nchw, buf + 96, nhwc, DType::kF16, 1, 3, 4, 4)());
+  expect_spec_error(check(nullptr, nchw, buf, nhwc, DType::kF32, 1, 3, 4, 4), {"src and dst must be non-null"});
+  expect_spec_error(check(buf, nchw, buf + 2048, nhwc, DType::kF32, 1, 0, 4, 4), {"C=0 is out of range", ">= 1"});
+  expect_spec_error(check(buf, nchw, buf + 188, nhwc, DType::kF32, 1, 3, 4, 4), {"src and dst overlap", "not in place"});
+  expect_spec_error(check(buf + 94, nchw, buf, nhwc, DType::kF16, 1, 3, 4, 4), {"src and dst overlap"});
+  expect_spec_error(check(buf, nchw, buf + 2048, {48, 1, 3, 3}, DType::kF32, 1, 3, 4, 4),
+                    {"dst strides [48, 1, 3, 3] overlap"});
+  expect_spec_error(check(buf, {48, 16, 0, 1}, buf + 2048, nhwc, DType::kF32, 1, 3, 4, 4), {"src stride[2]=0"});
+  expect_spec_error(check(buf, nchw, buf + 2048, nhwc, DType::kF32, 1, 3, 65536, 65536),
+                    {"H*W (H=65536, W=65536)", "2^31-65"});
+}
+
 // The layer checks strides before it needs weights or a device: these calls fail the same way on a
 // machine without a GPU (the pointers are never dereferenced).
 TEST(WTConvStrides, LayerCallsCheckStridesFirst) {

@@ -109,8 +109,8 @@ LKJIT_API int lkjit_wtconv_describe(lkjit_wtconv* h, int64_t B, int64_t H, int64
 /* lkjit::wtconv_transpose (wtconv.h): copies activation (B, C, H, W) of dtype LKJIT_DTYPE_* from element
  * strides src_strides to dst_strides (int64_t[4] each, (B, C, H, W) order, as above; both required), e.g.
  * channels_last -> NCHW contiguous, coalesced on both sides, on `stream` of CUDA device `device`.
- * LKJIT_E_INVALID_ARGUMENT before any GPU call for null pointers, extents below 1, bad strides or a dst
- * that overlaps itself. */
+ * LKJIT_E_INVALID_ARGUMENT before any GPU call for null pointers, extents below 1, C or H*W above 2^31-65,
+ * bad strides, a dst that overlaps itself or src (not in place), or more than 2^31-1 blocks. */
 LKJIT_API int lkjit_wtconv_transpose(const void* src, const int64_t* src_strides, void* dst,
                                      const int64_t* dst_strides, int dtype, int64_t B, int64_t C, int64_t H,
                                      int64_t W, int device, void* stream);

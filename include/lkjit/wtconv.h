@@ -102,16 +102,18 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& shap
 // Copies an activation tensor (B, C, H, W) of `dtype` between layouts: element (b, c, y, x) of dst at
 // dst_st (element strides in (B, C, H, W) order, as WTConvStrides) gets the bits of the one of src at
 // src_st. Tiled through shared memory so that NHWC <-> NCHW reads and writes are both coalesced. The
-// plane kernels read channels_last tensors at 25-60 % of their NCHW speed (uncoalesced plane loads), so
+// plane kernels read channels_last tensors 20-60 % slower than NCHW ones (uncoalesced plane loads), so
 // the PyTorch layer hands them NCHW copies this way (bench/RESULTS.md, section 3). Stream-ordered, no
 // host sync. Throws SpecError before any GPU call for null pointers, extents below 1, C or H*W above
-// 2^31-1, strides below 1 or a dst that overlaps itself; DriverError / CompileError otherwise.
+// 2^31-65, strides below 1, a dst that overlaps itself or src (not in place); DriverError / CompileError
+// otherwise.
 void wtconv_transpose(const void* src, const std::array<int64_t, 4>& src_st, void* dst,
                       const std::array<int64_t, 4>& dst_st, DType dtype, int64_t B, int64_t C, int64_t H, int64_t W,
                       int device = 0, Stream s = nullptr);
 // The checks of wtconv_transpose alone (pure: no CUDA calls).
 void wtconv_transpose_check(const void* src, const std::array<int64_t, 4>& src_st, const void* dst,
-                            const std::array<int64_t, 4>& dst_st, int64_t B, int64_t C, int64_t H, int64_t W);
+                            const std::array<int64_t, 4>& dst_st, DType dtype, int64_t B, int64_t C, int64_t H,
+                            int64_t W);
 
 class WTConv {
  public:

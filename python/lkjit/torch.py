@@ -206,7 +206,7 @@ _TRANSPOSE_MIN_HW = 100
 
 
 def _layout_mode():
-    mode = os.environ.get("LKJIT_TORCH_LAYOUT", "auto")
+    mode = os.environ.get("LKJIT_TORCH_LAYOUT") or "auto"
     if mode not in _LAYOUT_MODES:
         raise ValueError(f"{_WHERE}: LKJIT_TORCH_LAYOUT={mode!r} is not supported; supported: "
                          f"{', '.join(_LAYOUT_MODES)}")
@@ -285,6 +285,7 @@ def _fwd_impl(x, params, L, layer_id, stride, where=_FWD):
     layer (folded weights, workspace) runs it. Checks its arguments (the shape check once per shape set)."""
     _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
     _check_params(x, params, L, where)
+    _layout_mode()  # a bad LKJIT_TORCH_LAYOUT fails every call, whatever the input's layout
     out = _new_out(x, stride)
     if not _dense(x):
         x = x.contiguous()
@@ -314,6 +315,7 @@ def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD):
     if check:
         _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
         _check_params(x, params, L, where)
+        _layout_mode()
     if not _dense(x):
         x = x.contiguous()
     B, C, H, W = x.shape

@@ -192,6 +192,10 @@ def test_transpose_arguments_are_checked_before_the_gpu():
         _lib.transpose(1, nchw, 2, None, "f16", 1, 3, 4, 4)
     with pytest.raises(lkjit.SpecError, match="dtype='f8'"):
         _lib.transpose(1, nchw, 2, nhwc, "f8", 1, 3, 4, 4)
+    with pytest.raises(lkjit.SpecError, match="src and dst overlap"):
+        _lib.transpose(4096, nchw, 4096 + 64, nhwc, "f32", 1, 3, 4, 4)
+    with pytest.raises(lkjit.SpecError, match=r"H\*W \(H=65536, W=65536\) must each be at most 2\^31-65"):
+        _lib.transpose(1, (1 << 32, 1 << 32, 65536, 1), 1 << 40, (1 << 32, 1, 1 << 20, 16), "f32", 1, 1, 65536, 65536)
 
 
 def test_state_dict_key_mapping():

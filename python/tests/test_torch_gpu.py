@@ -356,8 +356,11 @@ def test_layout_auto_transposes_channels_last_maps(shape, dt, monkeypatch):
 def test_layout_mode_is_checked(monkeypatch):
     m, x, _ = layer_and_inputs((1, 4, 12, 12, 5, 1, 1, True), F32, layer_seed=44, input_seed=45)
     monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "sideways")
-    with pytest.raises(ValueError, match="LKJIT_TORCH_LAYOUT='sideways' is not supported"):
-        m(x.to(memory_format=torch.channels_last))
+    for xv in (x.to(memory_format=torch.channels_last), x):  # checked whatever the input's layout
+        with pytest.raises(ValueError, match="LKJIT_TORCH_LAYOUT='sideways' is not supported"):
+            m(xv)
+    monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "")  # empty: the default
+    assert m(x).shape == x.shape
 
 
 def test_custom_op_fake_strides_match_the_kernels():

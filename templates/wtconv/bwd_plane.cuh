@@ -79,8 +79,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
 
   // Warp specialisation: the level chain (phases 2-3) is a sequence of short phases whose barriers idle
   // most of a large group, and the base wgrad needs only X and G. So in groups of 2+ warps the first GA
-  // threads run the chain on their own barrier while the last GB threads (at most 5 warps: the 5 tap
-  // rows x 32 lanes of wgrad_sets) compute dW~0 meanwhile; everyone meets for dX.
+  // threads run the chain on their own barrier while the last GB threads (a third of the warps, 1 to 5:
+  // wgrad_sets keeps at most k tap rows x 32 lanes busy) compute dW~0 meanwhile; everyone meets for dX.
   constexpr int kWarps = GT / 32;
   constexpr int kBWarps = (Cfg::L >= 1 && kWarps >= 2 && Cfg::planes <= 7)
                               ? (kWarps / 3 < 1 ? 1 : kWarps / 3 > 5 ? 5 : kWarps / 3) : 0;
@@ -146,7 +146,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   }
   g.sync();  // the chain's dY and B's dW~0 are done
 
-  // 4. dX = dw^T(G, W~0) + level-1 synthesis of dY; then the base wgrad dW~0 = corr(X, G), db~ = sum G.
+  // 4. dX = dw^T(G, W~0) + level-1 synthesis of dY; then (unless the split warps did it) the base wgrad
+  // dW~0 = corr(X, G), and db~ = sum G.
   T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
   const int strips = ceil_div(H, V);
   const FastDiv fwd(W);

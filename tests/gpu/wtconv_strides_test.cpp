@@ -296,7 +296,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, WTConvBackwardStrided, ::testing::ValuesIn(bwd
 
 class WTConvTranspose : public GpuTest {};
 
-// Every pair of layouts (NCHW, NHWC, padded) both ways, every dtype, sizes that leave partial 32x32 tiles
+// Every pair of layouts (NCHW, NHWC, padded) both ways, every dtype, sizes that leave partial 64x64 tiles
 // (and C = 1, B = 1): dst holds src's bits, dst's gaps keep their poison, src is untouched.
 TEST_F(WTConvTranspose, CopiesEveryLayoutPairBitForBit) {
   // Even C and H*W take the 16-bit word path for dense NHWC <-> NCHW; the others the element path.
@@ -343,6 +343,13 @@ TEST_F(WTConvTranspose, RejectsBadArgumentsBeforeTheGpu) {
               ::testing::HasSubstr("dst strides [48, 1, 3, 3] overlap"));
   EXPECT_THAT(err([&] { wtconv_transpose(a.data(), {48, 16, 0, 1}, b.data(), nhwc, DType::kF32, 1, 3, 4, 4); }),
               ::testing::HasSubstr("src stride[2]=0"));
+  EXPECT_THAT(err([&] { wtconv_transpose(a.data(), nchw, a.data(), nhwc, DType::kF32, 1, 3, 4, 4); }),
+              ::testing::HasSubstr("src and dst overlap"));
+  // dst starts inside src's span (48 f16 = 96 bytes): still an overlap; right after it is fine.
+  auto* a8 = static_cast<char*>(a.data());
+  EXPECT_THAT(err([&] { wtconv_transpose(a8, nchw, a8 + 94, nhwc, DType::kF16, 1, 3, 4, 4); }),
+              ::testing::HasSubstr("src and dst overlap"));
+  EXPECT_NO_THROW(wtconv_transpose_check(a8, nchw, a8 + 96, nhwc, DType::kF16, 1, 3, 4, 4));
 }
 
 // ---- options.layout = NHWC: tensors without strides are channels_last ----
