@@ -59,6 +59,20 @@ __device__ __forceinline__ void transpose_words(const T* __restrict__ src, T* __
   }
 }
 
+// f(ch, px) for each element (c0 + ch, p0 + px) of a kT x kT tile inside C x HW; consecutive lanes take
+// consecutive channels when lanes_on_c (the tensor's contiguous dim), else consecutive pixels.
+template <int kT, int kRows, class F>
+__device__ __forceinline__ void for_each_in_tile(bool lanes_on_c, int c0, int p0, int C, int HW, F f) {
+  const int lane = threadIdx.x % 32, row = threadIdx.x / 32;
+#pragma unroll 4
+  for (int r = row; r < kT; r += kRows)
+#pragma unroll
+    for (int h = 0; h < kT; h += 32) {
+      const int ch = lanes_on_c ? lane + h : r, px = lanes_on_c ? r : lane + h;
+      if (c0 + ch < C && p0 + px < HW) f(ch, px);
+    }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   using T = typename Cfg::T;
@@ -71,7 +85,6 @@ __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   const long long b = blk / (tc * tp);
   blk -= b * tc * tp;
   const int c0 = (int)(blk / tp) * kT, p0 = (int)(blk % tp) * kT;
-  const int lane = threadIdx.x % 32, row = threadIdx.x / 32;
   const T* __restrict__ x = static_cast<const T*>(p.x) + b * p.x_st[0];
   T* __restrict__ out = static_cast<T*>(p.out) + b * p.out_st[0];
 
@@ -88,29 +101,15 @@ __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   }
 
   // Any other strides: element by element, lanes along the contiguous dim of each side.
-  const bool x_c = p.x_st[1] == 1 && C > 1;  // channels contiguous in x: lanes walk channels
-#pragma unroll 4
-  for (int r = row; r < kT; r += kRows)
-#pragma unroll
-    for (int h = 0; h < kT; h += 32) {
-      const int ch = x_c ? lane + h : r, px = x_c ? r : lane + h, c = c0 + ch, q = p0 + px;
-      if (c < C && q < HW) {
-        const int y = q / W, xx = q - y * W;
-        tile[px * (kT + 1) + ch] = to_bits(x[c * p.x_st[1] + y * p.x_st[2] + xx * p.x_st[3]]);
-      }
-    }
+  for_each_in_tile<kT, kRows>(p.x_st[1] == 1 && C > 1, c0, p0, C, HW, [&](int ch, int px) {
+    const int c = c0 + ch, q = p0 + px, y = q / W, xx = q - y * W;
+    tile[px * (kT + 1) + ch] = to_bits(x[c * p.x_st[1] + y * p.x_st[2] + xx * p.x_st[3]]);
+  });
   __syncthreads();
-  const bool o_c = p.out_st[1] == 1 && C > 1;
-#pragma unroll 4
-  for (int r = row; r < kT; r += kRows)
-#pragma unroll
-    for (int h = 0; h < kT; h += 32) {
-      const int ch = o_c ? lane + h : r, px = o_c ? r : lane + h, c = c0 + ch, q = p0 + px;
-      if (c < C && q < HW) {
-        const int y = q / W, xx = q - y * W;
-        out[c * p.out_st[1] + y * p.out_st[2] + xx * p.out_st[3]] = from_bits<T>(tile[px * (kT + 1) + ch]);
-      }
-    }
+  for_each_in_tile<kT, kRows>(p.out_st[1] == 1 && C > 1, c0, p0, C, HW, [&](int ch, int px) {
+    const int c = c0 + ch, q = p0 + px, y = q / W, xx = q - y * W;
+    out[c * p.out_st[1] + y * p.out_st[2] + xx * p.out_st[3]] = from_bits<T>(tile[px * (kT + 1) + ch]);
+  });
 }
 
 }  // namespace lkjit

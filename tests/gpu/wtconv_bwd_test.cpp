@@ -23,10 +23,15 @@ struct BwdResult {
   std::vector<uint8_t> dx_bits;
 };
 
+// plane_tile: run the backward plane kernel with this tile (no tuning) instead of the layer's choice.
 BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
-                       const std::vector<float>& x, const std::vector<float>& g) {
+                       const std::vector<float>& x, const std::vector<float>& g, const Tile* plane_tile = nullptr) {
   WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
   layer.set_path(path);
+  if (plane_tile) {
+    layer.set_tune_mode(TuneMode::kOff);
+    layer.set_tile_override(Kernel::kWTConvBwdPlane, 0, *plane_tile);
+  }
   auto dp = upload_params(params, /*with_grads=*/true);
   layer.set_weights(dp.weights);
   const auto xb = encode(dt, x), gb = encode(dt, g);
@@ -129,30 +134,12 @@ TEST_F(WTConvBackwardPlaneTiles, EveryTileMatchesTheReference) {
   int tested = 0;
   for (const Tile& t : enumerate(spec, dev.limits, &sh)) {
     SCOPED_TRACE(t.to_string());
-    WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
-    layer.set_path(WTConvPath::kPlane);
-    layer.set_tune_mode(TuneMode::kOff);
-    layer.set_tile_override(Kernel::kWTConvBwdPlane, 0, t);
-    auto dp = upload_params(params, /*with_grads=*/true);
-    layer.set_weights(dp.weights);
-    const auto xb = encode(dt, x), gb = encode(dt, g);
-    DeviceBuffer dx(xb.size()), dxin(xb.size()), dg(gb.size());
-    dxin.upload(xb.data(), xb.size());
-    dg.upload(gb.data(), gb.size());
-    dx.fill_u32(0xffffffffu);
-    dp.poison_grads();
-    layer.backward(dxin.data(), dg.data(), dx.data(), dp.grads, pb.B, pb.H, pb.W);
-    synchronize();
-    std::vector<uint8_t> bits(xb.size());
-    dx.download(bits.data(), bits.size());
-    std::vector<float> got(x.size());
-    for (size_t i = 0; i < x.size(); ++i) got[i] = decode_one(dt, bits.data(), i);
-    const auto cmp = compare(got, want.dx, tolerance(dt));
+    const auto r = run_backward(pb, dt, WTConvPath::kPlane, params, x, g, &t);
+    const auto cmp = compare(r.dx, want.dx, tolerance(dt));
     EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
-    const auto grads = download_grads(dp, params);
-    expect_close(grads.base_w, want.base_w, "base_w", dt);
-    expect_close(grads.base_b, want.base_b, "base_b", dt);
-    for (int l = 0; l < pb.L; ++l) expect_close(grads.level_w[l], want.level_w[l], "level_w", dt);
+    expect_close(r.grads.base_w, want.base_w, "base_w", dt);
+    expect_close(r.grads.base_b, want.base_b, "base_b", dt);
+    for (int l = 0; l < pb.L; ++l) expect_close(r.grads.level_w[l], want.level_w[l], "level_w", dt);
     ++tested;
   }
   EXPECT_GE(tested, 10) << "too few tiles fit";
