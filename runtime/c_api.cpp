@@ -253,8 +253,7 @@ int lkjit_wtconv_transpose(const void* src, const int64_t* src_strides, void* ds
     std::array<int64_t, 4> ss{}, ds{};
     copy_strides(ss, src_strides);
     copy_strides(ds, dst_strides);
-    lkjit::wtconv_transpose_check(src, ss, dst, ds, dt, B, C, H, W);  // before the driver
-    lkjit::wtconv_transpose(src, ss, dst, ds, dt, B, C, H, W, device, stream);
+    lkjit::wtconv_transpose(src, ss, dst, ds, dt, B, C, H, W, device, stream);  // checks before the driver
   });
 }
 

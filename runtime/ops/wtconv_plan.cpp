@@ -121,20 +121,29 @@ void check_activations(const void* x, const void* dout, const void* out, bool ba
     throw SpecError("lkjit: error: wtconv backward: x, dout and dx must be non-null device pointers");
 }
 
-void check_weights(const WTConvOptions& o, const WTConvWeights& w) {
-  if (!w.base_w || !w.base_s) throw SpecError("lkjit: error: wtconv: base_w and base_s must be non-null device pointers");
-  if (o.bias && !w.base_b) throw SpecError("lkjit: error: wtconv: bias=true but base_b is null");
+namespace {
+
+// The pointers of a WTConvWeights or WTConvGradients set: base_w, base_s, base_b with bias, and L level
+// pairs. Messages read "lkjit: error: <subject>: <prefix>base_w and <prefix>base_s must be non-null<tail>".
+template <class Set>
+void check_pointer_set(const WTConvOptions& o, const Set& s, const char* subject, const char* prefix, const char* tail) {
+  if (!s.base_w || !s.base_s)
+    throw SpecError(fmt::format("lkjit: error: {}: {}base_w and {}base_s must be non-null{}", subject, prefix, prefix, tail));
+  if (o.bias && !s.base_b) throw SpecError(fmt::format("lkjit: error: {}: bias=true but {}base_b is null", subject, prefix));
   for (int l = 0; l < o.L; ++l)
-    if (!w.level_w[l] || !w.level_s[l])
-      throw SpecError(fmt::format("lkjit: error: wtconv: level_w[{}] and level_s[{}] must be non-null for L={}", l, l, o.L));
+    if (!s.level_w[l] || !s.level_s[l])
+      throw SpecError(fmt::format("lkjit: error: {}: {}level_w[{}] and {}level_s[{}] must be non-null for L={}", subject,
+                                  prefix, l, prefix, l, o.L));
+}
+
+}  // namespace
+
+void check_weights(const WTConvOptions& o, const WTConvWeights& w) {
+  check_pointer_set(o, w, "wtconv", "", " device pointers");
 }
 
 void check_gradients(const WTConvOptions& o, const WTConvGradients& g) {
-  if (!g.base_w || !g.base_s) throw SpecError("lkjit: error: wtconv backward: grads.base_w and grads.base_s must be non-null");
-  if (o.bias && !g.base_b) throw SpecError("lkjit: error: wtconv backward: bias=true but grads.base_b is null");
-  for (int l = 0; l < o.L; ++l)
-    if (!g.level_w[l] || !g.level_s[l])
-      throw SpecError(fmt::format("lkjit: error: wtconv backward: grads.level_w[{}] and grads.level_s[{}] must be non-null for L={}", l, l, o.L));
+  check_pointer_set(o, g, "wtconv backward", "grads.", "");
 }
 
 }  // namespace detail

@@ -51,24 +51,10 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   {
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
     const T* __restrict__ go = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
-    const FastDiv fp(lay.xs_pitch);
-    constexpr int U = kPlaneLoadUnroll;  // loads in flight per thread: the phase is latency-bound
-    for (int r0 = t; r0 < lay.xs_size; r0 += U * GT) {
-      float xv[U], gv[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int r = r0 + u * GT, i = fp.div(r), y = i - R, xx = r - i * lay.xs_pitch - R;
-        const bool in = r < lay.xs_size && y >= 0 && y < H && xx >= 0 && xx < W;
-        xv[u] = in ? ldg_f32(x + act_yx(p.x_st, y, xx)) : 0.f;
-        gv[u] = in ? g_full(go, y, xx, H, W, p.stride, p.g_st) : 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (r0 + u * GT < lay.xs_size) {
-          xs[r0 + u * GT] = xv[u];
-          gs[r0 + u * GT] = gv[u];
-        }
-    }
+    float* const dst[] = {xs, gs};
+    stage_plane<GT, R>(t, dst, lay.xs_size, lay.xs_pitch, H, W, [&](int n, int y, int xx) {
+      return n == 0 ? ldg_f32(x + act_yx(p.x_st, y, xx)) : g_full(go, y, xx, H, W, p.stride, p.g_st);
+    });
     for (int r = t; r < KK; r += GT) wf[r] = __ldg(p.wfold + fold_base_w(c, KK) + KK - 1 - r);
     for (int r = t; r < 4 * KK * Cfg::L; r += GT) {  // every level's taps in one pass
       const int ls = r / KK, q = r - ls * KK, l = 1 + ls / 4, s = ls % 4;

@@ -45,19 +45,9 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   // 1. Every global read up front, in one round trip: the plane (with its zero halo) and all taps.
   {
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
-    const FastDiv pitch(lay.xs_pitch);
-    constexpr int U = kPlaneLoadUnroll;  // loads in flight per thread: the phase is latency-bound
-    for (int r0 = t; r0 < lay.xs_size; r0 += U * GT) {
-      float xv[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int r = r0 + u * GT, i = pitch.div(r), y = i - R, xx = r - i * lay.xs_pitch - R;
-        xv[u] = (r < lay.xs_size && y >= 0 && y < H && xx >= 0 && xx < W) ? ldg_f32(x + act_yx(p.x_st, y, xx)) : 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (r0 + u * GT < lay.xs_size) xs[r0 + u * GT] = xv[u];
-    }
+    float* const dst[] = {xs};
+    stage_plane<GT, R>(t, dst, lay.xs_size, lay.xs_pitch, H, W,
+                       [&](int, int y, int xx) { return ldg_f32(x + act_yx(p.x_st, y, xx)); });
     for (int r = t; r < KK; r += GT) ws[r] = __ldg(p.wfold + fold_base_w(c, KK) + r);
     if (t == 0) ws[KK] = __ldg(p.wfold + fold_bias(p.C, c, KK));
     // Every level's taps in one pass (level l, subband s are contiguous in the folded buffer).

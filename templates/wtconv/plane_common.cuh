@@ -10,6 +10,13 @@ namespace lkjit {
 // Global loads each thread keeps in flight while staging a plane.
 constexpr int kPlaneLoadUnroll = 4;
 
+// Barrier of N threads that synchronise alone: __syncwarp for one warp, else named barrier `id`.
+template <int N>
+__device__ __forceinline__ void group_barrier(int id) {
+  if (N == 32) __syncwarp();
+  else asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(N) : "memory");
+}
+
 template <class Cfg>
 struct PlaneGroup {
   static constexpr int kThreads = Cfg::threads / Cfg::planes;  // threads per plane
@@ -18,10 +25,7 @@ struct PlaneGroup {
   int q;  // group (plane slot) in the block
   int t;  // thread within the group
   __device__ PlaneGroup() : q(threadIdx.x / kThreads), t(threadIdx.x % kThreads) {}
-  __device__ __forceinline__ void sync() const {
-    if (kThreads == 32) __syncwarp();
-    else asm volatile("bar.sync %0, %1;" ::"r"(q + 1), "r"(kThreads) : "memory");
-  }
+  __device__ __forceinline__ void sync() const { group_barrier<kThreads>(q + 1); }
 };
 
 // The first N threads of a plane group, synchronising alone on named barrier `id` (one warp: __syncwarp).
@@ -30,10 +34,7 @@ struct PlaneSubgroup {
   static constexpr int kThreads = N;
   int t;   // thread within the subgroup (= within the group)
   int id;  // named barrier
-  __device__ __forceinline__ void sync() const {
-    if (N == 32) __syncwarp();
-    else asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(N) : "memory");
-  }
+  __device__ __forceinline__ void sync() const { group_barrier<N>(id); }
 };
 
 // Sizes (floats) of one plane's zero-haloed images, shared by the forward and backward layouts: the
@@ -60,6 +61,31 @@ struct FastDiv {
   __device__ explicit FastDiv(int d_) : d(d_), inv(1.f / (float)d_) {}
   __device__ __forceinline__ int div(int r) const { return __float2int_rz(((float)r + 0.5f) * inv); }
 };
+
+// Stages N zero-haloed H x W images of one plane: dst[n][r] for r < size (row pitch `pitch`, halo R)
+// gets load(n, y, x), element (y, x) of image n, inside the image and zero in the halo. GT threads,
+// this one t; kPlaneLoadUnroll loads per image stay in flight per thread: the phase is latency-bound.
+template <int GT, int R, int N, class Load>
+__device__ __forceinline__ void stage_plane(int t, float* const (&dst)[N], int size, int pitch, int H, int W, Load load) {
+  constexpr int U = kPlaneLoadUnroll;
+  const FastDiv fp(pitch);
+  for (int r0 = t; r0 < size; r0 += U * GT) {
+    float v[U][N];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int r = r0 + u * GT, i = fp.div(r), y = i - R, xx = r - i * pitch - R;
+      const bool in = r < size && y >= 0 && y < H && xx >= 0 && xx < W;
+#pragma unroll
+      for (int n = 0; n < N; ++n) v[u][n] = in ? load(n, y, xx) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (r0 + u * GT < size) {
+#pragma unroll
+        for (int n = 0; n < N; ++n) dst[n][r0 + u * GT] = v[u][n];
+      }
+  }
+}
 
 // Synthesis, coarse to fine, over one plane's level stack in shared memory (levels 1..L stored back to
 // back, 4 subbands of lh[l] x lw[l] each, ending at `zend`): Z_{l-1}[LL] += crop(Synth(Z_l)) for

@@ -83,6 +83,12 @@ std::vector<std::string> split_list(const std::string& s, const char* what) {
   return all;
 }
 
+std::string join_archs(const std::vector<int>& archs) {
+  std::string s;
+  for (int a : archs) s += (s.empty() ? "" : ", ") + arch_name(a);
+  return s;
+}
+
 std::string human_bytes(uint64_t b) {
   if (b < 1024) return fmt::format("{} B", b);
   const char* units[] = {"KiB", "MiB", "GiB", "TiB"};

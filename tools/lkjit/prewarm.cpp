@@ -157,12 +157,6 @@ PrewarmSet build_set() {
   return set;
 }
 
-std::string join_archs(const std::vector<int>& archs) {
-  std::string s;
-  for (int a : archs) s += (s.empty() ? "" : ", ") + arch_name(a);
-  return s;
-}
-
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 }  // namespace

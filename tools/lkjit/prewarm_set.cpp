@@ -89,11 +89,9 @@ PrewarmPlan expand(const PrewarmSet& set) {
       add(nk->spec, nk->tile);
     }
   }
-  if (other_arch) {
-    std::string archs;
-    for (int a : set.archs) archs += (archs.empty() ? "" : ", ") + arch_name(a);
-    notes.insert(fmt::format("{} named kernel(s) for archs not in {} ({}) left out", other_arch, set.archs_from, archs));
-  }
+  if (other_arch)
+    notes.insert(fmt::format("{} named kernel(s) for archs not in {} ({}) left out", other_arch, set.archs_from,
+                             join_archs(set.archs)));
   PrewarmPlan p;
   for (auto& [name, job] : jobs) p.jobs.push_back(std::move(job));
   p.notes.assign(notes.begin(), notes.end());
