@@ -318,7 +318,7 @@ TEST(Enumerate, IsExactlyTheSpaceMinusRejects) {
 
 TEST(Enumerate, PlaneTilesRespectSharedMemoryForTheShape) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
-  const OpSpec s = spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 31, 8);
+  const OpSpec s = spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 31, 2);
   const Shape small{64, 96, 7, 7, 1}, large{1, 1, 256, 256, 1};
   const auto any = enumerate(s, lim), fit_small = enumerate(s, lim, &small);
   EXPECT_FALSE(fit_small.empty());

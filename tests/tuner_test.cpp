@@ -483,7 +483,7 @@ TEST(Search, RandomIsSeededAndStopsAtTheBudget) {
   auto clock = [&ticks] { return double(ticks++); };  // one second per clock read
   Synthetic a, b, c;
   auto cfg = a.config(TuneStrategy::kRandom);
-  cfg.budget_s = 6;
+  cfg.budget_s = 3;
   ticks = 0;
   const auto ra = detail::run_search(tile_space(a.spec), a.cands, cfg, a.eval(), clock);
   ticks = 0;

@@ -31,15 +31,9 @@ std::string fold_name(const OpSpec& s, const Tile& t) {
 
 // ---- forward, plane-resident --------------------------------------------------------------------
 int64_t plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
-  const int r = R(s), v = t.vy;
-  const auto lh = level_sizes(sh.H, std::max(s.L, 2)), lw = level_sizes(sh.W, std::max(s.L, 2));
-  int64_t xs = (sh.H + 2 * r + v) * odd_pitch(sh.W + 2 * r);
-  int64_t ya = s.L >= 1 ? 4 * (lh[1] + 2 * r + v) * odd_pitch(lw[1] + 2 * r) : 0;
-  int64_t yb = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * odd_pitch(lw[2] + 2 * r) : 0;
-  int64_t zs = 0;
-  for (int l = 1; l <= s.L; ++l) zs += 4 * lh[l] * lw[l];
+  const auto f = plane_image_floats(s, t.vy, sh);
   const int64_t ws = s.k * s.k + 1 + 4 * s.k * s.k * int64_t(s.L);
-  return (xs + ya + yb + zs + ws) * t.planes;
+  return round4(f.xs + f.ys + f.levels + ws) * t.planes;
 }
 
 TileSpace plane_space(const OpSpec&) {

@@ -8,15 +8,9 @@ namespace {
 
 // ---- plane-resident ------------------------------------------------------------------------------
 int64_t bwd_plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
-  const int r = R(s), v = t.vy;
-  const auto lh = level_sizes(sh.H, std::max(s.L, 2)), lw = level_sizes(sh.W, std::max(s.L, 2));
-  const int64_t xs = (sh.H + 2 * r + v) * odd_pitch(sh.W + 2 * r);
-  const int64_t l1 = s.L >= 1 ? 4 * (lh[1] + 2 * r + v) * odd_pitch(lw[1] + 2 * r) : 0;
-  const int64_t l2 = s.L >= 2 ? 4 * (lh[2] + 2 * r + v) * odd_pitch(lw[2] + 2 * r) : 0;
-  int64_t dys = 0;
-  for (int l = 1; l <= s.L; ++l) dys += 4 * lh[l] * lw[l];
+  const auto f = plane_image_floats(s, t.vy, sh);
   const int64_t wf = int64_t(s.k) * s.k * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1) / 32;
-  return (2 * xs + 2 * l1 + 2 * l2 + dys + wf + red) * t.planes;
+  return round4(2 * f.xs + 2 * f.ys + f.levels + wf + red) * t.planes;
 }
 TileSpace bwd_plane_space(const OpSpec&) {
   return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},

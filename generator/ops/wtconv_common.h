@@ -63,6 +63,24 @@ inline std::optional<std::string> reject_smem(int64_t bytes, const DeviceLimits&
 }
 
 // ---- plane-resident kernels: forward and backward differ only in their shared-memory layout ---------
+// Plane images (templates/wtconv/plane_common.cuh, PlaneImages): the input plane rounded up to a multiple of
+// 4 floats, and one 4-subband image per level, each with a zero halo R and vy spare rows.
+struct PlaneImageFloats {
+  int64_t xs = 0, ys = 0, levels = 0;  // one input-size image, all level images, the coefficient stack
+};
+inline PlaneImageFloats plane_image_floats(const OpSpec& s, int vy, const Shape& sh) {
+  const int r = R(s);
+  const auto lh = level_sizes(sh.H, s.L), lw = level_sizes(sh.W, s.L);
+  PlaneImageFloats f;
+  f.xs = ((sh.H + 2 * r + vy) * odd_pitch(sh.W + 2 * r) + 3) & ~int64_t(3);
+  for (int l = 1; l <= s.L; ++l) {
+    f.ys += 4 * (lh[l] + 2 * r + vy) * odd_pitch(lw[l] + 2 * r);
+    f.levels += 4 * lh[l] * lw[l];
+  }
+  return f;
+}
+inline int64_t round4(int64_t n) { return (n + 3) & ~int64_t(3); }
+
 using PlaneSmemFloats = int64_t (*)(const OpSpec&, const Tile&, const Shape&);
 
 inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile& t, const DeviceLimits& d,

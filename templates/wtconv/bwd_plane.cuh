@@ -4,9 +4,10 @@
 //   (analysis is the transpose of synthesis); Y_l = Haar(pad(X_{l-1})) recomputed from X;
 //   dY_l = dw^T(dZ_l, W~_l);  dW~_l = corr(Y_l, dZ_l);  dX = dw^T(G, W~0) + Synth-chain(dY_l)
 //   (the closed form of Eq. 7 again, folded coarse to fine);  dW~0 = corr(X, G);  db~ = sum G.
-// Shared memory per plane (fp32): xs, gs (H+2R+vy) x odd_pitch(W+2R); ya, da level-1 images; yb, db level-2
-// images (4 subbands each, zero halo R, vy spare rows); dys sum_l 4 h_l w_l; wf flipped taps
-// k*k*(1+4L); red: the db~ warp sums.
+// Shared memory per plane (fp32): xs, gs (H+2R+vy) x odd_pitch(W+2R), each rounded up to a multiple of 4
+// floats; ys, dzs: per level l = 1..L, 4 subbands of (h_l+2R+vy) x odd_pitch(w_l+2R) (Y_l and dZ_l; zero
+// halos R and vy spare rows, zeroed once: phases write interiors); dys sum_l 4 h_l w_l; wf flipped taps
+// k*k*(1+4L); red: the db~ warp sums (per_plane rounded up to a multiple of 4).
 #pragma once
 #include "wtconv/bwd_common.cuh"
 #include "wtconv/plane_common.cuh"
@@ -19,7 +20,7 @@ struct BwdPlaneLayout : PlaneImages<Cfg> {
   __device__ explicit BwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
     wf_size = Cfg::k * Cfg::k * (1 + 4 * Cfg::L);
     red_size = Cfg::threads / Cfg::planes / 32;  // one warp sum each (ordered_sum)
-    per_plane = 2 * this->xs_size + 2 * this->l1_size + 2 * this->l2_size + this->levels_size + wf_size + red_size;
+    per_plane = (2 * this->xs_size + 2 * this->ys_size + this->levels_size + wf_size + red_size + 3) & ~3;
   }
 };
 
@@ -29,7 +30,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   constexpr int K = Cfg::k, R = Cfg::R, V = Cfg::vy, KK = K * K;
   using G = PlaneGroup<Cfg>;
   constexpr int GT = G::kThreads;
-  extern __shared__ float smem[];
+  extern __shared__ float4 smem4[];
   const G g;
   const BwdPlaneLayout<Cfg> lay(p);
   const long long plane = (long long)blockIdx.x * Cfg::planes + g.q;
@@ -37,28 +38,40 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   const int c = (int)(plane % p.C);
   const int H = p.H, W = p.W, t = g.t;
 
-  float* xs = smem + g.q * lay.per_plane;
+  float* xs = reinterpret_cast<float*>(smem4) + g.q * lay.per_plane;
   float* gs = xs + lay.xs_size;
-  float* ya = gs + lay.xs_size;
-  float* da = ya + lay.l1_size;
-  float* yb = da + lay.l1_size;
-  float* db = yb + lay.l2_size;
-  float* dys = db + lay.l2_size;
+  float* ys = gs + lay.xs_size;   // Y_1 | ... | Y_L
+  float* dzs = ys + lay.ys_size;  // dZ_1 | ... | dZ_L
+  float* dys = dzs + lay.ys_size;
   float* wf = dys + lay.levels_size;  // flipped [W~0 | W~_1 (4 subbands) | ...]
   float* red = wf + lay.wf_size;
 
-  // 1. One round trip: X and the scattered dOut (zero halos), and every tap, flipped.
+  // 1. Zero every halo, then one round trip: the interiors of X and of the scattered dOut G (zeros
+  // between dOut's samples for stride > 1), and every tap, flipped.
+  zero_floats<GT>(t, xs, 2 * lay.xs_size + 2 * lay.ys_size);
+  g.sync();
   {
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
     const T* __restrict__ go = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
-    float* const dst[] = {xs, gs};
-    stage_plane<GT, R>(t, dst, lay.xs_size, lay.xs_pitch, H, W, [&](int n, int y, int xx) {
-      return n == 0 ? ldg_f32(x + act_yx(p.x_st, y, xx)) : g_full(go, y, xx, H, W, p.stride, p.g_st);
-    });
+    const int Ho = p.H_out, Wo = p.W_out, S = p.stride;
+    const bool fits = plane_fits32(p.x_st, H, W) && plane_fits32(p.g_st, Ho, Wo);
+    if (S == 1 && fits) {
+      stage_act<GT, R>(t, xs, gs, lay.xs_pitch, H, W, x, off32(p.x_st), go, off32(p.g_st));
+    } else if (S == 1) {
+      stage_act<GT, R>(t, xs, gs, lay.xs_pitch, H, W, x, off64(p.x_st), go, off64(p.g_st));
+    } else {  // G holds dOut at multiples of the stride (zero between)
+      stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off64(p.x_st));
+      stage_act<GT, R>(t, gs, lay.xs_pitch, Ho, Wo, S, go, off64(p.g_st));
+    }
     for (int r = t; r < KK; r += GT) wf[r] = __ldg(p.wfold + fold_base_w(c, KK) + KK - 1 - r);
-    for (int r = t; r < 4 * KK * Cfg::L; r += GT) {  // every level's taps in one pass
-      const int ls = r / KK, q = r - ls * KK, l = 1 + ls / 4, s = ls % 4;
-      wf[KK + r] = __ldg(p.wfold + fold_level_w(p.C, l, c, s, KK) + KK - 1 - q);
+#pragma unroll 1
+    for (int l = 1; l <= Cfg::L; ++l) {  // level l's 4 subbands are contiguous in the folded buffer
+      const float* src = p.wfold + fold_level_w(p.C, l, c, 0, KK);
+      float* d = wf + KK + (l - 1) * 4 * KK;
+      for (int r = t; r < 4 * KK; r += GT) {
+        const int s = r / KK;
+        d[r] = __ldg(src + s * KK + (KK - 1) - (r - s * KK));
+      }
     }
   }
   g.sync();
@@ -78,38 +91,38 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   } else {
     const PlaneSubgroup<GA> ga{t, kBWarps > 0 ? 1 + Cfg::planes + g.q : 1 + g.q};
 
-    // 2. Levels, fine to coarse: both Haar chains, the transposed conv, and the level's wgrad.
-    int zoff = 0;
+    // 2. Both Haar chains, fine to coarse, each level into its own images: Y_l = Haar(LL of Y_{l-1}),
+    // dZ_l = Haar(LL of dZ_{l-1}) (analysis is the transpose of synthesis; level 0 is X and G).
+    {
+      const float* sx = xs + R * lay.xs_pitch + R;
+      const float* sg = gs + R * lay.xs_pitch + R;
+      int spitch = lay.xs_pitch, hin = H, win = W, off = 0;
+#pragma unroll 1
+      for (int l = 1; l <= Cfg::L; ++l) {
+        const LevelImage<Cfg> li(p, l);
+        const float* const src[] = {sx, sg};
+        float* const dst[] = {ys + off, dzs + off};
+        haar_level<GA, R>(t, src, spitch, hin, win, dst, li.pitch, li.img, li.h, li.w);
+        ga.sync();
+        sx = ys + off + R * li.pitch + R;
+        sg = dzs + off + R * li.pitch + R;
+        spitch = li.pitch, hin = li.h, win = li.w;
+        off += 4 * li.img;
+      }
+    }
+
+    // Per level (no barrier between levels: disjoint outputs): dY_l = dw^T(dZ_l, W~_l), and
+    // dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j]. Each level's conv items start at the
+    // warp after the previous level's last (as in the forward), and its wgrad rows at the warp after that.
+    int zoff = 0, off = 0, first = 0;
 #pragma unroll 1
     for (int l = 1; l <= Cfg::L; ++l) {
-      const int h = p.lh[l], w = p.lw[l], hin = p.lh[l - 1], win = p.lw[l - 1];
-      const int pitch = odd_pitch(w + 2 * R), img = (h + 2 * R + V) * pitch;
-      const int spitch = (l == 1) ? lay.xs_pitch : odd_pitch(win + 2 * R);
-      const float* sx = ((l == 1) ? xs : ((l & 1) ? yb : ya)) + R * spitch + R;
-      const float* sg = ((l == 1) ? gs : ((l & 1) ? db : da)) + R * spitch + R;
-      float* dy_img = (l & 1) ? ya : yb;
-      float* dz_img = (l & 1) ? da : db;
-      const FastDiv fp(pitch);
-      for (int r = t; r < img; r += GA) {
-        const int i = fp.div(r) - R, j = r - (i + R) * pitch - R;
-        float y[4] = {0.f, 0.f, 0.f, 0.f}, dz[4] = {0.f, 0.f, 0.f, 0.f};
-        if (i >= 0 && i < h && j >= 0 && j < w) {
-          const int i0 = 2 * i, j0 = 2 * j, o = i0 * spitch + j0;
-          const bool r1 = i0 + 1 < hin, c1 = j0 + 1 < win;
-          haar4(sx[o], c1 ? sx[o + 1] : 0.f, r1 ? sx[o + spitch] : 0.f, (r1 && c1) ? sx[o + spitch + 1] : 0.f, y);
-          haar4(sg[o], c1 ? sg[o + 1] : 0.f, r1 ? sg[o + spitch] : 0.f, (r1 && c1) ? sg[o + spitch + 1] : 0.f, dz);
-        }
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          dy_img[s * img + r] = y[s];
-          dz_img[s * img + r] = dz[s];
-        }
-      }
-      ga.sync();
-      // dY_l = dw^T(dZ_l, W~_l) over the level (dZ is zero outside it).
+      const LevelImage<Cfg> li(p, l);
+      const int h = li.h, w = li.w, pitch = li.pitch, img = li.img;
+      const float* dz_img = dzs + off;
       const int strips = ceil_div(h, V), per_s = strips * w;
       const FastDiv fs(per_s), fw(w);
-      for (int e = t; e < 4 * per_s; e += GA) {
+      for (int e = (t - first + GA) % GA; e < 4 * per_s; e += GA) {
         const int s = fs.div(e), r2 = e - s * per_s, si = fw.div(r2), j = r2 - si * w, i0 = si * V;
         float acc[V];
 #pragma unroll
@@ -120,10 +133,12 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
         for (int v = 0; v < V; ++v)
           if (i0 + v < h) d[(i0 + v) * w + j] = acc[v];
       }
-      // dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j]
       float* part = p.partial + p.part_off[l] + plane * (4 * KK);
-      wgrad_sets<K, true>(t, GA, dy_img, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4, part);
+      first = (first + ((4 * per_s + 31) & ~31)) % GA;
+      wgrad_sets<K, true>((t - first + GA) % GA, GA, ys + off, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4,
+                          part);
       zoff += 4 * h * w;
+      off += 4 * img;
     }
     ga.sync();
 
@@ -135,6 +150,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   // 4. dX = dw^T(G, W~0) + level-1 synthesis of dY; then (unless the split warps did it) the base wgrad
   // dW~0 = corr(X, G), and db~ = sum G.
   T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
+  const PlaneAddr da(p.out_st, H, W);
   const int strips = ceil_div(H, V);
   const FastDiv fwd(W);
   for (int e = t; e < strips * W; e += GT) {
@@ -153,7 +169,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
         const float sy = (y & 1) ? -1.f : 1.f, sx = (x0 & 1) ? -1.f : 1.f;
         acc[v] += 0.5f * (z[0] + sy * z[hw1] + sx * z[2 * hw1] + sy * sx * z[3 * hw1]);
       }
-      dx[act_yx(p.out_st, y, x0)] = from_f32<T>(acc[v]);
+      dx[da.at(y, x0)] = from_f32<T>(acc[v]);
     }
   }
   if (kBWarps == 0)

@@ -4,10 +4,11 @@
 // behind Eq. 7), and writes out = dw(X, W~0) + b~ + R_1 once: the 2N device-traffic floor.
 //
 // Shared memory per plane (fp32; every image the conv reads has a zero halo of R, plus vy spare rows
-// so a strip of vy outputs never reads past it):
-//   xs (H+2R+vy) x (W+2R)        input plane          ya 4 x (h1+2R+vy) x (w1+2R)   odd levels
-//   yb 4 x (h2+2R+vy) x (w2+2R)  even levels (L>=2)   zs sum_l 4 h_l w_l            Z_l
-//   ws k*k + 1 + 4*k*k*L         W~0, b~, W~_1..L
+// so a strip of vy outputs never reads past it; the halos are zeroed once, phases write interiors):
+//   xs (H+2R+vy) x odd_pitch(W+2R)      input plane, rounded up to a multiple of 4 floats
+//   ys 4 x (h_l+2R+vy) x odd_pitch(w_l+2R) for l = 1..L    Y_l, one image per level
+//   zs sum_l 4 h_l w_l                  Z_l
+//   ws k*k + 1 + 4*k*k*L                W~0, b~, W~_1..L     (per_plane rounded up to a multiple of 4)
 #pragma once
 #include "wtconv/plane_common.cuh"
 
@@ -18,7 +19,7 @@ struct FwdPlaneLayout : PlaneImages<Cfg> {
   int ws_size, per_plane;
   __device__ explicit FwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
     ws_size = Cfg::k * Cfg::k * (1 + 4 * Cfg::L) + 1;
-    per_plane = this->xs_size + this->l1_size + this->l2_size + this->levels_size + ws_size;
+    per_plane = (this->xs_size + this->ys_size + this->levels_size + ws_size + 3) & ~3;
   }
 };
 
@@ -28,7 +29,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   constexpr int K = Cfg::k, R = Cfg::R, V = Cfg::vy, KK = K * K;
   using G = PlaneGroup<Cfg>;
   constexpr int GT = G::kThreads;
-  extern __shared__ float smem[];
+  extern __shared__ float4 smem4[];
   const G g;
   const FwdPlaneLayout<Cfg> lay(p);
   const long long plane = (long long)blockIdx.x * Cfg::planes + g.q;
@@ -36,75 +37,85 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   const int c = (int)(plane % p.C);
   const int H = p.H, W = p.W, t = g.t;
 
-  float* xs = smem + g.q * lay.per_plane;
-  float* ya = xs + lay.xs_size;
-  float* yb = ya + lay.l1_size;
-  float* zs = yb + lay.l2_size;
+  float* xs = reinterpret_cast<float*>(smem4) + g.q * lay.per_plane;
+  float* ys = xs + lay.xs_size;  // Y_1 | Y_2 | ... | Y_L
+  float* zs = ys + lay.ys_size;
   float* ws = zs + lay.levels_size;  // [W~0 | b~ | W~_1 | ... | W~_L]
 
-  // 1. Every global read up front, in one round trip: the plane (with its zero halo) and all taps.
+  // 1. Zero every halo, then every global read in one round trip: the plane's interior and all taps.
+  zero_floats<GT>(t, xs, lay.xs_size + lay.ys_size);
+  g.sync();
   {
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
-    float* const dst[] = {xs};
-    stage_plane<GT, R>(t, dst, lay.xs_size, lay.xs_pitch, H, W,
-                       [&](int, int y, int xx) { return ldg_f32(x + act_yx(p.x_st, y, xx)); });
+    if (plane_fits32(p.x_st, H, W)) stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off32(p.x_st));
+    else stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off64(p.x_st));
     for (int r = t; r < KK; r += GT) ws[r] = __ldg(p.wfold + fold_base_w(c, KK) + r);
     if (t == 0) ws[KK] = __ldg(p.wfold + fold_bias(p.C, c, KK));
-    // Every level's taps in one pass (level l, subband s are contiguous in the folded buffer).
-    for (int r = t; r < 4 * KK * Cfg::L; r += GT) {
-      const int ls = r / (4 * KK), q = r - ls * 4 * KK;
-      ws[KK + 1 + r] = __ldg(p.wfold + fold_level_w(p.C, 1 + ls, c, 0, KK) + q);
+#pragma unroll 1
+    for (int l = 1; l <= Cfg::L; ++l) {  // level l's 4 subbands are contiguous in the folded buffer
+      const float* src = p.wfold + fold_level_w(p.C, l, c, 0, KK);
+      float* d = ws + KK + 1 + (l - 1) * 4 * KK;
+      for (int r = t; r < 4 * KK; r += GT) d[r] = __ldg(src + r);
     }
   }
   g.sync();
 
-  // 2. Levels: Y_l = Haar(previous low band) into a zero-haloed image, then Z_l = conv(Y_l, W~_l).
-  int zoff = 0;
+  // 2. Haar chain, fine to coarse: Y_l = Haar(LL of level l-1), each level into its own image.
+  {
+    const float* src = xs + R * lay.xs_pitch + R;
+    int spitch = lay.xs_pitch, hin = H, win = W;
+    float* y = ys;
 #pragma unroll 1
-  for (int l = 1; l <= Cfg::L; ++l) {
-    const int h = p.lh[l], w = p.lw[l], hin = p.lh[l - 1], win = p.lw[l - 1];
-    const int pitch = odd_pitch(w + 2 * R), img = (h + 2 * R + V) * pitch;
-    const int spitch = (l == 1) ? lay.xs_pitch : odd_pitch(win + 2 * R);
-    const float* src = ((l == 1) ? xs : ((l & 1) ? yb : ya)) + R * spitch + R;  // LL of level l-1
-    float* dst = (l & 1) ? ya : yb;
-    const FastDiv fp(pitch);
-    for (int r = t; r < img; r += GT) {
-      const int i = fp.div(r) - R, j = r - (i + R) * pitch - R;
-      float y[4] = {0.f, 0.f, 0.f, 0.f};
-      if (i >= 0 && i < h && j >= 0 && j < w) {
-        const int i0 = 2 * i, j0 = 2 * j;
-        const bool r1 = i0 + 1 < hin, c1 = j0 + 1 < win;  // odd sizes: zero-pad bottom/right
-        const float* s0 = src + i0 * spitch + j0;
-        haar4(s0[0], c1 ? s0[1] : 0.f, r1 ? s0[spitch] : 0.f, (r1 && c1) ? s0[spitch + 1] : 0.f, y);
-      }
-#pragma unroll
-      for (int s = 0; s < 4; ++s) dst[s * img + r] = y[s];
+    for (int l = 1; l <= Cfg::L; ++l) {
+      const LevelImage<Cfg> li(p, l);
+      const float* const s1[] = {src};
+      float* const d1[] = {y};
+      haar_level<GT, R>(t, s1, spitch, hin, win, d1, li.pitch, li.img, li.h, li.w);
+      g.sync();
+      src = y + R * li.pitch + R;
+      spitch = li.pitch, hin = li.h, win = li.w;
+      y += 4 * li.img;
     }
-    g.sync();
-    const int strips = ceil_div(h, V), per_s = strips * w;
-    const FastDiv fs(per_s), fw(w);
-    for (int e = t; e < 4 * per_s; e += GT) {
-      const int s = fs.div(e), r2 = e - s * per_s;
-      const int si = fw.div(r2), j = r2 - si * w, i0 = si * V;
-      float acc[V];
-#pragma unroll
-      for (int v = 0; v < V; ++v) acc[v] = 0.f;
-      conv_strip<K, V>(dst + s * img + i0 * pitch + j, pitch, ws + KK + 1 + (l - 1) * 4 * KK + s * KK, acc);
-      float* z = zs + zoff + s * h * w;
-#pragma unroll
-      for (int v = 0; v < V; ++v)
-        if (i0 + v < h) z[(i0 + v) * w + j] = acc[v];
-    }
-    zoff += 4 * h * w;
-    g.sync();
   }
 
-  // 3. Synthesis, coarse to fine (plane_fold_levels).
+  // 3. Z_l = conv(Y_l, W~_l) for every level and subband. No barrier between levels (disjoint outputs),
+  // and each level's items start at the warp after the previous level's last, so the small levels
+  // fill the big one's idle warps instead of all landing on the first.
+  int zoff = 0;
+  {
+    const float* y = ys;
+    int first = 0;  // the warp-aligned thread that takes a level's item 0
+#pragma unroll 1
+    for (int l = 1; l <= Cfg::L; ++l) {
+      const LevelImage<Cfg> li(p, l);
+      const int h = li.h, w = li.w, strips = ceil_div(h, V), per_s = strips * w;
+      const FastDiv fs(per_s), fw(w);
+      for (int e = (t - first + GT) % GT; e < 4 * per_s; e += GT) {
+        const int s = fs.div(e), r2 = e - s * per_s;
+        const int si = fw.div(r2), j = r2 - si * w, i0 = si * V;
+        float acc[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[v] = 0.f;
+        conv_strip<K, V>(y + s * li.img + i0 * li.pitch + j, li.pitch, ws + KK + 1 + (l - 1) * 4 * KK + s * KK, acc);
+        float* z = zs + zoff + s * h * w;
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+          if (i0 + v < h) z[(i0 + v) * w + j] = acc[v];
+      }
+      zoff += 4 * h * w;
+      y += 4 * li.img;
+      first = (first + ((4 * per_s + 31) & ~31)) % GT;
+    }
+  }
+  g.sync();
+
+  // 4. Synthesis, coarse to fine (plane_fold_levels).
   plane_fold_levels<Cfg::L>(g, zs, zoff, p.lh, p.lw);
 
-  // 4. out = dw(X, W~0) + b~ + level-1 synthesis (Eq. 7, l = 1), subsampled by the stride.
+  // 5. out = dw(X, W~0) + b~ + level-1 synthesis (Eq. 7, l = 1), subsampled by the stride.
   T* __restrict__ out = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
   const int S = p.stride, Ho = p.H_out, Wo = p.W_out;
+  const PlaneAddr oa(p.out_st, Ho, Wo);
   const int strips = ceil_div(Ho, V);
   const float bias = ws[KK];
   const FastDiv fwo(Wo);
@@ -137,7 +148,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
         const float sy = (y & 1) ? -1.f : 1.f, sx = (xx & 1) ? -1.f : 1.f;
         acc[v] += 0.5f * (z[0] + sy * z[hw1] + sx * z[2 * hw1] + sy * sx * z[3 * hw1]);
       }
-      out[act_yx(p.out_st, oy, ox)] = from_f32<T>(acc[v]);
+      out[oa.at(oy, ox)] = from_f32<T>(acc[v]);
     }
   }
 }

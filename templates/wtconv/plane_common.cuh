@@ -37,20 +37,33 @@ struct PlaneSubgroup {
   __device__ __forceinline__ void sync() const { group_barrier<N>(id); }
 };
 
-// Sizes (floats) of one plane's zero-haloed images, shared by the forward and backward layouts: the
-// input plane (H+2R+vy) x (W+2R), one level-1 and one level-2 subband image (4 subbands each; odd and
-// even levels reuse them), and the stack of every level's coefficients (sum_l 4 h_l w_l).
+// One zero-haloed image per level l = 1..L (4 subbands of (h_l+2R+vy) x odd_pitch(w_l+2R) each): the
+// pitch and subband stride of level l. Every level has its own images, so their halos are zeroed once
+// per plane and the phases write interiors only.
+template <class Cfg>
+struct LevelImage {
+  int h, w, pitch, img;  // level extent, row pitch, one subband's size (floats)
+  __device__ LevelImage(const WTConvParams& p, int l)
+      : h(p.lh[l]), w(p.lw[l]), pitch(odd_pitch(p.lw[l] + 2 * Cfg::R)),
+        img((p.lh[l] + 2 * Cfg::R + Cfg::vy) * odd_pitch(p.lw[l] + 2 * Cfg::R)) {}
+};
+
+// Sizes (floats) of one plane's images, shared by the forward and backward layouts: the input plane
+// (H+2R+vy) x odd_pitch(W+2R) rounded up to a multiple of 4 (float4 zeroing), every level's image
+// (ys_size = sum_l 4 img_l), and the stack of every level's coefficients (sum_l 4 h_l w_l).
 template <class Cfg>
 struct PlaneImages {
   static constexpr int R = Cfg::R, K = Cfg::k, V = Cfg::vy;
-  int xs_pitch, xs_size, l1_size, l2_size, levels_size;
+  int xs_pitch, xs_size, ys_size, levels_size;
   __device__ explicit PlaneImages(const WTConvParams& p) {
     xs_pitch = odd_pitch(p.W + 2 * R);
-    xs_size = (p.H + 2 * R + V) * xs_pitch;
-    l1_size = Cfg::L >= 1 ? 4 * (p.lh[1] + 2 * R + V) * odd_pitch(p.lw[1] + 2 * R) : 0;
-    l2_size = Cfg::L >= 2 ? 4 * (p.lh[2] + 2 * R + V) * odd_pitch(p.lw[2] + 2 * R) : 0;
+    xs_size = ((p.H + 2 * R + V) * xs_pitch + 3) & ~3;
+    ys_size = 0;
     levels_size = 0;
-    for (int l = 1; l <= Cfg::L; ++l) levels_size += 4 * p.lh[l] * p.lw[l];
+    for (int l = 1; l <= Cfg::L; ++l) {
+      ys_size += 4 * LevelImage<Cfg>(p, l).img;
+      levels_size += 4 * p.lh[l] * p.lw[l];
+    }
   }
 };
 
@@ -62,28 +75,100 @@ struct FastDiv {
   __device__ __forceinline__ int div(int r) const { return __float2int_rz(((float)r + 0.5f) * inv); }
 };
 
-// Stages N zero-haloed H x W images of one plane: dst[n][r] for r < size (row pitch `pitch`, halo R)
-// gets load(n, y, x), element (y, x) of image n, inside the image and zero in the halo. GT threads,
-// this one t; kPlaneLoadUnroll loads per image stay in flight per thread: the phase is latency-bound.
+// Zeroes n floats from p (16-byte aligned, n a multiple of 4) with GT threads: every halo and spare row
+// of a plane's images at once, before any phase writes an interior.
+template <int GT>
+__device__ __forceinline__ void zero_floats(int t, float* p, int n) {
+  float4* q = reinterpret_cast<float4*>(p);
+  for (int i = t; i < n / 4; i += GT) q[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// Element offsets y*st[2] + x*st[3] within one plane of a strided activation, in 32 bits where the
+// plane's span allows it (every realistic tensor, NCHW or channels_last), else in 64.
+struct PlaneOff32 {
+  int sy, sx;
+  __device__ __forceinline__ int at(int y, int x) const { return y * sy + x * sx; }
+};
+struct PlaneOff64 {
+  long long sy, sx;
+  __device__ __forceinline__ long long at(int y, int x) const { return y * sy + x * sx; }
+};
+__device__ __forceinline__ bool plane_fits32(const long long (&st)[4], int h, int w) {
+  return (h - 1) * st[2] + (w - 1) * st[3] < (1LL << 31);
+}
+// For stores (no latency to hide): one select per offset instead of a second copy of the loop.
+struct PlaneAddr {
+  long long sy, sx;
+  bool fits32;
+  __device__ PlaneAddr(const long long (&st)[4], int h, int w) : sy(st[2]), sx(st[3]), fits32(plane_fits32(st, h, w)) {}
+  __device__ __forceinline__ long long at(int y, int x) const {
+    return fits32 ? (long long)(y * (int)sy + x * (int)sx) : y * sy + x * sx;
+  }
+};
+
+// Stages the interiors of N plane images: dst[n][(i*S+R)*pitch + j*S+R] = load(n, i, j) for i < h,
+// j < w (the halos and, for S > 1, the positions between are zero already). GT threads, this one t.
+// kPlaneLoadUnroll x N loads stay in flight per thread (the phase is latency-bound): past the end a
+// thread re-reads the last element instead of branching, and only the stores are guarded.
 template <int GT, int R, int N, class Load>
-__device__ __forceinline__ void stage_plane(int t, float* const (&dst)[N], int size, int pitch, int H, int W, Load load) {
+__device__ __forceinline__ void stage_plane(int t, float* const (&dst)[N], int pitch, int h, int w, int S, Load load) {
   constexpr int U = kPlaneLoadUnroll;
-  const FastDiv fp(pitch);
-  for (int r0 = t; r0 < size; r0 += U * GT) {
+  const FastDiv fw(w);
+  const int n = h * w;
+  for (int r0 = t; r0 < n; r0 += U * GT) {
     float v[U][N];
+    int o[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int r = r0 + u * GT, i = fp.div(r), y = i - R, xx = r - i * pitch - R;
-      const bool in = r < size && y >= 0 && y < H && xx >= 0 && xx < W;
+      const int r = min(r0 + u * GT, n - 1), i = fw.div(r), j = r - i * w;
+      o[u] = (i * S + R) * pitch + j * S + R;
 #pragma unroll
-      for (int n = 0; n < N; ++n) v[u][n] = in ? load(n, y, xx) : 0.f;
+      for (int k = 0; k < N; ++k) v[u][k] = load(k, i, j);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (r0 + u * GT < size) {
+      if (r0 + u * GT < n) {
 #pragma unroll
-        for (int n = 0; n < N; ++n) dst[n][r0 + u * GT] = v[u][n];
+        for (int k = 0; k < N; ++k) dst[k][o[u]] = v[u][k];
       }
+  }
+}
+
+// stage_plane for activations of type T: one plane a (offsets oa), or two planes a, b of the same
+// extents (stride 1). Off is PlaneOff32 or PlaneOff64 (the caller tests plane_fits32 once).
+template <int GT, int R, class T, class Off>
+__device__ __forceinline__ void stage_act(int t, float* d, int pitch, int h, int w, int S, const T* a, Off oa) {
+  float* const dst[] = {d};
+  stage_plane<GT, R>(t, dst, pitch, h, w, S, [&](int, int y, int x) { return ldg_f32(a + oa.at(y, x)); });
+}
+template <int GT, int R, class T, class Off>
+__device__ __forceinline__ void stage_act(int t, float* da, float* db, int pitch, int h, int w, const T* a, Off oa,
+                                          const T* b, Off ob) {
+  float* const dst[] = {da, db};
+  stage_plane<GT, R>(t, dst, pitch, h, w, 1,
+                     [&](int n, int y, int x) { return n == 0 ? ldg_f32(a + oa.at(y, x)) : ldg_f32(b + ob.at(y, x)); });
+}
+__device__ __forceinline__ PlaneOff32 off32(const long long (&st)[4]) { return {(int)st[2], (int)st[3]}; }
+__device__ __forceinline__ PlaneOff64 off64(const long long (&st)[4]) { return {st[2], st[3]}; }
+
+// One Haar analysis level of N chains: the 4 subbands of level l (interior of dst[n], LevelImage d)
+// from the low band of level l-1 (src[n] points at its interior origin, row pitch spitch, extent hin x
+// win). Odd extents read the zero halo past the low band (zero padding); with R = 0 there is none.
+template <int GT, int R, int N>
+__device__ __forceinline__ void haar_level(int t, const float* const (&src)[N], int spitch, int hin, int win,
+                                           float* const (&dst)[N], int pitch, int img, int h, int w) {
+  const FastDiv fw(w);
+  for (int r = t; r < h * w; r += GT) {
+    const int i = fw.div(r), j = r - i * w, o = 2 * i * spitch + 2 * j, d = (i + R) * pitch + j + R;
+    const bool r1 = R > 0 || 2 * i + 1 < hin, c1 = R > 0 || 2 * j + 1 < win;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float* s = src[k] + o;
+      float y[4];
+      haar4(s[0], c1 ? s[1] : 0.f, r1 ? s[spitch] : 0.f, (r1 && c1) ? s[spitch + 1] : 0.f, y);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) dst[k][q * img + d] = y[q];
+    }
   }
 }
 
