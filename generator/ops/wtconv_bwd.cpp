@@ -21,7 +21,7 @@ std::optional<std::string> bwd_plane_reject(const OpSpec& s, const Tile& t, cons
   return plane_reject_with(s, t, d, sh, bwd_plane_smem_floats);
 }
 Tile bwd_plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
-  return plane_default_with(s, sh, d, bwd_plane_smem_floats, 64 * 1024, true);
+  return plane_default_with(s, sh, d, bwd_plane_smem_floats, 80 * 1024, true);
 }
 LaunchGeometry bwd_plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   return plane_geometry_with(s, t, sh, bwd_plane_smem_floats);

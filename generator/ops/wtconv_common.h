@@ -104,7 +104,8 @@ inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile&
 // planes 4, and planes below 512 pixels one warp, alone in its block in the backward (its phases are
 // short, so independent small blocks hide each other's barriers best) and from 128 pixels on in the
 // forward. The backward wants fewer spare rows (vy) on smaller planes. Grouped planes fill a block of
-// up to 256 threads within budget_bytes of shared memory, so several blocks share an SM.
+// up to 256 threads within budget_bytes of shared memory (forward 48 KiB, backward 80 KiB: a 28x28
+// backward pair, 71 KiB, runs 12 % faster than single planes), so several blocks share an SM.
 inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLimits& d, PlaneSmemFloats smem_floats,
                                int64_t budget_bytes, bool backward) {
   const int64_t hw = sh.H * sh.W;
