@@ -379,6 +379,43 @@ TEST(DefaultTile, FitsTheShapeWheneverATileDoes) {
   EXPECT_GT(checked, plane_checked);
 }
 
+// The plan takes the plane path only where the default plane tile needs at most half a block's
+// maximum shared memory (two blocks per SM). So the default drops spare rows and skips grouping to stay
+// there whenever a single plane with one spare row would: the 56x56 k=7 L=3 backward on sm_90, and the
+// 28x28 k=5 L=4 backward on the 99 KiB archs, which an 80 KiB pair would push off the plane path.
+TEST(DefaultTile, PlaneDefaultStaysWithinHalfTheBlockWheneverOnePlaneCan) {
+  int checked = 0, capped = 0;
+  for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvBwdPlane})
+    for (int arch : {80, 86, 90})
+      for (int k : {1, 5, 7, 13, 31})
+        for (int L : {0, 3, 4, 5, 8})
+          for (const Shape& sh : {Shape{64, 96, 56, 56, 1}, Shape{64, 192, 28, 28, 1}, Shape{8, 16, 40, 40, 1},
+                                  Shape{64, 384, 14, 14, 1}, Shape{2, 3, 57, 31, 2}}) {
+            const OpSpec s = spec_of(kn, DType::kBF16, k, L, true, arch);
+            const DeviceLimits lim = DeviceLimits::for_arch(arch);
+            const Tile t = default_tile(s, sh, lim);
+            const Tile one{0, 0, 1, 1, t.threads / t.planes};
+            const unsigned cap = unsigned(lim.max_smem_per_block / 2);
+            SCOPED_TRACE(s.to_string() + " " + sh.to_string() + " -> " + t.to_string());
+            if (launch_geometry(s, one, sh).smem_bytes > cap) continue;
+            EXPECT_LE(launch_geometry(s, t, sh).smem_bytes, cap);
+            ++checked;
+            capped += t.vy == 1 || t.planes == 1;
+          }
+  EXPECT_GT(checked, 100);
+  EXPECT_GT(capped, 0);
+  const Shape s56{64, 96, 56, 56, 1}, s28{64, 192, 28, 28, 1};
+  const Tile t56 = default_tile(spec_of(Kernel::kWTConvBwdPlane, DType::kBF16, 7, 3, true, 90), s56,
+                                DeviceLimits::for_arch(90));
+  EXPECT_EQ(t56.vy, 2) << t56.to_string();
+  const Tile t28 = default_tile(spec_of(Kernel::kWTConvBwdPlane, DType::kBF16, 5, 4, true, 86), s28,
+                                DeviceLimits::for_arch(86));
+  EXPECT_EQ(t28.planes, 1) << t28.to_string();
+  const Tile t28h = default_tile(spec_of(Kernel::kWTConvBwdPlane, DType::kBF16, 5, 4, true, 90), s28,
+                                 DeviceLimits::for_arch(90));
+  EXPECT_EQ(t28h.planes, 2) << t28h.to_string();  // the measured 28x28 pair on the H200
+}
+
 TEST(DefaultTile, PlanesOf256x256NeverFit) {
   // One 256x256 fp32 plane with its halo is over 256 KiB: more than any arch's block maximum.
   const Shape sh{1, 8, 256, 256, 1};

@@ -65,6 +65,7 @@ inline std::optional<std::string> reject_smem(int64_t bytes, const DeviceLimits&
 // ---- plane-resident kernels: forward and backward differ only in their shared-memory layout ---------
 // Plane images (templates/wtconv/plane_common.cuh, PlaneImages): the input plane rounded up to a multiple of
 // 4 floats, and one 4-subband image per level, each with a zero halo R and vy spare rows.
+inline int64_t round4(int64_t n) { return (n + 3) & ~int64_t(3); }
 struct PlaneImageFloats {
   int64_t xs = 0, ys = 0, levels = 0;  // one input-size image, all level images, the coefficient stack
 };
@@ -72,15 +73,13 @@ inline PlaneImageFloats plane_image_floats(const OpSpec& s, int vy, const Shape&
   const int r = R(s);
   const auto lh = level_sizes(sh.H, s.L), lw = level_sizes(sh.W, s.L);
   PlaneImageFloats f;
-  f.xs = ((sh.H + 2 * r + vy) * odd_pitch(sh.W + 2 * r) + 3) & ~int64_t(3);
+  f.xs = round4((sh.H + 2 * r + vy) * odd_pitch(sh.W + 2 * r));
   for (int l = 1; l <= s.L; ++l) {
     f.ys += 4 * (lh[l] + 2 * r + vy) * odd_pitch(lw[l] + 2 * r);
     f.levels += 4 * lh[l] * lw[l];
   }
   return f;
 }
-inline int64_t round4(int64_t n) { return (n + 3) & ~int64_t(3); }
-
 using PlaneSmemFloats = int64_t (*)(const OpSpec&, const Tile&, const Shape&);
 
 inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile& t, const DeviceLimits& d,
@@ -103,20 +102,21 @@ inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile&
 // section 6) over the WTConvNeXt-T planes: large planes want 8 (forward) or 16 (backward) warps each, mid
 // planes 4, and planes below 512 pixels one warp, alone in its block in the backward (its phases are
 // short, so independent small blocks hide each other's barriers best) and from 128 pixels on in the
-// forward. The backward wants fewer spare rows (vy) on smaller planes. Grouped planes fill a block of
-// up to 256 threads within budget_bytes of shared memory (forward 48 KiB, backward 80 KiB: a 28x28
-// backward pair, 71 KiB, runs 12 % faster than single planes), so several blocks share an SM.
+// forward. The backward wants fewer spare rows (vy) on smaller planes. Every block stays within half the
+// per-block shared memory (the plan takes the plane path only where two blocks share an SM): fewer
+// spare rows first, then grouped planes fill a block of up to 256 threads within budget_bytes (forward
+// 48 KiB, backward 80 KiB: a 28x28 backward pair, 71 KiB, took 353 us against 400 us for single planes).
 inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLimits& d, PlaneSmemFloats smem_floats,
                                int64_t budget_bytes, bool backward) {
-  const int64_t hw = sh.H * sh.W;
+  const int64_t hw = sh.H * sh.W, cap = d.max_smem_per_block / 2;
   const int warps = hw >= 2048 ? (backward ? 16 : 8) : hw >= 512 ? 4 : 1;
   const int vy = backward ? (hw >= 2048 ? 4 : sh.H >= 8 ? 2 : 1) : (sh.H >= 8 ? 4 : 2);
   Tile t{0, 0, 1, vy, 32 * warps};
-  // Fewer spare rows where one plane would not fit otherwise (large k on mid-size planes).
-  while (t.vy > 1 && smem_floats(s, t, sh) * 4 > d.max_smem_per_block) t.vy /= 2;
-  const int64_t one = smem_floats(s, t, sh) * 4;
+  // Fewer spare rows where a plane would not fit twice per SM otherwise (large k or L on mid-size planes).
+  while (t.vy > 1 && smem_floats(s, t, sh) * 4 > cap) t.vy /= 2;
+  const int64_t one = smem_floats(s, t, sh) * 4, budget = std::min(budget_bytes, cap);
   const bool group = !(warps == 1 && (backward || hw >= 128));
-  while (group && t.threads * 2 <= 256 && one * t.planes * 2 <= budget_bytes) {
+  while (group && t.threads * 2 <= 256 && one * t.planes * 2 <= budget) {
     t.planes *= 2;
     t.threads *= 2;
   }

@@ -59,7 +59,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       stage_act<GT, R>(t, xs, gs, lay.xs_pitch, H, W, x, off32(p.x_st), go, off32(p.g_st));
     } else if (S == 1) {
       stage_act<GT, R>(t, xs, gs, lay.xs_pitch, H, W, x, off64(p.x_st), go, off64(p.g_st));
-    } else {  // G holds dOut at multiples of the stride (zero between)
+    } else {  // G holds dOut at multiples of the stride (zero between); 64-bit offsets on this rare path
       stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off64(p.x_st));
       stage_act<GT, R>(t, gs, lay.xs_pitch, Ho, Wo, S, go, off64(p.g_st));
     }
@@ -113,7 +113,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
 
     // Per level (no barrier between levels: disjoint outputs): dY_l = dw^T(dZ_l, W~_l), and
     // dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j]. Each level's conv items start at the
-    // warp after the previous level's last (as in the forward), and its wgrad rows at the warp after that.
+    // warp after the previous level's last conv item (as in the forward); its wgrad rows start at the warp
+    // after its own last conv item, and so does the next level's conv.
     int zoff = 0, off = 0, first = 0;
 #pragma unroll 1
     for (int l = 1; l <= Cfg::L; ++l) {

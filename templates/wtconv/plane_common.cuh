@@ -75,8 +75,9 @@ struct FastDiv {
   __device__ __forceinline__ int div(int r) const { return __float2int_rz(((float)r + 0.5f) * inv); }
 };
 
-// Zeroes n floats from p (16-byte aligned, n a multiple of 4) with GT threads: every halo and spare row
-// of a plane's images at once, before any phase writes an interior.
+// Zeroes n floats from p (16-byte aligned, n a multiple of 4) with GT threads: a plane's whole images,
+// halos, spare rows and interiors, before any phase writes an interior. The backward's stride > 1
+// staging relies on the zero interior too (G is zero between dOut's samples).
 template <int GT>
 __device__ __forceinline__ void zero_floats(int t, float* p, int n) {
   float4* q = reinterpret_cast<float4*>(p);
@@ -135,7 +136,7 @@ __device__ __forceinline__ void stage_plane(int t, float* const (&dst)[N], int p
 }
 
 // stage_plane for activations of type T: one plane a (offsets oa), or two planes a, b of the same
-// extents (stride 1). Off is PlaneOff32 or PlaneOff64 (the caller tests plane_fits32 once).
+// extents (stride 1). Off is PlaneOff32 or PlaneOff64, chosen by the caller once per plane.
 template <int GT, int R, class T, class Off>
 __device__ __forceinline__ void stage_act(int t, float* d, int pitch, int h, int w, int S, const T* a, Off oa) {
   float* const dst[] = {d};
@@ -151,9 +152,10 @@ __device__ __forceinline__ void stage_act(int t, float* da, float* db, int pitch
 __device__ __forceinline__ PlaneOff32 off32(const long long (&st)[4]) { return {(int)st[2], (int)st[3]}; }
 __device__ __forceinline__ PlaneOff64 off64(const long long (&st)[4]) { return {st[2], st[3]}; }
 
-// One Haar analysis level of N chains: the 4 subbands of level l (interior of dst[n], LevelImage d)
-// from the low band of level l-1 (src[n] points at its interior origin, row pitch spitch, extent hin x
-// win). Odd extents read the zero halo past the low band (zero padding); with R = 0 there is none.
+// One Haar analysis level of N chains: the 4 subbands of a level (interiors of dst[n], subband stride
+// img, row pitch `pitch`, extent h x w) from the low band of the level above (src[n] points at its
+// interior origin, row pitch spitch, extent hin x win). Odd extents read the zero halo past the low
+// band (zero padding); with R = 0 there is none, so they test instead.
 template <int GT, int R, int N>
 __device__ __forceinline__ void haar_level(int t, const float* const (&src)[N], int spitch, int hin, int win,
                                            float* const (&dst)[N], int pitch, int img, int h, int w) {
