@@ -46,8 +46,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   float* wf = dys + lay.levels_size;  // flipped [W~0 | W~_1 (4 subbands) | ...]
   float* red = wf + lay.wf_size;
 
-  // 1. Zero every halo, then one round trip: the interiors of X and of the scattered dOut G (zeros
-  // between dOut's samples for stride > 1), and every tap, flipped.
+  // 1. Zero the images (halos included), then one round trip: the interiors of X and of the scattered
+  // dOut G (zeros between dOut's samples for stride > 1), and every tap, flipped.
   zero_floats<GT>(t, xs, 2 * lay.xs_size + 2 * lay.ys_size);
   g.sync();
   {

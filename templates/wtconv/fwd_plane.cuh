@@ -42,7 +42,8 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   float* zs = ys + lay.ys_size;
   float* ws = zs + lay.levels_size;  // [W~0 | b~ | W~_1 | ... | W~_L]
 
-  // 1. Zero every halo, then every global read in one round trip: the plane's interior and all taps.
+  // 1. Zero the images (halos included), then every global read in one round trip: the plane's interior
+  // and all taps.
   zero_floats<GT>(t, xs, lay.xs_size + lay.ys_size);
   g.sync();
   {
