@@ -20,7 +20,7 @@ struct BwdPlaneLayout : PlaneImages<Cfg> {
   __device__ explicit BwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
     wf_size = Cfg::k * Cfg::k * (1 + 4 * Cfg::L);
     red_size = Cfg::threads / Cfg::planes / 32;  // one warp sum each (ordered_sum)
-    per_plane = (2 * this->xs_size + 2 * this->ys_size + this->levels_size + wf_size + red_size + 3) & ~3;
+    per_plane = round4(2 * this->xs_size + 2 * this->ys_size + this->levels_size + wf_size + red_size);
   }
 };
 

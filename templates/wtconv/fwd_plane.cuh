@@ -19,7 +19,7 @@ struct FwdPlaneLayout : PlaneImages<Cfg> {
   int ws_size, per_plane;
   __device__ explicit FwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
     ws_size = Cfg::k * Cfg::k * (1 + 4 * Cfg::L) + 1;
-    per_plane = (this->xs_size + this->ys_size + this->levels_size + ws_size + 3) & ~3;
+    per_plane = round4(this->xs_size + this->ys_size + this->levels_size + ws_size);
   }
 };
 

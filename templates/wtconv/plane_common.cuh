@@ -48,6 +48,9 @@ struct LevelImage {
         img((p.lh[l] + 2 * Cfg::R + Cfg::vy) * odd_pitch(p.lw[l] + 2 * Cfg::R)) {}
 };
 
+// n rounded up to a multiple of 4 floats: 16-byte aligned plane regions and float4 zeroing.
+__device__ __forceinline__ int round4(int n) { return (n + 3) & ~3; }
+
 // Sizes (floats) of one plane's images, shared by the forward and backward layouts: the input plane
 // (H+2R+vy) x odd_pitch(W+2R) rounded up to a multiple of 4 (float4 zeroing), every level's image
 // (ys_size = sum_l 4 img_l), and the stack of every level's coefficients (sum_l 4 h_l w_l).
@@ -57,7 +60,7 @@ struct PlaneImages {
   int xs_pitch, xs_size, ys_size, levels_size;
   __device__ explicit PlaneImages(const WTConvParams& p) {
     xs_pitch = odd_pitch(p.W + 2 * R);
-    xs_size = ((p.H + 2 * R + V) * xs_pitch + 3) & ~3;
+    xs_size = round4((p.H + 2 * R + V) * xs_pitch);
     ys_size = 0;
     levels_size = 0;
     for (int l = 1; l <= Cfg::L; ++l) {
