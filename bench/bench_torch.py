@@ -54,6 +54,8 @@ ROWS = [
     ("fp16", 64, 96, 56, 5, True), ("fp16", 64, 192, 28, 4, True), ("fp16", 64, 384, 14, 3, True),
     ("fp16", 64, 768, 7, 2, True),
 ]
+# WTConvNeXt-T's layers, one per stage: (B, C, H=W, L); every block of a stage has the same shape.
+NET_LAYERS = [(64, 96, 56, 5), (64, 192, 28, 4), (64, 384, 14, 3), (64, 768, 7, 2)]
 MIB = 1 << 20
 
 
@@ -114,8 +116,7 @@ def prewarm(cli, arch):
         if cli is None:
             return None
     layers = [{"B": B, "C": C, "H": H, "W": H, "k": 5, "L": L, "stride": 1} for (_, B, C, H, L, _) in ROWS]
-    layers += [{"B": 64, "C": C, "H": H, "W": H, "k": 5, "L": L, "stride": 1}
-               for C, H, L in [(96, 56, 5), (192, 28, 4), (384, 14, 3), (768, 7, 2)]]
+    layers += [{"B": B, "C": C, "H": H, "W": H, "k": 5, "L": L, "stride": 1} for B, C, H, L in NET_LAYERS]
     # The layout transposes the layer runs around the plane kernels on channels_last maps are not part of a
     # layer's plan: named explicitly.
     manifest = {"dtypes": ["f32", "f16", "bf16"], "passes": ["fwd", "bwd"], "layers": layers,
@@ -209,7 +210,7 @@ def convnext(with_wtconv):
     import timm
     model = timm.create_model("convnext_tiny", pretrained=False)
     if with_wtconv:
-        for stage, L in zip(model.stages, (5, 4, 3, 2)):
+        for stage, (*_, L) in zip(model.stages, NET_LAYERS):
             for blk in stage.blocks:
                 C = blk.conv_dw.in_channels
                 blk.conv_dw = WTConv2d(C, C, 5, stride=1, bias=blk.conv_dw.bias is not None, wt_levels=L)
@@ -271,10 +272,6 @@ def profile_network(args, B=64):
         print(f"\n#### {name}, bf16 AMP, one step: {total:.2f} ms of kernels\n")
         print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=args.profile_rows, max_name_column_width=70))
         del model
-
-
-# WTConvNeXt-T's layers: (B, C, H=W, L); every block of a stage has the same shape.
-NET_LAYERS = [(64, 96, 56, 5), (64, 192, 28, 4), (64, 384, 14, 3), (64, 768, 7, 2)]
 
 
 def step_kernels_us(m, x, g, steps=10):
