@@ -23,7 +23,8 @@ Layout: the kernels read and write activations through their strides, so a dense
 The output is channels_last for a channels_last input, NCHW contiguous otherwise; dX has x's strides.
 The plane kernels read channels_last planes uncoalesced, so for channels_last maps of at least
 ``_TRANSPOSE_MIN_HW`` pixels the layer runs them on NCHW copies made by lkjit's coalesced layout
-transpose (lkjit::wtconv_transpose) and transposes the results back; ``LKJIT_TORCH_LAYOUT`` = auto
+transpose (lkjit::wtconv_transpose) and transposes the results back (the eager backward reuses the
+forward's copy of x); ``LKJIT_TORCH_LAYOUT`` = auto
 (that; the default) | strided (never transpose) | nchw (PyTorch copies, for comparison). Results are
 bit-identical whichever way.
 """
@@ -278,11 +279,13 @@ def _strides(t):
 
 # ---- the implementation (both paths) ---------------------------------------------------------------
 
-def _fwd_impl(x, params, L, layer_id, stride, where=_FWD):
+def _fwd_impl(x, params, L, layer_id, stride, where=_FWD, keep_nchw=None):
     """WTConv forward: out (B, C, ceil(H/stride), ceil(W/stride)) in x's dtype, channels_last when x is,
     else NCHW contiguous (x is read through its strides; copied only if not dense). ``params``: the flat
     list (fp32, the reference shapes); ``L``: the number of levels; layer_id names the module whose lkjit
-    layer (folded weights, workspace) runs it. Checks its arguments (the shape check once per shape set)."""
+    layer (folded weights, workspace) runs it. Checks its arguments (the shape check once per shape set).
+    keep_nchw: a list that gets the NCHW copy of x when the call transposes (_transposing), so that the
+    backward can run on it instead of transposing x again."""
     _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
     _check_params(x, params, L, where)
     _layout_mode()  # a bad LKJIT_TORCH_LAYOUT fails every call, whatever the input's layout
@@ -301,17 +304,21 @@ def _fwd_impl(x, params, L, layer_id, stride, where=_FWD):
         xn, on = _as_nchw(x, device, stream), torch.empty(out.shape, dtype=out.dtype, device=out.device)
         ent.layer.forward(xn.data_ptr(), on.data_ptr(), B, H, W, stream, None, None)
         _copy_layout(on, out, device, stream)
+        if keep_nchw is not None:
+            keep_nchw.append(xn)
         return out
     ent.layer.forward(x.data_ptr(), out.data_ptr(), B, H, W, stream, _strides(x), _strides(out))
     return out
 
 
-def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD):
+def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x_is_nchw_copy=False):
     """WTConv backward: [dX, then one gradient per entry of the flat parameter list]; dX in x's dtype, shape
     and strides (NCHW contiguous if x is not dense), parameter gradients fp32 in the parameters' shapes;
     deterministic. x and grad_out are read through their strides (copied only if not dense).
     check=False skips the argument checks (for arguments _fwd_impl checked: the autograd.Function's
-    saved tensors, whose shapes autograd keeps and whose in-place changes autograd refuses)."""
+    saved tensors, whose shapes autograd keeps and whose in-place changes autograd refuses).
+    x_is_nchw_copy: x is the forward's NCHW copy of a channels_last input (keep_nchw): the call runs as a
+    transposing one on it, and dX is channels_last."""
     if check:
         _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
         _check_params(x, params, L, where)
@@ -327,7 +334,8 @@ def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD):
     if not _dense(grad_out):  # e.g. the expanded gradient of out.sum()
         grad_out = grad_out.contiguous()
     params = [p.contiguous() for p in params]
-    dx = torch.empty_like(x)  # x is dense here: dx gets its strides
+    # x is dense here: dx gets its strides (a forward copy's: those of the channels_last original)
+    dx = torch.empty_like(x, memory_format=torch.channels_last) if x_is_nchw_copy else torch.empty_like(x)
     grads = [torch.empty_like(p) for p in params]
     if x.numel() == 0:
         dx.zero_()
@@ -341,7 +349,7 @@ def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD):
     _fold(st, ent, params, L, stream)
     gb = grads[2 + 2 * L].data_ptr() if has_bias else 0
     gw = ([g.data_ptr() for g in grads[2:2 + L]], [g.data_ptr() for g in grads[2 + L:2 + 2 * L]])
-    if _transposing(x):
+    if x_is_nchw_copy or _transposing(x):
         xn, gn = _as_nchw(x, device, stream), _as_nchw(grad_out, device, stream)
         dxn = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         ent.layer.backward(xn.data_ptr(), gn.data_ptr(), dxn.data_ptr(), grads[0].data_ptr(), gb,
@@ -363,9 +371,12 @@ class _WTConvFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, layer_id, stride, L, x, *params):
-        out = _fwd_impl(x, params, L, layer_id, stride)
-        ctx.layer_id, ctx.stride, ctx.L = layer_id, stride, L
-        ctx.save_for_backward(x, *params)
+        # A transposing forward keeps its NCHW copy of x, which the backward reads instead of x: one layout
+        # copy less per training step, and x itself need not stay alive.
+        keep = []
+        out = _fwd_impl(x, params, L, layer_id, stride, keep_nchw=keep)
+        ctx.layer_id, ctx.stride, ctx.L, ctx.x_is_nchw_copy = layer_id, stride, L, bool(keep)
+        ctx.save_for_backward(keep[0] if keep else x, *params)
         return out
 
     @staticmethod
@@ -374,7 +385,8 @@ class _WTConvFunction(torch.autograd.Function):
         x, *params = ctx.saved_tensors
         # The kernel computes every gradient at once, so needs_input_grad saves nothing; autograd drops
         # the gradients of inputs that do not require one.
-        grads = _bwd_impl(grad_out, x, params, ctx.L, ctx.layer_id, ctx.stride, check=False)
+        grads = _bwd_impl(grad_out, x, params, ctx.L, ctx.layer_id, ctx.stride, check=False,
+                          x_is_nchw_copy=ctx.x_is_nchw_copy)
         return (None, None, None, *grads)
 
 

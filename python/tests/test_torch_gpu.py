@@ -330,8 +330,9 @@ def _count_transposes(monkeypatch):
                                       ((1, 6, 10, 12, 3, 2, 2, False), F16)])
 def test_layout_auto_transposes_channels_last_maps(shape, dt, monkeypatch):
     """LKJIT_TORCH_LAYOUT=auto (the default): channels_last maps of >= 100 pixels run on lkjit-transposed
-    NCHW copies (x and out in the forward; x, dOut and dX in the backward), with the strided mode's
-    bits and layouts; smaller maps are read in place."""
+    NCHW copies (x and out in the forward; dOut and dX in the backward, which reuses the forward's copy of
+    x on the eager path and transposes x again through the custom op), with the strided mode's bits and
+    layouts; smaller maps are read in place."""
     stride = shape[6]
     m, x, g = layer_and_inputs(shape, dt, layer_seed=40, input_seed=41)
     cl = torch.channels_last
@@ -341,12 +342,17 @@ def test_layout_auto_transposes_channels_last_maps(shape, dt, monkeypatch):
     monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "auto")
     calls = _count_transposes(monkeypatch)
     got = check_against_reference(m, xc, gc, dt, stride, "auto layout: ")
-    assert len(calls) == 5, calls
+    assert len(calls) == 4, calls
     assert got[0].is_contiguous(memory_format=cl) and got[1].stride() == xc.stride()
     assert_identical(got, base, "auto (transposed) vs strided")
     calls.clear()
     assert_identical(run(m, xc, g), base, "x channels_last, grad_out contiguous")  # dOut needs no copy
-    assert len(calls) == 4, calls
+    assert len(calls) == 3, calls
+    calls.clear()
+    op = run_custom_op(m, xc, gc)
+    assert len(calls) == 5, calls
+    assert op[1].stride() == xc.stride()
+    assert_identical(op, base, "custom op, auto (transposed) vs strided")
     calls.clear()
     small = layer_and_inputs((2, 6, 9, 7, 5, 2, 1, True), dt, layer_seed=42, input_seed=43)
     run(small[0], small[1].to(memory_format=cl), small[2].to(memory_format=cl))
