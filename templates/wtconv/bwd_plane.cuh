@@ -68,10 +68,10 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     for (int l = 1; l <= Cfg::L; ++l) {  // level l's 4 subbands are contiguous in the folded buffer
       const float* src = p.wfold + fold_level_w(p.C, l, c, 0, KK);
       float* d = wf + KK + (l - 1) * 4 * KK;
-      for (int r = t; r < 4 * KK; r += GT) {
+      load_taps<GT>(t, src, 4 * KK, [&](int r, float v) {  // flipped within each subband's k x k
         const int s = r / KK;
-        d[r] = __ldg(src + s * KK + (KK - 1) - (r - s * KK));
-      }
+        d[s * KK + (KK - 1) - (r - s * KK)] = v;
+      });
     }
   }
   g.sync();
@@ -154,24 +154,15 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   const PlaneAddr da(p.out_st, H, W);
   const int strips = ceil_div(H, V);
   const FastDiv fwd(W);
+  const int w1 = p.lw[Cfg::L >= 1 ? 1 : 0], hw1 = p.lh[Cfg::L >= 1 ? 1 : 0] * w1;
   for (int e = t; e < strips * W; e += GT) {
     const int si = fwd.div(e), x0 = e - si * W, y0 = si * V;
     float acc[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] = 0.f;
     conv_strip<K, V>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const int y = y0 + v;
-      if (y >= H) continue;
-      if (Cfg::L >= 1) {
-        const int w1 = p.lw[1], hw1 = p.lh[1] * w1;
-        const float* z = dys + (y >> 1) * w1 + (x0 >> 1);
-        const float sy = (y & 1) ? -1.f : 1.f, sx = (x0 & 1) ? -1.f : 1.f;
-        acc[v] += 0.5f * (z[0] + sy * z[hw1] + sx * z[2 * hw1] + sy * sx * z[3 * hw1]);
-      }
-      dx[da.at(y, x0)] = from_f32<T>(acc[v]);
-    }
+    if (Cfg::L >= 1) add_level1_synth<V>(acc, dys, w1, hw1, y0, x0, 1, H);
+    store_strip<V>(dx, da, y0, x0, H, acc);
   }
   if (kBWarps == 0)
     wgrad_sets<K, true>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);

@@ -56,7 +56,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
     for (int l = 1; l <= Cfg::L; ++l) {  // level l's 4 subbands are contiguous in the folded buffer
       const float* src = p.wfold + fold_level_w(p.C, l, c, 0, KK);
       float* d = ws + KK + 1 + (l - 1) * 4 * KK;
-      for (int r = t; r < 4 * KK; r += GT) d[r] = __ldg(src + r);
+      load_taps<GT>(t, src, 4 * KK, [&](int r, float v) { d[r] = v; });
     }
   }
   g.sync();
@@ -119,6 +119,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   const PlaneAddr oa(p.out_st, Ho, Wo);
   const int strips = ceil_div(Ho, V);
   const float bias = ws[KK];
+  const int w1 = p.lw[Cfg::L >= 1 ? 1 : 0], hw1 = p.lh[Cfg::L >= 1 ? 1 : 0] * w1;
   const FastDiv fwo(Wo);
   for (int e = t; e < strips * Wo; e += GT) {
     const int si = fwo.div(e), ox = e - si * Wo, oy0 = si * V;
@@ -138,19 +139,8 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
           for (int q = 0; q < K; ++q) acc[v] = fmaf(ws[u * K + q], s0[u * lay.xs_pitch + q], acc[v]);
       }
     }
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const int oy = oy0 + v;
-      if (oy >= Ho) continue;
-      const int y = oy * S, xx = ox * S;
-      if (Cfg::L >= 1) {
-        const int w1 = p.lw[1], hw1 = p.lh[1] * w1;
-        const float* z = zs + (y >> 1) * w1 + (xx >> 1);
-        const float sy = (y & 1) ? -1.f : 1.f, sx = (xx & 1) ? -1.f : 1.f;
-        acc[v] += 0.5f * (z[0] + sy * z[hw1] + sx * z[2 * hw1] + sy * sx * z[3 * hw1]);
-      }
-      out[oa.at(oy, ox)] = from_f32<T>(acc[v]);
-    }
+    if (Cfg::L >= 1) add_level1_synth<V>(acc, zs, w1, hw1, oy0, ox * S, S, Ho);
+    store_strip<V>(out, oa, oy0, ox, Ho, acc);
   }
 }
 

@@ -87,6 +87,23 @@ __device__ __forceinline__ void zero_floats(int t, float* p, int n) {
   for (int i = t; i < n / 4; i += GT) q[i] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
+// store(r, src[r]) for r < n (one channel's level taps, from the folded buffer): float4 loads when src is
+// 16-byte aligned, as every level's taps are when C*(k*k+1) is a multiple of 4 (4*k*k floats per channel
+// after C*(k*k+1)); else one float each. A quarter of the loads and address math of the scalar loop.
+template <int GT, class Store>
+__device__ __forceinline__ void load_taps(int t, const float* __restrict__ src, int n, Store store) {
+  int done = 0;
+  if ((reinterpret_cast<unsigned long long>(src) & 15) == 0) {
+    const float4* s4 = reinterpret_cast<const float4*>(src);
+    for (int r = t; r < n / 4; r += GT) {
+      const float4 v = __ldg(s4 + r);
+      store(4 * r, v.x), store(4 * r + 1, v.y), store(4 * r + 2, v.z), store(4 * r + 3, v.w);
+    }
+    done = n & ~3;
+  }
+  for (int r = done + t; r < n; r += GT) store(r, __ldg(src + r));
+}
+
 // Element offsets y*st[2] + x*st[3] within one plane of a strided activation, in 32 bits where the
 // plane's span allows it (every realistic tensor, NCHW or channels_last), else in 64.
 struct PlaneOff32 {
@@ -174,6 +191,49 @@ __device__ __forceinline__ void haar_level(int t, const float* const (&src)[N], 
 #pragma unroll
       for (int q = 0; q < 4; ++q) dst[k][q * img + d] = y[q];
     }
+  }
+}
+
+// acc[v] += the level-1 synthesis at output row oy0 + v (full-resolution row y = (oy0+v)*S), full-resolution
+// column x (Eq. 7, l = 1): with Z_1's subbands z (LL, LH, HL, HH at strides hw1, row pitch w1) at (y/2, x/2),
+// 0.5 (LL + sy LH + sx HL + sy sx HH), sy and sx the signs of y's and x's parities. For S = 1 from an even
+// oy0 (vy even), each pair of rows shares its coarse row: one set of reads, giving a + b and a - b. Rows
+// oy0 + v >= h_out are skipped.
+template <int V>
+__device__ __forceinline__ void add_level1_synth(float (&acc)[V], const float* zs, int w1, int hw1, int oy0, int x,
+                                                 int S, int h_out) {
+  const float* zc = zs + (x >> 1);
+  const float hx = (x & 1) ? -0.5f : 0.5f;  // sx / 2
+  if (V % 2 == 0 && S == 1) {
+#pragma unroll
+    for (int v = 0; v < V; v += 2) {
+      if (oy0 + v >= h_out) break;
+      const float* z = zc + ((oy0 + v) >> 1) * w1;
+      const float a = fmaf(hx, z[2 * hw1], 0.5f * z[0]), b = fmaf(hx, z[3 * hw1], 0.5f * z[hw1]);
+      acc[v] += a + b;
+      if (v + 1 < V) acc[v + 1] += a - b;
+    }
+    return;
+  }
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    if (oy0 + v >= h_out) break;
+    const int y = (oy0 + v) * S;
+    const float* z = zc + (y >> 1) * w1;
+    const float a = fmaf(hx, z[2 * hw1], 0.5f * z[0]), b = fmaf(hx, z[3 * hw1], 0.5f * z[hw1]);
+    acc[v] += (y & 1) ? a - b : a + b;
+  }
+}
+
+// Stores a strip of V output rows oy0.. (those below h_out) at column ox: one address, then a row stride each.
+template <int V, class T>
+__device__ __forceinline__ void store_strip(T* __restrict__ out, const PlaneAddr& oa, int oy0, int ox, int h_out,
+                                            const float (&acc)[V]) {
+  T* o = out + oa.at(oy0, ox);
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    if (oy0 + v >= h_out) break;
+    o[v * oa.sy] = from_f32<T>(acc[v]);
   }
 }
 
