@@ -480,14 +480,17 @@ TEST(LaunchGeometry, TransposeCoversEveryTile) {
     const OpSpec s = spec_of(Kernel::kWTConvTranspose, dt, 1, 0);
     const Shape sh{3, 96, 7, 9, 1};
     const Tile t = default_tile(s, sh, lim);
-    EXPECT_EQ(t, (Tile{0, 0, 0, 0, 256}));
-    EXPECT_EQ(enumerate(s, lim, &sh).size(), 1u);
-    const LaunchGeometry g = launch_geometry(s, t, sh);
-    EXPECT_EQ(g.grid[0], 3u * 2u * 1u);  // ceil(96/64) x ceil(63/64) per image
-    EXPECT_EQ(g.block[0], 256u);
-    expect_valid_grid(g, lim);
-    EXPECT_EQ(kernel_name(s, t), std::string("lkjit_wtconv_transpose_") + to_string(dt) + "_w256_sm90");
-    EXPECT_TRUE(reject_reason(s, Tile{0, 0, 0, 0, 128}, lim, &sh).has_value());
+    EXPECT_EQ(t, (Tile{0, 0, 0, 0, 128}));
+    EXPECT_EQ(enumerate(s, lim, &sh).size(), 2u);  // 128 and 256 threads
+    for (int threads : {128, 256}) {
+      const LaunchGeometry g = launch_geometry(s, Tile{0, 0, 0, 0, threads}, sh);
+      EXPECT_EQ(g.grid[0], 3u * 2u * 1u);  // ceil(96/64) x ceil(63/64) per image, whatever the block size
+      EXPECT_EQ(g.block[0], static_cast<unsigned>(threads));
+      expect_valid_grid(g, lim);
+    }
+    EXPECT_EQ(kernel_name(s, t), std::string("lkjit_wtconv_transpose_") + to_string(dt) + "_w128_sm90");
+    EXPECT_TRUE(reject_reason(s, Tile{0, 0, 0, 0, 64}, lim, &sh).has_value());
+    EXPECT_TRUE(reject_reason(s, Tile{0, 0, 0, 0, 512}, lim, &sh).has_value());
   }
 }
 

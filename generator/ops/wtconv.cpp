@@ -129,12 +129,14 @@ std::string fwd_synth_name(const OpSpec& s, const Tile& t) {
 }
 
 // ---- layout transpose (NHWC <-> NCHW around the plane kernels) ---------------------------------------
-TileSpace transpose_space(const OpSpec&) { return {{{"threads", {256}, "threads per block"}}}; }
+TileSpace transpose_space(const OpSpec&) { return {{{"threads", {128, 256}, "threads per block"}}}; }
 std::optional<std::string> transpose_reject(const OpSpec&, const Tile& t, const DeviceLimits& d, const Shape*) {
-  if (t.threads != 256) return fmt::format("threads={} is not supported; supported: 256", t.threads);
+  if (t.threads != 128 && t.threads != 256)
+    return fmt::format("threads={} is not supported; supported: 128, 256", t.threads);
   return reject_threads(t, d);
 }
-Tile transpose_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 256}; }
+// 128 threads: 16 loads in flight per thread and up to 16 blocks per SM (256: 8 and 8).
+Tile transpose_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 128}; }
 LaunchGeometry transpose_geometry(const OpSpec&, const Tile& t, const Shape& sh) {
   LaunchGeometry g;  // one block per 64-channel x 64-pixel tile of each image (kTransposeTile)
   g.grid[0] = static_cast<unsigned>(sh.B * cdiv(sh.C, 64) * cdiv(sh.H * sh.W, 64));

@@ -32,5 +32,15 @@ template <> __device__ __forceinline__ bf16 from_f32<bf16>(float f) {
 __device__ __forceinline__ float ldg_f32(const float* p) { return __ldg(p); }
 __device__ __forceinline__ float ldg_f32(const f16* p) { return to_f32(f16{__ldg(&p->u)}); }
 __device__ __forceinline__ float ldg_f32(const bf16* p) { return to_f32(bf16{__ldg(&p->u)}); }
+// Two adjacent elements p[0], p[1] in one load (p aligned to two elements), widened to fp32.
+__device__ __forceinline__ float2 ldg_f32x2(const float* p) { return __ldg(reinterpret_cast<const float2*>(p)); }
+__device__ __forceinline__ float2 ldg_f32x2(const bf16* p) {
+  const unsigned u = __ldg(reinterpret_cast<const unsigned*>(p));
+  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+__device__ __forceinline__ float2 ldg_f32x2(const f16* p) {
+  const unsigned u = __ldg(reinterpret_cast<const unsigned*>(p));
+  return make_float2(to_f32(f16{(unsigned short)(u & 0xffffu)}), to_f32(f16{(unsigned short)(u >> 16)}));
+}
 
 }  // namespace lkjit

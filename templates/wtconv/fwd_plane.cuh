@@ -48,7 +48,8 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   g.sync();
   {
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
-    if (plane_fits32(p.x_st, H, W)) stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off32(p.x_st));
+    if (act_pairs(x, p.x_st, H, W)) stage_act_pairs<GT, R>(t, xs, lay.xs_pitch, H, W, x, (int)p.x_st[2]);
+    else if (plane_fits32(p.x_st, H, W)) stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off32(p.x_st));
     else stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off64(p.x_st));
     for (int r = t; r < KK; r += GT) ws[r] = __ldg(p.wfold + fold_base_w(c, KK) + r);
     if (t == 0) ws[KK] = __ldg(p.wfold + fold_bias(p.C, c, KK));

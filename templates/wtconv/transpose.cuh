@@ -32,26 +32,29 @@ __device__ __forceinline__ bool dense_nchw(const long long (&s)[4], int HW, int 
 // channels for NHWC; the reverse for NCHW), two elements per 32-bit word: a warp moves 128-byte rows on
 // both sides, and each output word pairs the halves of two input words (a 2x2 transpose per word pair).
 // Needs R, S, both batch strides even and 4-byte aligned bases (checked by the caller).
-template <class T>
+// kWarps warps, kTransposeTile / kWarps rows each: with fewer warps each thread keeps more loads in
+// flight and more blocks fit per SM.
+template <int kWarps, class T>
 __device__ __forceinline__ void transpose_words(const T* __restrict__ src, T* __restrict__ dst, int R, int S,
                                                 int r0, int s0, unsigned* sm) {
   constexpr int P = kTransposeTile / 2 + 1;  // words per smem row (odd: column reads conflict 2-way, not 32)
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  constexpr int kPer = kTransposeTile / kWarps;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const unsigned* __restrict__ in = reinterpret_cast<const unsigned*>(src);
   unsigned* __restrict__ out = reinterpret_cast<unsigned*>(dst);
   const int sw = S / 2, rw = R / 2;  // words per row of src and of dst
-  unsigned v[kTransposeTile / 8];
+  unsigned v[kPer];
 #pragma unroll
-  for (int i = 0; i < kTransposeTile / 8; ++i) {  // rows warp, warp+8, ...: lane = word of the row
-    const int r = warp + i * warps, w = s0 / 2 + lane;
+  for (int i = 0; i < kPer; ++i) {  // rows warp, warp + kWarps, ...: lane = word of the row
+    const int r = warp + i * kWarps, w = s0 / 2 + lane;
     v[i] = (r0 + r < R && w < sw) ? __ldg(in + (long long)(r0 + r) * sw + w) : 0u;
   }
 #pragma unroll
-  for (int i = 0; i < kTransposeTile / 8; ++i) sm[(warp + i * warps) * P + lane] = v[i];
+  for (int i = 0; i < kPer; ++i) sm[(warp + i * kWarps) * P + lane] = v[i];
   __syncthreads();
 #pragma unroll
-  for (int i = 0; i < kTransposeTile / 8; ++i) {  // output row c = src column s0 + c: lane = word j
-    const int c = warp + i * warps, j = lane;
+  for (int i = 0; i < kPer; ++i) {  // output row c = src column s0 + c: lane = word j
+    const int c = warp + i * kWarps, j = lane;
     const unsigned a = sm[(2 * j) * P + c / 2], b = sm[(2 * j + 1) * P + c / 2];
     const unsigned word = (c & 1) ? __byte_perm(a, b, 0x7632) : __byte_perm(a, b, 0x5410);
     const int w = r0 / 2 + j;
@@ -76,8 +79,8 @@ __device__ __forceinline__ void for_each_in_tile(bool lanes_on_c, int c0, int p0
 template <class Cfg>
 __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   using T = typename Cfg::T;
-  static_assert(Cfg::threads == 256, "transpose_words moves 64 rows with 8 warps");
   constexpr int kT = kTransposeTile, kRows = Cfg::threads / 32;
+  static_assert(kT % kRows == 0, "whole tile rows per warp");
   __shared__ unsigned tile[kT * (kT + 1)];  // generic path: [pixel][channel] words, odd pitch
   const int C = p.C, W = p.W, HW = p.H * p.W;
   const long long tc = (C + kT - 1) / kT, tp = (HW + kT - 1) / kT;
@@ -91,11 +94,11 @@ __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   if (sizeof(T) == 2 && C % 2 == 0 && HW % 2 == 0 && p.x_st[0] % 2 == 0 && p.out_st[0] % 2 == 0 &&
       ((unsigned long long)p.x & 3) == 0 && ((unsigned long long)p.out & 3) == 0) {
     if (dense_nhwc(p.x_st, C, W) && dense_nchw(p.out_st, HW, W)) {
-      transpose_words(x, out, HW, C, p0, c0, tile);
+      transpose_words<kRows>(x, out, HW, C, p0, c0, tile);
       return;
     }
     if (dense_nchw(p.x_st, HW, W) && dense_nhwc(p.out_st, C, W)) {
-      transpose_words(x, out, C, HW, c0, p0, tile);
+      transpose_words<kRows>(x, out, C, HW, c0, p0, tile);
       return;
     }
   }
