@@ -127,21 +127,29 @@ struct PlaneAddr {
   }
 };
 
+// E consecutive pixels of a row, widened to fp32 (what a staging load returns).
+template <int E>
+struct Pixels {
+  float v[E];
+};
+
 // Stages the interiors of N plane images: dst[n][(i*S+R)*pitch + j*S+R] = load(n, i, j) for i < h,
 // j < w (the halos and, for S > 1, the positions between are zero already). GT threads, this one t.
 // kPlaneLoadUnroll x N loads stay in flight per thread (the phase is latency-bound): past the end a
-// thread re-reads the last element instead of branching, and only the stores are guarded.
-template <int GT, int R, int N, class Load>
+// thread re-reads the last element instead of branching, and only the stores are guarded. With E > 1
+// (w a multiple of E) each load returns the E pixels (i, j..j+E-1): less index math per pixel.
+template <int GT, int R, int E = 1, int N, class Load>
 __device__ __forceinline__ void stage_plane(int t, float* const (&dst)[N], int pitch, int h, int w, int S, Load load) {
   constexpr int U = kPlaneLoadUnroll;
-  const FastDiv fw(w);
-  const int n = h * w;
+  const int we = (int)((unsigned)w / E);  // loads per row (w >= 0)
+  const FastDiv fw(we);
+  const int n = h * we;
   for (int r0 = t; r0 < n; r0 += U * GT) {
-    float v[U][N];
+    Pixels<E> v[U][N];
     int o[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int r = min(r0 + u * GT, n - 1), i = fw.div(r), j = r - i * w;
+      const int r = min(r0 + u * GT, n - 1), i = fw.div(r), j = E * (r - i * we);
       o[u] = (i * S + R) * pitch + j * S + R;
 #pragma unroll
       for (int k = 0; k < N; ++k) v[u][k] = load(k, i, j);
@@ -150,7 +158,9 @@ __device__ __forceinline__ void stage_plane(int t, float* const (&dst)[N], int p
     for (int u = 0; u < U; ++u)
       if (r0 + u * GT < n) {
 #pragma unroll
-        for (int k = 0; k < N; ++k) dst[k][o[u]] = v[u][k];
+        for (int k = 0; k < N; ++k)
+#pragma unroll
+          for (int e = 0; e < E; ++e) dst[k][o[u] + e * S] = v[u][k].v[e];
       }
   }
 }
@@ -160,60 +170,36 @@ __device__ __forceinline__ void stage_plane(int t, float* const (&dst)[N], int p
 template <int GT, int R, class T, class Off>
 __device__ __forceinline__ void stage_act(int t, float* d, int pitch, int h, int w, int S, const T* a, Off oa) {
   float* const dst[] = {d};
-  stage_plane<GT, R>(t, dst, pitch, h, w, S, [&](int, int y, int x) { return ldg_f32(a + oa.at(y, x)); });
+  stage_plane<GT, R>(t, dst, pitch, h, w, S, [&](int, int y, int x) { return Pixels<1>{{ldg_f32(a + oa.at(y, x))}}; });
 }
 template <int GT, int R, class T, class Off>
 __device__ __forceinline__ void stage_act(int t, float* da, float* db, int pitch, int h, int w, const T* a, Off oa,
                                           const T* b, Off ob) {
   float* const dst[] = {da, db};
-  stage_plane<GT, R>(t, dst, pitch, h, w, 1,
-                     [&](int n, int y, int x) { return n == 0 ? ldg_f32(a + oa.at(y, x)) : ldg_f32(b + ob.at(y, x)); });
+  stage_plane<GT, R>(t, dst, pitch, h, w, 1, [&](int n, int y, int x) {
+    return Pixels<1>{{n == 0 ? ldg_f32(a + oa.at(y, x)) : ldg_f32(b + ob.at(y, x))}};
+  });
 }
 __device__ __forceinline__ PlaneOff32 off32(const long long (&st)[4]) { return {(int)st[2], (int)st[3]}; }
-// stage_plane for planes whose rows are contiguous with an even width and two-element aligned starts
-// (act_pairs: NCHW with even W, e.g.): each thread loads pixel pairs (j, j+1) in one access, halving the
-// index math and loads per pixel. load2(n, i, j) returns plane n's pixels (i, j), (i, j+1).
-template <int GT, int R, int N, class Load2>
-__device__ __forceinline__ void stage_plane_pairs(int t, float* const (&dst)[N], int pitch, int h, int w, Load2 load2) {
-  constexpr int U = kPlaneLoadUnroll;
-  const int wp = w >> 1;  // pairs per row
-  const FastDiv fw(wp);
-  const int n = h * wp;
-  for (int r0 = t; r0 < n; r0 += U * GT) {
-    float2 v[U][N];
-    int o[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int r = min(r0 + u * GT, n - 1), i = fw.div(r), j = 2 * (r - i * wp);
-      o[u] = (i + R) * pitch + j + R;
-#pragma unroll
-      for (int k = 0; k < N; ++k) v[u][k] = load2(k, i, j);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (r0 + u * GT < n) {
-#pragma unroll
-        for (int k = 0; k < N; ++k) dst[k][o[u]] = v[u][k].x, dst[k][o[u] + 1] = v[u][k].y;
-      }
-  }
-}
+__device__ __forceinline__ PlaneOff64 off64(const long long (&st)[4]) { return {st[2], st[3]}; }
 
-// Whether plane a (strides st, width w) can be staged in pairs: unit x stride, even row stride and width,
-// a two-element aligned start, 32-bit offsets.
+// Whether plane a (strides st, width w) can be staged in pixel pairs: unit x stride, even row stride and
+// width, a two-element aligned start, 32-bit offsets (NCHW with an even W, e.g.).
 template <class T>
 __device__ __forceinline__ bool act_pairs(const T* a, const long long (&st)[4], int h, int w) {
   return st[3] == 1 && (st[2] & 1) == 0 && (w & 1) == 0 &&
          (reinterpret_cast<unsigned long long>(a) & (2 * sizeof(T) - 1)) == 0 && plane_fits32(st, h, w);
 }
 
-// stage_act in pairs (act_pairs holds for plane a).
+// stage_act in pixel pairs, one load each (act_pairs holds for plane a; row stride sa).
 template <int GT, int R, class T>
 __device__ __forceinline__ void stage_act_pairs(int t, float* d, int pitch, int h, int w, const T* a, int sa) {
   float* const dst[] = {d};
-  stage_plane_pairs<GT, R>(t, dst, pitch, h, w, [&](int, int y, int x) { return ldg_f32x2(a + y * sa + x); });
+  stage_plane<GT, R, 2>(t, dst, pitch, h, w, 1, [&](int, int y, int x) {
+    const float2 f = ldg_f32x2(a + y * sa + x);
+    return Pixels<2>{{f.x, f.y}};
+  });
 }
-
-__device__ __forceinline__ PlaneOff64 off64(const long long (&st)[4]) { return {st[2], st[3]}; }
 
 // One Haar analysis level of N chains: the 4 subbands of a level (interiors of dst[n], subband stride
 // img, row pitch `pitch`, extent h x w) from the low band of the level above (src[n] points at its
