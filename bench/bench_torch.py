@@ -120,7 +120,7 @@ def prewarm(cli, arch):
     # The layout transposes the layer runs around the plane kernels on channels_last maps are not part of a
     # layer's plan: named explicitly.
     manifest = {"dtypes": ["f32", "f16", "bf16"], "passes": ["fwd", "bwd"], "layers": layers,
-                "kernels": [f"lkjit_wtconv_transpose_{dt}_w256_sm{arch}" for dt in ("f32", "f16", "bf16")]}
+                "kernels": [f"lkjit_wtconv_transpose_{dt}_w128_sm{arch}" for dt in ("f32", "f16", "bf16")]}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(manifest, f)
     t = time.perf_counter()

@@ -135,7 +135,8 @@ std::optional<std::string> transpose_reject(const OpSpec&, const Tile& t, const 
     return fmt::format("threads={} is not supported; supported: 128, 256", t.threads);
   return reject_threads(t, d);
 }
-// 128 threads: 16 loads in flight per thread and up to 16 blocks per SM (256: 8 and 8).
+// 128 threads: 16 word loads in flight per thread (16-bit path) and 13 blocks per SM, by the 16.6 KB tile
+// (256 threads: 8 loads and 8 blocks).
 Tile transpose_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 128}; }
 LaunchGeometry transpose_geometry(const OpSpec&, const Tile& t, const Shape& sh) {
   LaunchGeometry g;  // one block per 64-channel x 64-pixel tile of each image (kTransposeTile)

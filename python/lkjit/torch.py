@@ -318,7 +318,8 @@ def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, 
     check=False skips the argument checks (for arguments _fwd_impl checked: the autograd.Function's
     saved tensors, whose shapes autograd keeps and whose in-place changes autograd refuses).
     x_is_nchw_copy: x is the forward's NCHW copy of a channels_last input (keep_nchw): the call runs as a
-    transposing one on it, and dX is channels_last."""
+    transposing one on it, and dX gets the dense channels_last strides (x's, but for the strides of any
+    size-1 dims, which PyTorch ignores)."""
     if check:
         _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
         _check_params(x, params, L, where)
@@ -372,7 +373,8 @@ class _WTConvFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, layer_id, stride, L, x, *params):
         # A transposing forward keeps its NCHW copy of x, which the backward reads instead of x: one layout
-        # copy less per training step, and x itself need not stay alive.
+        # copy less per training step. The copy replaces x among the saved tensors (x can be freed unless
+        # something else holds it; then the copy costs one activation until the backward).
         keep = []
         out = _fwd_impl(x, params, L, layer_id, stride, keep_nchw=keep)
         ctx.layer_id, ctx.stride, ctx.L, ctx.x_is_nchw_copy = layer_id, stride, L, bool(keep)

@@ -226,8 +226,8 @@ __device__ __forceinline__ void haar_level(int t, const float* const (&src)[N], 
 // acc[v] += the level-1 synthesis at output row oy0 + v (full-resolution row y = (oy0+v)*S), full-resolution
 // column x (Eq. 7, l = 1): with Z_1's subbands z (LL, LH, HL, HH at strides hw1, row pitch w1) at (y/2, x/2),
 // 0.5 (LL + sy LH + sx HL + sy sx HH), sy and sx the signs of y's and x's parities. For S = 1 from an even
-// oy0 (vy even), each pair of rows shares its coarse row: one set of reads, giving a + b and a - b. Rows
-// oy0 + v >= h_out are skipped.
+// oy0 (vy even), each pair of rows shares its coarse row: one set of reads, giving a + b and a - b. No row
+// oy0 + v >= h_out is read; the pair path may add into acc of the one row past h_out (never stored).
 template <int V>
 __device__ __forceinline__ void add_level1_synth(float (&acc)[V], const float* zs, int w1, int hw1, int oy0, int x,
                                                  int S, int h_out) {
