@@ -123,7 +123,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       const float* dz_img = dzs + off;
       const int strips = ceil_div(h, V), per_s = strips * w;
       const FastDiv fs(per_s), fw(w);
-      for (int e = (t - first + GA) % GA; e < 4 * per_s; e += GA) {
+      for (int e = rotated_index(t, first, GA); e < 4 * per_s; e += GA) {
         const int s = fs.div(e), r2 = e - s * per_s, si = fw.div(r2), j = r2 - si * w, i0 = si * V;
         float acc[V];
 #pragma unroll
@@ -135,8 +135,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
           if (i0 + v < h) d[(i0 + v) * w + j] = acc[v];
       }
       float* part = p.partial + p.part_off[l] + plane * (4 * KK);
-      first = (first + ((4 * per_s + 31) & ~31)) % GA;
-      wgrad_sets<K, true>((t - first + GA) % GA, GA, ys + off, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4,
+      first = next_first(first, 4 * per_s, GA);
+      wgrad_sets<K, true>(rotated_index(t, first, GA), GA, ys + off, img, pitch, dz_img + R * pitch + R, img, pitch, h, w, 4,
                           part);
       zoff += 4 * h * w;
       off += 4 * img;

@@ -92,7 +92,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
       const LevelImage<Cfg> li(p, l);
       const int h = li.h, w = li.w, strips = ceil_div(h, V), per_s = strips * w;
       const FastDiv fs(per_s), fw(w);
-      for (int e = (t - first + GT) % GT; e < 4 * per_s; e += GT) {
+      for (int e = rotated_index(t, first, GT); e < 4 * per_s; e += GT) {
         const int s = fs.div(e), r2 = e - s * per_s;
         const int si = fw.div(r2), j = r2 - si * w, i0 = si * V;
         float acc[V];
@@ -106,7 +106,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
       }
       zoff += 4 * h * w;
       y += 4 * li.img;
-      first = (first + ((4 * per_s + 31) & ~31)) % GT;
+      first = next_first(first, 4 * per_s, GT);
     }
   }
   g.sync();

@@ -127,6 +127,12 @@ struct PlaneAddr {
   }
 };
 
+// Level work items rotate over a group of n threads: a level's item 0 goes to thread `first` (warp-aligned),
+// so the small levels fill the warps a big level leaves idle. rotated_index: thread t's first item;
+// next_first: the warp after `items` items from `first`, where the next level (or set) starts.
+__device__ __forceinline__ int rotated_index(int t, int first, int n) { return (t - first + n) % n; }
+__device__ __forceinline__ int next_first(int first, int items, int n) { return (first + ((items + 31) & ~31)) % n; }
+
 // E consecutive pixels of a row, widened to fp32 (what a staging load returns).
 template <int E>
 struct Pixels {
