@@ -117,7 +117,8 @@ struct PlaneOff64 {
 __device__ __forceinline__ bool plane_fits32(const long long (&st)[4], int h, int w) {
   return (h - 1) * st[2] + (w - 1) * st[3] < (1LL << 31);
 }
-// For stores (no latency to hide): one select per offset instead of a second copy of the loop.
+// Output offsets (store_strip: once per strip), 32-bit math where the plane's span allows. Plain
+// PlaneOff64 would do as well now that it is not per store; kept while that change is unmeasured.
 struct PlaneAddr {
   long long sy, sx;
   bool fits32;
