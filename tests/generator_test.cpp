@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "generator/ops/wtconv_common.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/spec.h"
@@ -621,6 +622,44 @@ TEST(DeviceLimits, KnownArchsAndUnknownArchError) {
     EXPECT_THAT(spec_error([&] { DeviceLimits::for_arch(a); }),
                 AllOf(HasSubstr("sm_" + std::to_string(a)), HasSubstr("supported: sm_80"), HasSubstr("sm_90")))
         << a;
+}
+
+// Plane images' strip layout: where it claims conflict-free loads, every warp of consecutive conv items
+// (strips of v rows, vw columns each) reads 32 distinct banks at every tap; elsewhere it is the odd pitch.
+TEST(StripLayout, WrappingWarpsHitDistinctBanksOrTheOddPitchIsKept) {
+  int free_seen = 0, odd_seen = 0;
+  for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvBwdPlane})
+    for (int k : {1, 5, 7, 31})
+      for (int v = 1; v <= 8; ++v)
+        for (int64_t w = 1; w <= 300; ++w) {
+          const OpSpec s{kn, DType::kF32, k, 2, true, 90};
+          const auto st = gen::wtconv::strip_layout(s, w, v);
+          const int64_t lo = w + (k - 1);
+          SCOPED_TRACE(s.to_string() + " v=" + std::to_string(v) + " w=" + std::to_string(w));
+          ASSERT_GE(st.pitch, lo);
+          ASSERT_GE(st.vw, w);
+          if (kn == Kernel::kWTConvBwdPlane) EXPECT_EQ(st.pitch % 2, 1);  // the wgrad's row walks
+          if (st.pitch == (lo | 1) && st.vw == w && (v * st.pitch - w) % 32 != 0) {
+            ++odd_seen;
+            continue;
+          }
+          ++free_seen;
+          EXPECT_LE(st.pitch, lo + std::min<int64_t>(7, lo / 4));
+          EXPECT_LE(4 * st.vw, 5 * w);
+          for (int64_t e0 = 0; e0 < 4 * st.vw; e0 += 32) {
+            std::set<int64_t> banks;
+            for (int64_t e = e0; e < e0 + 32; ++e) banks.insert(((e / st.vw) * v * st.pitch + e % st.vw) % 32);
+            ASSERT_EQ(banks.size(), 32u) << "warp at item " << e0;
+          }
+        }
+  EXPECT_GT(free_seen, 1000);
+  EXPECT_GT(odd_seen, 100);
+  const OpSpec fwd{Kernel::kWTConvFwdPlane, DType::kBF16, 5, 5, true, 90};
+  const OpSpec bwd{Kernel::kWTConvBwdPlane, DType::kBF16, 5, 5, true, 90};
+  EXPECT_EQ(gen::wtconv::strip_layout(fwd, 56, 4).pitch, 62);  // 4 * 62 = 56 (mod 32)
+  EXPECT_EQ(gen::wtconv::strip_layout(fwd, 28, 4).vw, 32);      // pitch 32: 4 idle lanes beat 39 floats
+  EXPECT_EQ(gen::wtconv::strip_layout(bwd, 56, 4).vw, 60);      // odd 63: 4 * 63 = 60 (mod 32)
+  EXPECT_EQ(gen::wtconv::strip_layout(bwd, 28, 4).pitch, 33);   // no odd pitch within 3: conflicts kept
 }
 
 }  // namespace

@@ -32,13 +32,13 @@ std::string fold_name(const OpSpec& s, const Tile& t) {
 // ---- forward, plane-resident --------------------------------------------------------------------
 int64_t plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
   const auto f = plane_image_floats(s, t.vy, sh);
-  const int64_t ws = s.k * s.k + 1 + 4 * s.k * s.k * int64_t(s.L);
+  const int64_t kk = int64_t(s.k) * s.k, ws = round4(kk + 1) + 4 * round4(kk) * s.L;  // 16-byte aligned tap sets
   return round4(f.xs + f.ys + f.levels + ws) * t.planes;
 }
 
 TileSpace plane_space(const OpSpec&) {
   return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
-           {"vy", {1, 2, 4}, "output rows per thread"},
+           {"vy", {1, 2, 4, 8}, "output rows per thread"},
            {"threads", {32, 64, 128, 256, 512}, "threads per block (threads/planes per plane)"}}};
 }
 std::optional<std::string> plane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d,

@@ -9,12 +9,12 @@ namespace {
 // ---- plane-resident ------------------------------------------------------------------------------
 int64_t bwd_plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
   const auto f = plane_image_floats(s, t.vy, sh);
-  const int64_t wf = int64_t(s.k) * s.k * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1) / 32;
+  const int64_t wf = round4(int64_t(s.k) * s.k) * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1) / 32;
   return round4(2 * f.xs + 2 * f.ys + f.levels + wf + red) * t.planes;
 }
 TileSpace bwd_plane_space(const OpSpec&) {
   return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
-           {"vy", {1, 2, 4}, "output rows per thread"},
+           {"vy", {1, 2, 4, 8}, "output rows per thread"},
            {"threads", {32, 64, 128, 256, 512}, "threads per block"}}};
 }
 std::optional<std::string> bwd_plane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape* sh) {

@@ -63,8 +63,35 @@ inline std::optional<std::string> reject_smem(int64_t bytes, const DeviceLimits&
 }
 
 // ---- plane-resident kernels: forward and backward differ only in their shared-memory layout ---------
+// Row pitch (floats) and conv item columns (vw >= w) of a plane image w columns wide with halo r, whose conv
+// items are strips of v rows, one lane per column, consecutive lanes wrapping from one strip's last column
+// to the next strip's first. With v*pitch = vw (mod 32), lane n of a warp reads bank (base + n) mod 32 at
+// every tap: no conflicts (the lanes past w idle). An odd pitch, the earlier choice, made every load 2-way
+// wherever a warp wrapped (all level-conv loads of a 56x56 plane took 2 wavefronts). Of the pitches up to
+// a quarter (and 7 floats) above the minimum w + 2r that allow it with at most a quarter of idle lanes, the
+// least pitch x vw (shared memory x lanes); where none does (small images, v = 1), the odd pitch and its
+// conflicts: a larger pitch there would cost more shared memory than the conflicts cost time.
+// The backward takes odd pitches only, up to 3 floats above the minimum: its wgrad lanes walk many rows of
+// an image at one column, and an even pitch put them in few banks (measured: pitch 32 for the 28x28 level
+// of a 56x56 plane made the backward take 1000 us instead of 573).
+struct StripLayout {
+  int64_t pitch, vw;
+};
+inline StripLayout strip_layout(const OpSpec& s, int64_t w, int v) {
+  const int64_t lo = w + 2 * R(s);
+  StripLayout best{lo | 1, w};
+  const bool odd = s.kernel == Kernel::kWTConvBwdPlane;
+  int64_t cost = -1;
+  for (int64_t p = lo; p <= lo + std::min<int64_t>(odd ? 3 : 7, lo / 4); ++p) {
+    const int64_t vw = w + ((v * p - w) % 32 + 32) % 32;
+    if (odd && p % 2 == 0) continue;
+    if (4 * vw <= 5 * w && (cost < 0 || p * vw < cost)) best = {p, vw}, cost = p * vw;
+  }
+  return best;
+}
+
 // Plane images (templates/wtconv/plane_common.cuh, PlaneImages): the input plane rounded up to a multiple of
-// 4 floats, and one 4-subband image per level, each with a zero halo R and vy spare rows.
+// 4 floats, and one 4-subband image per level, each with a zero halo R, vy spare rows and strip_layout's pitch.
 inline int64_t round4(int64_t n) { return (n + 3) & ~int64_t(3); }
 struct PlaneImageFloats {
   int64_t xs = 0, ys = 0, levels = 0;  // one input-size image, all level images, the coefficient stack
@@ -73,9 +100,9 @@ inline PlaneImageFloats plane_image_floats(const OpSpec& s, int vy, const Shape&
   const int r = R(s);
   const auto lh = level_sizes(sh.H, s.L), lw = level_sizes(sh.W, s.L);
   PlaneImageFloats f;
-  f.xs = round4((sh.H + 2 * r + vy) * odd_pitch(sh.W + 2 * r));
+  f.xs = round4((sh.H + 2 * r + vy) * strip_layout(s, sh.W, vy).pitch);
   for (int l = 1; l <= s.L; ++l) {
-    f.ys += 4 * (lh[l] + 2 * r + vy) * odd_pitch(lw[l] + 2 * r);
+    f.ys += 4 * (lh[l] + 2 * r + vy) * strip_layout(s, lw[l], vy).pitch;
     f.levels += 4 * lh[l] * lw[l];
   }
   return f;
@@ -102,7 +129,8 @@ inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile&
 // section 6) over the WTConvNeXt-T planes: large planes want 8 (forward) or 16 (backward) warps each, mid
 // planes 4, and planes below 512 pixels one warp, alone in its block in the backward (its phases are
 // short, so independent small blocks hide each other's barriers best) and from 128 pixels on in the
-// forward. The backward wants fewer spare rows (vy) on smaller planes. Every block stays within half the
+// forward. The forward takes 8-row strips on large planes (56x56: 233 us against 242 for 4), the backward
+// 4 there and fewer on smaller planes. Every block stays within half the
 // per-block shared memory (the plan takes the plane path only where two blocks share an SM): fewer
 // spare rows first, then grouped planes fill a block of up to 256 threads within budget_bytes (forward
 // 48 KiB, backward 80 KiB: a 28x28 backward pair, 71 KiB, took 353 us against 400 us for single planes).
@@ -110,7 +138,7 @@ inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLim
                                int64_t budget_bytes, bool backward) {
   const int64_t hw = sh.H * sh.W, cap = d.max_smem_per_block / 2;
   const int warps = hw >= 2048 ? (backward ? 16 : 8) : hw >= 512 ? 4 : 1;
-  const int vy = backward ? (hw >= 2048 ? 4 : sh.H >= 8 ? 2 : 1) : (sh.H >= 8 ? 4 : 2);
+  const int vy = backward ? (hw >= 2048 ? 4 : sh.H >= 8 ? 2 : 1) : (hw >= 2048 ? 8 : sh.H >= 8 ? 4 : 2);
   Tile t{0, 0, 1, vy, 32 * warps};
   // Fewer spare rows where a plane would not fit twice per SM otherwise (large k or L on mid-size planes).
   while (t.vy > 1 && smem_floats(s, t, sh) * 4 > cap) t.vy /= 2;

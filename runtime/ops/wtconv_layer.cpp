@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "abi/wtconv_params.h"
+#include "generator/ops/wtconv_common.h"
 #include "lkjit/error.h"
 #include "lkjit/wtconv.h"
 #include "lkjit/wtconv_tune.h"
@@ -328,6 +329,14 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
         }
         break;
       }
+      case Kernel::kWTConvFwdPlane:
+      case Kernel::kWTConvBwdPlane:
+        for (int lv = 0; lv <= L; ++lv) {  // the images' pitches, as the generator sized them
+          const auto st = gen::wtconv::strip_layout(pk.spec, p.lw[lv], pk.tile.vy);
+          l.q.lpitch[lv] = static_cast<int>(st.pitch);
+          l.q.lvw[lv] = static_cast<int>(st.vw);
+        }
+        break;
       case Kernel::kWTConvFwdSynth:
         l.q.tiles_h = static_cast<int>((sh.H_out() + pk.tile.tile_h - 1) / pk.tile.tile_h);
         l.q.tiles_w = static_cast<int>((sh.W_out() + pk.tile.tile_w - 1) / pk.tile.tile_w);

@@ -53,6 +53,11 @@ struct WTConvParams {
   long long z_off[kWTConvMaxLevels];  // element offsets of each level in z
   int lh[kWTConvMaxLevels + 1];       // padded level sizes: lh[0] = H, lh[l] = ceil(lh[l-1]/2)
   int lw[kWTConvMaxLevels + 1];
+  // Plane kernels: row pitch (floats) of the shared-memory image of level l (l = 0: the input plane), and
+  // the columns its conv items span, lvw[l] >= lw[l]; the host picks them per (k, vy) so that lanes
+  // wrapping from one strip to the next keep consecutive banks (generator: wtconv::strip_layout).
+  int lpitch[kWTConvMaxLevels + 1];
+  int lvw[kWTConvMaxLevels + 1];
 
   int B, C, H, W;        // input size
   int H_out, W_out;      // output size (= ceil(H/stride), ceil(W/stride))
@@ -64,6 +69,6 @@ struct WTConvParams {
   int pad_;
 };
 
-static_assert(sizeof(WTConvParams) == 784, "WTConvParams changed size: host and device must agree");
+static_assert(sizeof(WTConvParams) == 856, "WTConvParams changed size: host and device must agree");
 
 }  // namespace lkjit

@@ -4,10 +4,11 @@
 //   (analysis is the transpose of synthesis); Y_l = Haar(pad(X_{l-1})) recomputed from X;
 //   dY_l = dw^T(dZ_l, W~_l);  dW~_l = corr(Y_l, dZ_l);  dX = dw^T(G, W~0) + Synth-chain(dY_l)
 //   (the closed form of Eq. 7 again, folded coarse to fine);  dW~0 = corr(X, G);  db~ = sum G.
-// Shared memory per plane (fp32): xs, gs (H+2R+vy) x odd_pitch(W+2R), each rounded up to a multiple of 4
-// floats; ys, dzs: per level l = 1..L, 4 subbands of (h_l+2R+vy) x odd_pitch(w_l+2R) (Y_l and dZ_l; zero
-// halos R and vy spare rows, zeroed once: phases write interiors); dys sum_l 4 h_l w_l; wf flipped taps
-// k*k*(1+4L); red: the db~ warp sums (per_plane rounded up to a multiple of 4).
+// Shared memory per plane (fp32): xs, gs (H+2R+vy) x lpitch[0], each rounded up to a multiple of
+// 4 floats; ys, dzs: per level l = 1..L, 4 subbands of (h_l+2R+vy) x lpitch[l] (Y_l and dZ_l; zero
+// halos R and vy spare rows, zeroed once: phases write interiors); dys sum_l 4 h_l w_l; wf flipped taps,
+// round4(k*k) per tap set (16-byte aligned: float4 tap loads); red: the db~ warp sums (per_plane rounded up
+// to a multiple of 4).
 #pragma once
 #include "wtconv/bwd_common.cuh"
 #include "wtconv/plane_common.cuh"
@@ -18,7 +19,7 @@ template <class Cfg>
 struct BwdPlaneLayout : PlaneImages<Cfg> {
   int wf_size, red_size, per_plane;
   __device__ explicit BwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
-    wf_size = Cfg::k * Cfg::k * (1 + 4 * Cfg::L);
+    wf_size = round4(Cfg::k * Cfg::k) * (1 + 4 * Cfg::L);
     red_size = Cfg::threads / Cfg::planes / 32;  // one warp sum each (ordered_sum)
     per_plane = round4(2 * this->xs_size + 2 * this->ys_size + this->levels_size + wf_size + red_size);
   }
@@ -27,7 +28,7 @@ struct BwdPlaneLayout : PlaneImages<Cfg> {
 template <class Cfg>
 __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   using T = typename Cfg::T;
-  constexpr int K = Cfg::k, R = Cfg::R, V = Cfg::vy, KK = K * K;
+  constexpr int K = Cfg::k, R = Cfg::R, V = Cfg::vy, KK = K * K, KK4 = (KK + 3) / 4 * 4;  // KK4: tap set stride
   using G = PlaneGroup<Cfg>;
   constexpr int GT = G::kThreads;
   extern __shared__ float4 smem4[];
@@ -43,7 +44,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   float* ys = gs + lay.xs_size;   // Y_1 | ... | Y_L
   float* dzs = ys + lay.ys_size;  // dZ_1 | ... | dZ_L
   float* dys = dzs + lay.ys_size;
-  float* wf = dys + lay.levels_size;  // flipped [W~0 | W~_1 (4 subbands) | ...]
+  float* wf = dys + lay.levels_size;  // flipped [W~0 | W~_1 (4 subbands) | ...], KK4 apart
   float* red = wf + lay.wf_size;
 
   // 1. Zero the images (halos included), then one round trip: the interiors of X and of the scattered
@@ -67,10 +68,10 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
 #pragma unroll 1
     for (int l = 1; l <= Cfg::L; ++l) {  // level l's 4 subbands are contiguous in the folded buffer
       const float* src = p.wfold + fold_level_w(p.C, l, c, 0, KK);
-      float* d = wf + KK + (l - 1) * 4 * KK;
+      float* d = wf + KK4 + (l - 1) * 4 * KK4;
       load_taps<GT>(t, src, 4 * KK, [&](int r, float v) {  // flipped within each subband's k x k
         const int s = r / KK;
-        d[s * KK + (KK - 1) - (r - s * KK)] = v;
+        d[s * KK4 + (KK - 1) - (r - s * KK)] = v;
       });
     }
   }
@@ -121,14 +122,15 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       const LevelImage<Cfg> li(p, l);
       const int h = li.h, w = li.w, pitch = li.pitch, img = li.img;
       const float* dz_img = dzs + off;
-      const int strips = ceil_div(h, V), per_s = strips * w;
-      const FastDiv fs(per_s), fw(w);
+      const int strips = ceil_div(h, V), per_s = strips * li.vw;
+      const FastDiv fs(per_s), fw(li.vw);
       for (int e = rotated_index(t, first, GA); e < 4 * per_s; e += GA) {
-        const int s = fs.div(e), r2 = e - s * per_s, si = fw.div(r2), j = r2 - si * w, i0 = si * V;
+        const int s = fs.div(e), r2 = e - s * per_s, si = fw.div(r2), j = r2 - si * li.vw, i0 = si * V;
+        if (j >= w) continue;  // a column past w (lvw)
         float acc[V];
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] = 0.f;
-        conv_strip<K, V>(dz_img + s * img + i0 * pitch + j, pitch, wf + KK + (l - 1) * 4 * KK + s * KK, acc);
+        conv_strip<K, V, true>(dz_img + s * img + i0 * pitch + j, pitch, wf + KK4 * (1 + (l - 1) * 4 + s), acc);
         float* d = dys + zoff + s * h * w;
 #pragma unroll
         for (int v = 0; v < V; ++v)
@@ -153,14 +155,15 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
   const PlaneAddr da(p.out_st, H, W);
   const int strips = ceil_div(H, V);
-  const FastDiv fwd(W);
+  const FastDiv fvw(lay.xs_vw), fwd(W);
   const int w1 = p.lw[Cfg::L >= 1 ? 1 : 0], hw1 = p.lh[Cfg::L >= 1 ? 1 : 0] * w1;
-  for (int e = t; e < strips * W; e += GT) {
-    const int si = fwd.div(e), x0 = e - si * W, y0 = si * V;
+  for (int e = t; e < strips * lay.xs_vw; e += GT) {
+    const int si = fvw.div(e), x0 = e - si * lay.xs_vw, y0 = si * V;
+    if (x0 >= W) continue;  // a column past W (lvw)
     float acc[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] = 0.f;
-    conv_strip<K, V>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
+    conv_strip<K, V, true>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
     if (Cfg::L >= 1) add_level1_synth<V>(acc, dys, w1, hw1, y0, x0, 1, H);
     store_strip<V>(dx, da, y0, x0, H, acc);
   }

@@ -25,13 +25,22 @@ __device__ __forceinline__ long long act_yx(const long long (&st)[4], long long 
 
 // acc[v] += sum_{u,q} w[u*K+q] * src[(v+u)*pitch + q] for v in [0, V): V vertically adjacent outputs
 // of a zero-haloed fp32 smem image, reading V+K-1 rows once instead of V*K (register blocking).
-// W_IN_REGS keeps the K*K taps in registers (small K); otherwise they are read from shared memory.
-template <int K, int V>
+// Small K keeps the K*K taps in registers, loaded as float4 where kW4 says w is 16-byte aligned with
+// round4(K*K) floats readable (a quarter of the loads: the level convs reload taps per item); larger K
+// reads them from shared memory.
+template <int K, int V, bool kW4 = false>
 __device__ __forceinline__ void conv_strip(const float* __restrict__ src, int pitch,
                                            const float* __restrict__ w, float (&acc)[V]) {
   constexpr bool kRegs = K <= 9;
-  float wr[kRegs ? K * K : 1];
-  if (kRegs) {
+  constexpr int kN = kRegs ? (K * K + 3) / 4 * 4 : 1;
+  float wr[kN];
+  if (kRegs && kW4) {
+#pragma unroll
+    for (int i = 0; i < kN / 4; ++i) {
+      const float4 q = reinterpret_cast<const float4*>(w)[i];
+      wr[4 * i] = q.x, wr[4 * i + 1] = q.y, wr[4 * i + 2] = q.z, wr[4 * i + 3] = q.w;
+    }
+  } else if (kRegs) {
 #pragma unroll
     for (int i = 0; i < (kRegs ? K * K : 1); ++i) wr[i] = w[i];
   }
@@ -65,5 +74,6 @@ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; 
 // banks; an even pitch such as 32 or 60 put them in 1-8 banks (measured: 4.3-way conflicts on average
 // in the backward plane kernel). The generator's shared-memory formulas use the same rounding.
 __host__ __device__ constexpr int odd_pitch(int w) { return w | 1; }
+
 
 }  // namespace lkjit

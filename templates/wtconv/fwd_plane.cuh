@@ -5,10 +5,11 @@
 //
 // Shared memory per plane (fp32; every image the conv reads has a zero halo of R, plus vy spare rows
 // so a strip of vy outputs never reads past it; the halos are zeroed once, phases write interiors):
-//   xs (H+2R+vy) x odd_pitch(W+2R)      input plane, rounded up to a multiple of 4 floats
-//   ys 4 x (h_l+2R+vy) x odd_pitch(w_l+2R) for l = 1..L    Y_l, one image per level
+//   xs (H+2R+vy) x lpitch[0]   input plane, rounded up to a multiple of 4 floats
+//   ys 4 x (h_l+2R+vy) x lpitch[l] for l = 1..L    Y_l, one image per level
 //   zs sum_l 4 h_l w_l                  Z_l
-//   ws k*k + 1 + 4*k*k*L                W~0, b~, W~_1..L     (per_plane rounded up to a multiple of 4)
+//   ws round4(k*k+1) + 4L round4(k*k)   W~0 and b~, then W~_1..L one 16-byte aligned subband each (float4
+//                                       tap loads); per_plane rounded up to a multiple of 4
 #pragma once
 #include "wtconv/plane_common.cuh"
 
@@ -18,7 +19,7 @@ template <class Cfg>
 struct FwdPlaneLayout : PlaneImages<Cfg> {
   int ws_size, per_plane;
   __device__ explicit FwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
-    ws_size = Cfg::k * Cfg::k * (1 + 4 * Cfg::L) + 1;
+    ws_size = round4(Cfg::k * Cfg::k + 1) + 4 * Cfg::L * round4(Cfg::k * Cfg::k);
     per_plane = round4(this->xs_size + this->ys_size + this->levels_size + ws_size);
   }
 };
@@ -27,6 +28,7 @@ template <class Cfg>
 __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   using T = typename Cfg::T;
   constexpr int K = Cfg::k, R = Cfg::R, V = Cfg::vy, KK = K * K;
+  constexpr int KK4 = (KK + 3) / 4 * 4, W1 = (KK + 4) / 4 * 4;  // a subband's tap stride; W~_1's offset
   using G = PlaneGroup<Cfg>;
   constexpr int GT = G::kThreads;
   extern __shared__ float4 smem4[];
@@ -40,7 +42,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   float* xs = reinterpret_cast<float*>(smem4) + g.q * lay.per_plane;
   float* ys = xs + lay.xs_size;  // Y_1 | Y_2 | ... | Y_L
   float* zs = ys + lay.ys_size;
-  float* ws = zs + lay.levels_size;  // [W~0 | b~ | W~_1 | ... | W~_L]
+  float* ws = zs + lay.levels_size;  // [W~0 | b~ | W~_1 | ... | W~_L], subbands KK4 apart
 
   // 1. Zero the images (halos included), then every global read in one round trip: the plane's interior
   // and all taps.
@@ -56,8 +58,8 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
 #pragma unroll 1
     for (int l = 1; l <= Cfg::L; ++l) {  // level l's 4 subbands are contiguous in the folded buffer
       const float* src = p.wfold + fold_level_w(p.C, l, c, 0, KK);
-      float* d = ws + KK + 1 + (l - 1) * 4 * KK;
-      load_taps<GT>(t, src, 4 * KK, [&](int r, float v) { d[r] = v; });
+      float* d = ws + W1 + (l - 1) * 4 * KK4;
+      load_taps<GT>(t, src, 4 * KK, [&](int r, float v) { d[r / KK * KK4 + r % KK] = v; });
     }
   }
   g.sync();
@@ -90,15 +92,16 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
 #pragma unroll 1
     for (int l = 1; l <= Cfg::L; ++l) {
       const LevelImage<Cfg> li(p, l);
-      const int h = li.h, w = li.w, strips = ceil_div(h, V), per_s = strips * w;
-      const FastDiv fs(per_s), fw(w);
+      const int h = li.h, w = li.w, strips = ceil_div(h, V), per_s = strips * li.vw;
+      const FastDiv fs(per_s), fw(li.vw);
       for (int e = rotated_index(t, first, GT); e < 4 * per_s; e += GT) {
         const int s = fs.div(e), r2 = e - s * per_s;
-        const int si = fw.div(r2), j = r2 - si * w, i0 = si * V;
+        const int si = fw.div(r2), j = r2 - si * li.vw, i0 = si * V;
+        if (j >= w) continue;  // a column past w (lvw)
         float acc[V];
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] = 0.f;
-        conv_strip<K, V>(y + s * li.img + i0 * li.pitch + j, li.pitch, ws + KK + 1 + (l - 1) * 4 * KK + s * KK, acc);
+        conv_strip<K, V, true>(y + s * li.img + i0 * li.pitch + j, li.pitch, ws + W1 + ((l - 1) * 4 + s) * KK4, acc);
         float* z = zs + zoff + s * h * w;
 #pragma unroll
         for (int v = 0; v < V; ++v)
@@ -121,14 +124,16 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   const int strips = ceil_div(Ho, V);
   const float bias = ws[KK];
   const int w1 = p.lw[Cfg::L >= 1 ? 1 : 0], hw1 = p.lh[Cfg::L >= 1 ? 1 : 0] * w1;
-  const FastDiv fwo(Wo);
-  for (int e = t; e < strips * Wo; e += GT) {
-    const int si = fwo.div(e), ox = e - si * Wo, oy0 = si * V;
+  const int ow = S == 1 ? lay.xs_vw : Wo;  // item columns at stride 1: lvw[0]
+  const FastDiv fwo(ow);
+  for (int e = t; e < strips * ow; e += GT) {
+    const int si = fwo.div(e), ox = e - si * ow, oy0 = si * V;
+    if (ox >= Wo) continue;
     float acc[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] = bias;
     if (S == 1) {
-      conv_strip<K, V>(xs + oy0 * lay.xs_pitch + ox, lay.xs_pitch, ws, acc);
+      conv_strip<K, V, true>(xs + oy0 * lay.xs_pitch + ox, lay.xs_pitch, ws, acc);
     } else {
 #pragma unroll
       for (int v = 0; v < V; ++v) {

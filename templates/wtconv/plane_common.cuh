@@ -37,29 +37,30 @@ struct PlaneSubgroup {
   __device__ __forceinline__ void sync() const { group_barrier<N>(id); }
 };
 
-// One zero-haloed image per level l = 1..L (4 subbands of (h_l+2R+vy) x odd_pitch(w_l+2R) each): the
-// pitch and subband stride of level l. Every level has its own images, so their halos are zeroed once
-// per plane and the phases write interiors only.
+// One zero-haloed image per level l = 1..L (4 subbands of (h_l+2R+vy) x lpitch[l] each): the pitch and
+// subband stride of level l, and the columns its conv items span (lvw[l] >= w_l; the host's strip layout:
+// see WTConvParams::lpitch). Every level has its own images, so their halos are zeroed once per plane and
+// the phases write interiors only.
 template <class Cfg>
 struct LevelImage {
-  int h, w, pitch, img;  // level extent, row pitch, one subband's size (floats)
+  int h, w, vw, pitch, img;  // level extent, conv item columns, row pitch, one subband's size (floats)
   __device__ LevelImage(const WTConvParams& p, int l)
-      : h(p.lh[l]), w(p.lw[l]), pitch(odd_pitch(p.lw[l] + 2 * Cfg::R)),
-        img((p.lh[l] + 2 * Cfg::R + Cfg::vy) * odd_pitch(p.lw[l] + 2 * Cfg::R)) {}
+      : h(p.lh[l]), w(p.lw[l]), vw(p.lvw[l]), pitch(p.lpitch[l]), img((p.lh[l] + 2 * Cfg::R + Cfg::vy) * p.lpitch[l]) {}
 };
 
 // n rounded up to a multiple of 4 floats: 16-byte aligned plane regions and float4 zeroing.
 __device__ __forceinline__ int round4(int n) { return (n + 3) & ~3; }
 
 // Sizes (floats) of one plane's images, shared by the forward and backward layouts: the input plane
-// (H+2R+vy) x odd_pitch(W+2R) rounded up to a multiple of 4 (float4 zeroing), every level's image
+// (H+2R+vy) x lpitch[0] rounded up to a multiple of 4 (float4 zeroing), every level's image
 // (ys_size = sum_l 4 img_l), and the stack of every level's coefficients (sum_l 4 h_l w_l).
 template <class Cfg>
 struct PlaneImages {
   static constexpr int R = Cfg::R, K = Cfg::k, V = Cfg::vy;
-  int xs_pitch, xs_size, ys_size, levels_size;
+  int xs_pitch, xs_vw, xs_size, ys_size, levels_size;  // xs_vw: the columns of a stride-1 output loop
   __device__ explicit PlaneImages(const WTConvParams& p) {
-    xs_pitch = odd_pitch(p.W + 2 * R);
+    xs_pitch = p.lpitch[0];
+    xs_vw = p.lvw[0];
     xs_size = round4((p.H + 2 * R + V) * xs_pitch);
     ys_size = 0;
     levels_size = 0;
