@@ -46,7 +46,7 @@ std::optional<std::string> plane_reject(const OpSpec& s, const Tile& t, const De
   return plane_reject_with(s, t, d, sh, plane_smem_floats);
 }
 Tile plane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
-  return plane_default_with(s, sh, d, plane_smem_floats, 48 * 1024, false);
+  return plane_default_with(s, sh, d, plane_smem_floats, 56 * 1024, false);
 }
 LaunchGeometry plane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   return plane_geometry_with(s, t, sh, plane_smem_floats);

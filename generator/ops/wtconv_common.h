@@ -125,25 +125,27 @@ inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile&
   return std::nullopt;
 }
 
-// The plane kernels' default tile. Fitted to exhaustive searches on an H200 (bench_tune, bench/RESULTS.md
-// section 6) over the WTConvNeXt-T planes: large planes want 8 (forward) or 16 (backward) warps each, mid
-// planes 4, and planes below 512 pixels one warp, alone in its block in the backward (its phases are
-// short, so independent small blocks hide each other's barriers best) and from 128 pixels on in the
-// forward. The forward takes 8-row strips on large planes (56x56: 233 us against 242 for 4), the backward
-// 4 there and fewer on smaller planes. Every block stays within half the
-// per-block shared memory (the plan takes the plane path only where two blocks share an SM): fewer
-// spare rows first, then grouped planes fill a block of up to 256 threads within budget_bytes (forward
-// 48 KiB, backward 80 KiB: a 28x28 backward pair, 71 KiB, took 353 us against 400 us for single planes).
+// The plane kernels' default tile. Fitted to exhaustive searches on an H200 (lkjit tune, bench/RESULTS.md
+// sections 3 and 6) over the WTConvNeXt-T planes, bf16 k=5. Warps per plane: large planes 8 (forward) or 16
+// (backward); mid planes 2 (forward: 28x28 p2_v8_w128 143 us against 154 for 4 warps) or 4 (backward);
+// below 512 pixels one warp, alone in its block from 128 pixels on (its phases are short, so independent
+// small blocks hide each other's barriers best) and grouped below (7x7 backward: 8 planes a block 175 us
+// against 182 alone). Strip rows (vy): the forward 8 from 784 pixels (56x56 233 us against 242 for 4),
+// else 4, or 2 below 8 rows; the backward 4 on large planes, else 2. Every block stays within half the
+// per-block shared memory (the plan takes the plane path only where two blocks share an SM): fewer spare
+// rows first, then grouped planes fill a block of up to 256 threads within budget_bytes (forward 56 KiB,
+// which the 28x28 pair at vy 8 takes; backward 80 KiB: a 28x28 backward pair, 71 KiB, took 353 us against
+// 400 us for single planes).
 inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLimits& d, PlaneSmemFloats smem_floats,
                                int64_t budget_bytes, bool backward) {
   const int64_t hw = sh.H * sh.W, cap = d.max_smem_per_block / 2;
-  const int warps = hw >= 2048 ? (backward ? 16 : 8) : hw >= 512 ? 4 : 1;
-  const int vy = backward ? (hw >= 2048 ? 4 : sh.H >= 8 ? 2 : 1) : (hw >= 2048 ? 8 : sh.H >= 8 ? 4 : 2);
+  const int warps = hw >= 2048 ? (backward ? 16 : 8) : hw >= 512 ? (backward ? 4 : 2) : 1;
+  const int vy = backward ? (hw >= 2048 ? 4 : 2) : (hw >= 784 ? 8 : sh.H >= 8 ? 4 : 2);
   Tile t{0, 0, 1, vy, 32 * warps};
   // Fewer spare rows where a plane would not fit twice per SM otherwise (large k or L on mid-size planes).
   while (t.vy > 1 && smem_floats(s, t, sh) * 4 > cap) t.vy /= 2;
   const int64_t one = smem_floats(s, t, sh) * 4, budget = std::min(budget_bytes, cap);
-  const bool group = !(warps == 1 && (backward || hw >= 128));
+  const bool group = !(warps == 1 && hw >= 128);
   while (group && t.threads * 2 <= 256 && one * t.planes * 2 <= budget) {
     t.planes *= 2;
     t.threads *= 2;

@@ -16,9 +16,10 @@ namespace {
 using Param = ProblemParam;
 
 std::vector<float> run_forward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
-                               const std::vector<float>& x) {
+                               const std::vector<float>& x, const Tile* plane_tile = nullptr) {
   WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
   layer.set_path(path);
+  if (plane_tile) layer.set_tile_override(Kernel::kWTConvFwdPlane, 0, *plane_tile);
   auto dp = upload_params(params);
   layer.set_weights(dp.weights);
   const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
@@ -53,6 +54,30 @@ TEST_P(WTConvForward, MatchesFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Problems, WTConvForward, ::testing::ValuesIn(problem_params()), problem_param_name);
+
+// Every tile of the forward plane kernel's space on one problem with odd extents: each (planes, threads,
+// vy) changes the warp groups, the strip rows and the images' pitches (strip_layout).
+class WTConvForwardPlaneTiles : public GpuTest {};
+
+TEST_F(WTConvForwardPlaneTiles, EveryTileMatchesTheReference) {
+  const Problem pb{2, 8, 29, 31, 5, 3, 1, true};
+  const DType dt = DType::kF32;
+  const DeviceInfo dev = device_info(0);
+  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 17);
+  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
+  const auto x = random_tensor(size_t(s4.numel()), dt, 18);
+  const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), s4, params, pb.stride);
+  const OpSpec spec{Kernel::kWTConvFwdPlane, dt, pb.k, pb.L, true, dev.arch};
+  const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
+  int tested = 0;
+  for (const Tile& t : enumerate(spec, dev.limits, &sh)) {
+    SCOPED_TRACE(t.to_string());
+    const auto cmp = compare(run_forward(pb, dt, WTConvPath::kPlane, params, x, &t), want, tolerance(dt));
+    EXPECT_TRUE(cmp.ok) << cmp.to_string();
+    ++tested;
+  }
+  EXPECT_GE(tested, 10) << "too few tiles fit";
+}
 
 class WTConvForwardLarge : public GpuTest {};
 
