@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lkjit/error.h"
+#include "lkjit/generator.h"
 #include "lkjit/spec.h"
 #include "lkjit/wtconv.h"
 
@@ -67,6 +68,14 @@ inline std::optional<std::string> plane_path_unavailable(const Problem& p, DType
     return e.what();
   }
   return std::nullopt;
+}
+
+// The tile tests' problem (odd extents, 3 levels, 16 planes) and the tiles of a plane kernel's space that
+// fit it on an sm_`arch` device with `limits`.
+inline constexpr Problem kTileProblem{2, 8, 29, 31, 5, 3, 1, true};
+inline std::vector<Tile> plane_tiles(Kernel kernel, const Problem& p, DType t, int arch, const DeviceLimits& limits) {
+  const Shape sh{p.B, p.C, p.H, p.W, p.stride};
+  return enumerate(OpSpec{kernel, t, p.k, p.L, true, arch}, limits, &sh);
 }
 
 // Every problem x dtype x path: the parameter list of the forward and backward suites.

@@ -120,7 +120,7 @@ TEST_F(WTConvBackwardDeterminism, TwoRunsGiveIdenticalBits) {
 class WTConvBackwardPlaneTiles : public GpuTest {};
 
 TEST_F(WTConvBackwardPlaneTiles, EveryTileMatchesTheReference) {
-  const Problem pb{2, 8, 29, 31, 5, 3, 1, true};
+  const Problem& pb = kTileProblem;
   const DType dt = DType::kF32;
   const DeviceInfo dev = device_info(0);
   const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 11);
@@ -129,10 +129,8 @@ TEST_F(WTConvBackwardPlaneTiles, EveryTileMatchesTheReference) {
   const auto g = random_tensor(x.size(), dt, 13);
   const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
                                          std::vector<double>(g.begin(), g.end()), pb.stride);
-  const OpSpec spec{Kernel::kWTConvBwdPlane, dt, pb.k, pb.L, true, dev.arch};
-  const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
   int tested = 0;
-  for (const Tile& t : enumerate(spec, dev.limits, &sh)) {
+  for (const Tile& t : plane_tiles(Kernel::kWTConvBwdPlane, pb, dt, dev.arch, dev.limits)) {
     SCOPED_TRACE(t.to_string());
     const auto r = run_backward(pb, dt, WTConvPath::kPlane, params, x, g, &t);
     const auto cmp = compare(r.dx, want.dx, tolerance(dt));

@@ -60,17 +60,15 @@ INSTANTIATE_TEST_SUITE_P(Problems, WTConvForward, ::testing::ValuesIn(problem_pa
 class WTConvForwardPlaneTiles : public GpuTest {};
 
 TEST_F(WTConvForwardPlaneTiles, EveryTileMatchesTheReference) {
-  const Problem pb{2, 8, 29, 31, 5, 3, 1, true};
+  const Problem& pb = kTileProblem;
   const DType dt = DType::kF32;
   const DeviceInfo dev = device_info(0);
   const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 17);
-  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
-  const auto x = random_tensor(size_t(s4.numel()), dt, 18);
-  const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), s4, params, pb.stride);
-  const OpSpec spec{Kernel::kWTConvFwdPlane, dt, pb.k, pb.L, true, dev.arch};
-  const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
+  const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), dt, 18);
+  const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params,
+                                        pb.stride);
   int tested = 0;
-  for (const Tile& t : enumerate(spec, dev.limits, &sh)) {
+  for (const Tile& t : plane_tiles(Kernel::kWTConvFwdPlane, pb, dt, dev.arch, dev.limits)) {
     SCOPED_TRACE(t.to_string());
     const auto cmp = compare(run_forward(pb, dt, WTConvPath::kPlane, params, x, &t), want, tolerance(dt));
     EXPECT_TRUE(cmp.ok) << cmp.to_string();
