@@ -66,7 +66,8 @@ inline std::optional<std::string> reject_smem(int64_t bytes, const DeviceLimits&
 // Row pitch (floats) and conv item columns (vw >= w) of a plane image w columns wide with halo r, whose conv
 // items are strips of v rows, one lane per column, consecutive lanes wrapping from one strip's last column
 // to the next strip's first. With v*pitch = vw (mod 32), lane n of a warp reads bank (base + n) mod 32 at
-// every tap: no conflicts (the lanes past w idle). An odd pitch, the earlier choice, made every load 2-way
+// every tap: no conflicts within a subband (the lanes past w idle; a warp that spans two subbands may still
+// conflict, as their images are not aligned to the pattern). An odd pitch, the earlier choice, made every load 2-way
 // wherever a warp wrapped (all level-conv loads of a 56x56 plane took 2 wavefronts). Of the pitches up to
 // a quarter (and 7 floats) above the minimum w + 2r that allow it with at most a quarter of idle lanes, the
 // least pitch x vw (shared memory x lanes); where none does (small images, v = 1), the odd pitch and its
@@ -140,9 +141,10 @@ inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLim
                                int64_t budget_bytes, bool backward) {
   const int64_t hw = sh.H * sh.W, cap = d.max_smem_per_block / 2;
   const int warps = hw >= 2048 ? (backward ? 16 : 8) : hw >= 512 ? (backward ? 4 : 2) : 1;
-  const int vy = backward ? (hw >= 2048 ? 4 : 2) : (hw >= 784 ? 8 : sh.H >= 8 ? 4 : 2);
+  const int vy = backward ? (hw >= 2048 ? 4 : 2) : sh.H < 8 ? 2 : hw >= 784 ? 8 : 4;
   Tile t{0, 0, 1, vy, 32 * warps};
   // Fewer spare rows where a plane would not fit twice per SM otherwise (large k or L on mid-size planes).
+  // Usually that saves memory; strip_layout's pitch depends on vy too, so now and then it costs a little.
   while (t.vy > 1 && smem_floats(s, t, sh) * 4 > cap) t.vy /= 2;
   const int64_t one = smem_floats(s, t, sh) * 4, budget = std::min(budget_bytes, cap);
   const bool group = !(warps == 1 && hw >= 128);

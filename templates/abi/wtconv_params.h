@@ -54,8 +54,9 @@ struct WTConvParams {
   int lh[kWTConvMaxLevels + 1];       // padded level sizes: lh[0] = H, lh[l] = ceil(lh[l-1]/2)
   int lw[kWTConvMaxLevels + 1];
   // Plane kernels: row pitch (floats) of the shared-memory image of level l (l = 0: the input plane), and
-  // the columns its conv items span, lvw[l] >= lw[l]; the host picks them per (k, vy) so that lanes
-  // wrapping from one strip to the next keep consecutive banks (generator: wtconv::strip_layout).
+  // the columns its conv items span, lvw[l] >= lw[l]; the host picks them per kernel (the backward keeps
+  // odd pitches), k and vy so that lanes wrapping from one strip to the next keep consecutive banks
+  // (generator: wtconv::strip_layout).
   int lpitch[kWTConvMaxLevels + 1];
   int lvw[kWTConvMaxLevels + 1];
 

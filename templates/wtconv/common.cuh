@@ -69,11 +69,10 @@ __device__ __forceinline__ void haar4(float a, float b, float c, float d, float 
 
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-// Row pitch (floats) of a shared-memory image: the width rounded up to odd. Threads that walk
-// different rows of an image at the same column (wgrad row chunks, strips) then fall in different
-// banks; an even pitch such as 32 or 60 put them in 1-8 banks (measured: 4.3-way conflicts on average
-// in the backward plane kernel). The generator's shared-memory formulas use the same rounding.
+// Row pitch (floats) of a tiled kernel's shared-memory image: the width rounded up to odd. Threads that
+// walk different rows of an image at the same column (wgrad row chunks, strips) then fall in different
+// banks; an even pitch such as 32 or 60 put them in 1-8 banks (measured: 4.3-way conflicts on average).
+// The generator's tiled formulas use the same rounding; plane images take the generator's strip_layout.
 __host__ __device__ constexpr int odd_pitch(int w) { return w | 1; }
-
 
 }  // namespace lkjit

@@ -70,9 +70,10 @@ inline std::optional<std::string> plane_path_unavailable(const Problem& p, DType
   return std::nullopt;
 }
 
-// The tile tests' problem (odd extents, 3 levels, 16 planes) and the tiles of a plane kernel's space that
-// fit it on an sm_`arch` device with `limits`.
+// The tile tests' problems (odd extents, 3 levels, 16 planes; k=1 at stride 2: no halo, the strided output
+// loop) and the tiles of a plane kernel's space that fit one on an sm_`arch` device with `limits`.
 inline constexpr Problem kTileProblem{2, 8, 29, 31, 5, 3, 1, true};
+inline constexpr Problem kTileProblemStrided{2, 4, 9, 11, 1, 2, 2, true};
 inline std::vector<Tile> plane_tiles(Kernel kernel, const Problem& p, DType t, int arch, const DeviceLimits& limits) {
   const Shape sh{p.B, p.C, p.H, p.W, p.stride};
   return enumerate(OpSpec{kernel, t, p.k, p.L, true, arch}, limits, &sh);

@@ -60,21 +60,23 @@ INSTANTIATE_TEST_SUITE_P(Problems, WTConvForward, ::testing::ValuesIn(problem_pa
 class WTConvForwardPlaneTiles : public GpuTest {};
 
 TEST_F(WTConvForwardPlaneTiles, EveryTileMatchesTheReference) {
-  const Problem& pb = kTileProblem;
   const DType dt = DType::kF32;
   const DeviceInfo dev = device_info(0);
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 17);
-  const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), dt, 18);
-  const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params,
-                                        pb.stride);
-  int tested = 0;
-  for (const Tile& t : plane_tiles(Kernel::kWTConvFwdPlane, pb, dt, dev.arch, dev.limits)) {
-    SCOPED_TRACE(t.to_string());
-    const auto cmp = compare(run_forward(pb, dt, WTConvPath::kPlane, params, x, &t), want, tolerance(dt));
-    EXPECT_TRUE(cmp.ok) << cmp.to_string();
-    ++tested;
+  for (const Problem& pb : {kTileProblem, kTileProblemStrided}) {
+    SCOPED_TRACE(problem_name(pb, dt, WTConvPath::kPlane));
+    const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 17);
+    const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), dt, 18);
+    const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params,
+                                          pb.stride);
+    int tested = 0;
+    for (const Tile& t : plane_tiles(Kernel::kWTConvFwdPlane, pb, dt, dev.arch, dev.limits)) {
+      SCOPED_TRACE(t.to_string());
+      const auto cmp = compare(run_forward(pb, dt, WTConvPath::kPlane, params, x, &t), want, tolerance(dt));
+      EXPECT_TRUE(cmp.ok) << cmp.to_string();
+      ++tested;
+    }
+    EXPECT_GE(tested, 10) << "too few tiles fit";
   }
-  EXPECT_GE(tested, 10) << "too few tiles fit";
 }
 
 class WTConvForwardLarge : public GpuTest {};
