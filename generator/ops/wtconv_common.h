@@ -84,8 +84,8 @@ inline StripLayout strip_layout(const OpSpec& s, int64_t w, int v) {
   const bool odd = s.kernel == Kernel::kWTConvBwdPlane;
   int64_t cost = -1;
   for (int64_t p = lo; p <= lo + std::min<int64_t>(odd ? 3 : 7, lo / 4); ++p) {
-    const int64_t vw = w + ((v * p - w) % 32 + 32) % 32;
     if (odd && p % 2 == 0) continue;
+    const int64_t vw = w + ((v * p - w) % 32 + 32) % 32;
     if (4 * vw <= 5 * w && (cost < 0 || p * vw < cost)) best = {p, vw}, cost = p * vw;
   }
   return best;

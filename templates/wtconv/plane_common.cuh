@@ -45,7 +45,7 @@ template <class Cfg>
 struct LevelImage {
   int h, w, vw, pitch, img;  // level extent, conv item columns, row pitch, one subband's size (floats)
   __device__ LevelImage(const WTConvParams& p, int l)
-      : h(p.lh[l]), w(p.lw[l]), vw(p.lvw[l]), pitch(p.lpitch[l]), img((p.lh[l] + 2 * Cfg::R + Cfg::vy) * p.lpitch[l]) {}
+      : h(p.lh[l]), w(p.lw[l]), vw(p.lvw[l]), pitch(p.lpitch[l]), img((h + 2 * Cfg::R + Cfg::vy) * pitch) {}
 };
 
 // n rounded up to a multiple of 4 floats: 16-byte aligned plane regions and float4 zeroing.
@@ -56,7 +56,7 @@ __device__ __forceinline__ int round4(int n) { return (n + 3) & ~3; }
 // (ys_size = sum_l 4 img_l), and the stack of every level's coefficients (sum_l 4 h_l w_l).
 template <class Cfg>
 struct PlaneImages {
-  static constexpr int R = Cfg::R, K = Cfg::k, V = Cfg::vy;
+  static constexpr int R = Cfg::R, V = Cfg::vy;
   int xs_pitch, xs_vw, xs_size, ys_size, levels_size;  // xs_vw: the columns of a stride-1 output loop
   __device__ explicit PlaneImages(const WTConvParams& p) {
     xs_pitch = p.lpitch[0];
