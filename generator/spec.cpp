@@ -25,7 +25,8 @@ constexpr KernelName kKernelNames[] = {
     {Kernel::kWTConvFwdLevel, "wtconv_fwd_level"}, {Kernel::kWTConvFwdSynth, "wtconv_fwd_synth"},
     {Kernel::kWTConvBwdPlane, "wtconv_bwd_plane"}, {Kernel::kWTConvBwdLevel, "wtconv_bwd_level"},
     {Kernel::kWTConvBwdSynth, "wtconv_bwd_synth"}, {Kernel::kWTConvReduce, "wtconv_reduce"},
-    {Kernel::kWTConvTranspose, "wtconv_transpose"},
+    {Kernel::kWTConvTranspose, "wtconv_transpose"}, {Kernel::kWTConvFwdLane, "wtconv_fwd_lane"},
+    {Kernel::kWTConvBwdLane, "wtconv_bwd_lane"},
 };
 
 }  // namespace

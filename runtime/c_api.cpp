@@ -205,6 +205,15 @@ int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int b
   });
 }
 
+int lkjit_wtconv_runs_lane(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int* lane) {
+  return guarded([&] {
+    require_handle(h, "lkjit_wtconv_runs_lane");
+    if (!lane) throw lkjit::SpecError("lkjit: error: lkjit_wtconv_runs_lane: lane is null");
+    std::lock_guard<std::mutex> lock(h->mu);
+    *lane = h->layer.runs_lane(B, H, W, backward != 0) ? 1 : 0;
+  });
+}
+
 int lkjit_wtconv_describe(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int arch,
                           const char** text) {
   return guarded([&] {

@@ -137,6 +137,12 @@ std::pair<WTConvTuneProblem, KernelSelector> problem_for(const OpSpec& spec, con
       p.path = WTConvPath::kPlane;
       p.backward = spec.kernel == Kernel::kWTConvBwdPlane;
       break;
+    case Kernel::kWTConvFwdLane:
+    case Kernel::kWTConvBwdLane:  // measured on the layout it is for
+      p.path = WTConvPath::kLane;
+      p.options.layout = Layout::kNHWC;
+      p.backward = spec.kernel == Kernel::kWTConvBwdLane;
+      break;
     case Kernel::kWTConvFwdSynth:
     case Kernel::kWTConvBwdSynth:
       p.path = WTConvPath::kTiled;

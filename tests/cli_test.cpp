@@ -107,7 +107,7 @@ TEST_F(Cli, RunRejectsOutOfRangeValuesWith2) {
       {"--check-planes 0", "--check-planes=0 is out of range; supported: >= 1"},
       {"--check-planes -1", "--check-planes=-1 is out of range; supported: >= 1"},
       {"--iters 0", "--iters=0 is out of range; supported: >= 1"},
-      {"--path diagonal", "--path 'diagonal' is unknown; supported: auto, plane, tiled"},
+      {"--path diagonal", "--path 'diagonal' is unknown; supported: auto, plane, tiled, lane"},
   };
   for (const auto& [args, msg] : cases) {
     const std::string shapes = args.rfind("--shapes", 0) == 0 ? "" : "--shapes 1:4:9:9:2 ";

@@ -571,15 +571,20 @@ TEST(Parse, Arch) {
 
 TEST(Parse, Kernel) {
   const auto all = all_kernels();
-  EXPECT_EQ(all.size(), 9u);
+  EXPECT_EQ(all.size(), 11u);  // 9 and the lane kernels
   std::set<std::string> names;
   for (Kernel k : all) {
     EXPECT_EQ(parse_kernel(to_string(k)), k);
     names.insert(to_string(k));
   }
   EXPECT_EQ(names.size(), all.size());
+  EXPECT_EQ(std::string(to_string(Kernel::kWTConvFwdLane)), "wtconv_fwd_lane");
+  EXPECT_EQ(std::string(to_string(Kernel::kWTConvBwdLane)), "wtconv_bwd_lane");
+  EXPECT_EQ(parse_kernel("wtconv_fwd_lane"), Kernel::kWTConvFwdLane);
+  EXPECT_EQ(parse_kernel("wtconv_bwd_lane"), Kernel::kWTConvBwdLane);
   EXPECT_THAT(spec_error([] { parse_kernel("wtconv_fwd"); }),
-              AllOf(HasSubstr("'wtconv_fwd'"), HasSubstr("wtconv_fwd_plane"), HasSubstr("wtconv_fold")));
+              AllOf(HasSubstr("'wtconv_fwd'"), HasSubstr("wtconv_fwd_plane"), HasSubstr("wtconv_fold"),
+                    HasSubstr("wtconv_fwd_lane"), HasSubstr("wtconv_bwd_lane")));
   EXPECT_THAT(spec_error([] { parse_kernel("WTCONV_FOLD"); }), HasSubstr("'WTCONV_FOLD'"));
 }
 

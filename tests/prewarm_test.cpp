@@ -47,7 +47,9 @@ long number(const std::string& s, const std::string& re) {
   return std::regex_search(s, m, std::regex(re)) ? std::stol(m[1].str()) : -1;
 }
 
-// Tiny sets: 8 kernels per arch and dtype (fold, plane, level, synth; forward and backward; reduce).
+// Tiny sets: 10 kernels per arch for one dtype (plane, level, synth and lane, forward and backward; fold and
+// reduce), 8 more per further dtype (the fold and the reduction are fp32 whatever the dtype). 8x8 planes at
+// stride 1 take the lane kernels, so prewarm plans the lane path too.
 const std::string kSmall = "--shapes 1:4:8:8 --k 3 --L 1 --progress never";
 
 class Prewarm : public ::testing::Test {
@@ -82,21 +84,23 @@ TEST_F(Prewarm, CompilesForSm80AndSm90WithoutAGpu) {
   const CommandResult first = run(args);
   ASSERT_EQ(first.code, 0) << first.output;
   EXPECT_THAT(first.output,
-              AllOf(HasSubstr("16 kernels for sm_80, sm_90 (f32)"), HasSubstr("16 compiled, 0 already cached, 0 failed")));
-  EXPECT_EQ(files_with(".lkjit").size(), 16u);
+              AllOf(HasSubstr("20 kernels for sm_80, sm_90 (f32)"), HasSubstr("20 compiled, 0 already cached, 0 failed")));
+  EXPECT_EQ(files_with(".lkjit").size(), 20u);
   EXPECT_TRUE(files_with(".lock").empty()) << "locks left behind";
   const CommandResult list = run("cache ls");
   for (const char* name : {"lkjit_wtconv_fwd_plane_f32_k3_L1_", "lkjit_wtconv_bwd_plane_f32_k3_L1_",
                            "lkjit_wtconv_fwd_level1_f32_", "lkjit_wtconv_bwd_level1_f32_", "lkjit_wtconv_fwd_synth_",
                            "lkjit_wtconv_bwd_synth_", "lkjit_wtconv_reduce_k3_L1_w512_sm80",
-                           "lkjit_wtconv_fold_k3_L1_w256_sm90"})
+                           "lkjit_wtconv_fold_k3_L1_w256_sm90", "lkjit_wtconv_fwd_lane_f32_k3_L1_t0x8_w64_sm80",
+                           "lkjit_wtconv_fwd_lane_f32_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm80",
+                           "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm90"})
     EXPECT_THAT(list.output, HasSubstr(name));
   const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
-  EXPECT_THAT(verify.output, HasSubstr("16 entries ok, 0 corrupt"));
+  EXPECT_THAT(verify.output, HasSubstr("20 entries ok, 0 corrupt"));
   const CommandResult again = run(args);
   EXPECT_EQ(again.code, 0) << again.output;
-  EXPECT_THAT(again.output, HasSubstr("0 compiled, 16 already cached, 0 failed"));
+  EXPECT_THAT(again.output, HasSubstr("0 compiled, 20 already cached, 0 failed"));
 }
 
 TEST_F(Prewarm, EightProcessesCompileEachKernelOnce) {
@@ -123,12 +127,16 @@ TEST_F(Prewarm, EightProcessesCompileEachKernelOnce) {
     for (size_t at = out.find("lkjit: compiling "); at != std::string::npos; at = out.find("lkjit: compiling ", at + 1))
       ++compiling_logged;
   }
-  EXPECT_EQ(kernels, 14);
+  EXPECT_EQ(kernels, 18);  // 10 for f32, 8 more for f16 (the lane kernels among them)
   EXPECT_EQ(compiled, kernels) << "some kernel was compiled twice, or not at all";
   EXPECT_EQ(compiling_logged, kernels);
   const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
-  EXPECT_THAT(verify.output, HasSubstr("14 entries ok, 0 corrupt"));
+  EXPECT_THAT(verify.output, HasSubstr("18 entries ok, 0 corrupt"));
+  const std::string list = run("cache ls").output;
+  for (const char* name : {"lkjit_wtconv_fwd_lane_f32_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm90",
+                           "lkjit_wtconv_fwd_lane_f16_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_bwd_lane_f16_k3_L1_t0x8_w64_sm90"})
+    EXPECT_THAT(list, HasSubstr(name));
   EXPECT_TRUE(files_with(".lock").empty());
 }
 
@@ -172,10 +180,10 @@ TEST_F(Prewarm, AKilledPrewarmLeavesNothingThatBlocks) {
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_LT(s, 60.0) << "the new prewarm waited on the dead one";
-  EXPECT_THAT(r.output, AllOf(HasSubstr("14 kernels"), HasSubstr(" 0 failed")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("18 kernels"), HasSubstr(" 0 failed")));
   const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
-  EXPECT_THAT(verify.output, HasSubstr("14 entries ok, 0 corrupt"));
+  EXPECT_THAT(verify.output, HasSubstr("18 entries ok, 0 corrupt"));
   // The dead process's lock file is swept by the next prune.
   EXPECT_EQ(run("cache prune").code, 0);
   EXPECT_TRUE(files_with(".lock").empty());
@@ -185,14 +193,16 @@ TEST_F(Prewarm, BundlesRoundTripToAnotherCache) {
   const std::string bundle = tmp_ + "/kernels.bundle";
   const CommandResult made = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall + " --bundle " + shell_quote(bundle));
   ASSERT_EQ(made.code, 0) << made.output;
-  EXPECT_THAT(made.output, HasSubstr("bundle " + bundle + ": 4 entries"));
+  EXPECT_THAT(made.output, HasSubstr("bundle " + bundle + ": 5 entries"));  // fold, plane, level, synth, lane
   const std::string other = tmp_ + "/other";
   const CommandResult imported = run("cache import " + shell_quote(bundle), other);
   ASSERT_EQ(imported.code, 0) << imported.output;
-  EXPECT_THAT(imported.output, HasSubstr("4 entries verified, 4 added, 0 already cached"));
-  EXPECT_THAT(run("cache verify", other).output, HasSubstr("4 entries ok, 0 corrupt"));
+  EXPECT_THAT(imported.output, HasSubstr("5 entries verified, 5 added, 0 already cached"));
+  EXPECT_THAT(run("cache verify", other).output, HasSubstr("5 entries ok, 0 corrupt"));
+  EXPECT_THAT(run("cache ls", other).output,
+              AllOf(HasSubstr("lkjit_wtconv_fwd_lane_f16_k3_L1_t0x8_w64_sm90"), Not(HasSubstr("bwd_lane"))));
   const CommandResult warm = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall, other);
-  EXPECT_THAT(warm.output, HasSubstr("0 compiled, 4 already cached")) << warm.output;
+  EXPECT_THAT(warm.output, HasSubstr("0 compiled, 5 already cached")) << warm.output;
   // A damaged bundle is refused whole, with the cache's exit code.
   std::string bytes = read_file(bundle);
   bytes[bytes.size() / 2] ^= 0x01;
@@ -211,7 +221,7 @@ TEST_F(Prewarm, RefusesAWorldWritableCache) {
   EXPECT_TRUE(files_with(".lkjit").empty());
 }
 
-TEST_F(Prewarm, PresetCoversForwardBackwardAndBothPaths) {
+TEST_F(Prewarm, PresetCoversForwardBackwardAndEveryPath) {
   const CommandResult r = run("prewarm --preset wtconvnext-t --arch sm_80,sm_90 --list");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* arch : {"_sm80", "_sm90"})
@@ -222,6 +232,15 @@ TEST_F(Prewarm, PresetCoversForwardBackwardAndBothPaths) {
   for (const char* name : {"lkjit_wtconv_fwd_levelN_f32_k5_", "lkjit_wtconv_bwd_levelN_f32_k5_",
                            "lkjit_wtconv_reduce_k5_L5_", "lkjit_wtconv_fold_k5_L2_"})
     EXPECT_THAT(r.output, HasSubstr(name));
+  // The lane path: the 14x14 (L=3) and 7x7 (L=2) stages only, forward and backward, every dtype and arch.
+  long lanes = 0;
+  for (size_t at = r.output.find("_lane_"); at != std::string::npos; at = r.output.find("_lane_", at + 1)) ++lanes;
+  EXPECT_EQ(lanes, 24);
+  for (const char* arch : {"sm80", "sm90"})
+    for (const char* dt : {"f32", "f16", "bf16"})
+      for (const char* pass : {"fwd", "bwd"})
+        for (const char* rest : {"_k5_L3_t0x14_w32_", "_k5_L2_t0x8_w64_"})
+          EXPECT_THAT(r.output, HasSubstr(std::string("lkjit_wtconv_") + pass + "_lane_" + dt + rest + arch));
   const long n = number(r.output, R"((\d+) kernels\n)");
   EXPECT_GT(n, 100);
   // -s has the same layer shapes; -b other channels, the same kernels (C is not in a spec).
@@ -231,9 +250,19 @@ TEST_F(Prewarm, PresetCoversForwardBackwardAndBothPaths) {
 
 TEST_F(Prewarm, AllTilesAddsEveryCandidate) {
   const long plain = number(run("prewarm --arch sm_90 --dtypes f32 --list " + kSmall).output, R"((\d+) kernels\n)");
-  const long all = number(run("prewarm --arch sm_90 --dtypes f32 --all-tiles --list " + kSmall).output, R"((\d+) kernels\n)");
-  EXPECT_EQ(plain, 8);
+  const std::string all_list = run("prewarm --arch sm_90 --dtypes f32 --all-tiles --list " + kSmall).output;
+  const long all = number(all_list, R"((\d+) kernels\n)");
+  EXPECT_EQ(plain, 10);
   EXPECT_GT(all, 4 * plain);
+  // The lane kernels' every valid tile for 8-wide planes: tile_w 8..16 (even) x 32..256 threads.
+  for (const char* pass : {"fwd", "bwd"}) {
+    long lanes = 0;
+    const std::string prefix = std::string("lkjit_wtconv_") + pass + "_lane_f32_k3_L1_";
+    for (size_t at = all_list.find(prefix); at != std::string::npos; at = all_list.find(prefix, at + 1)) ++lanes;
+    EXPECT_EQ(lanes, 20) << pass;
+    for (const char* tile : {"t0x8_w32", "t0x8_w64", "t0x16_w256"}) EXPECT_THAT(all_list, HasSubstr(prefix + tile + "_sm90")) << pass;
+    EXPECT_THAT(all_list, Not(HasSubstr(prefix + "t0x6_"))) << pass << ": W=8 exceeds tile_w=6";
+  }
 }
 
 TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
@@ -330,8 +359,8 @@ TEST_F(Prewarm, AnUnwritableCacheIsAFailureWithTheCacheCode) {
   const auto dir = lkjit::test::make_unwritable_dir(cache_);
   const CommandResult r = run("prewarm --arch sm_90 --dtypes f32 --passes fwd " + kSmall, "", "", dir.prefix);
   EXPECT_EQ(r.code, 5) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit: error: " + cache_ + ": 4 compiled kernel(s) could not be stored"),
-                              HasSubstr("0 compiled, 0 already cached, 4 failed")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit: error: " + cache_ + ": 5 compiled kernel(s) could not be stored"),
+                              HasSubstr("0 compiled, 0 already cached, 5 failed")));
   size_t times = 0;
   for (size_t at = r.output.find(dir.os_error); at != std::string::npos; at = r.output.find(dir.os_error, at + 1)) ++times;
   EXPECT_EQ(times, 1u) << r.output;
@@ -463,17 +492,18 @@ TEST_F(Prewarm, CacheStatPruneAndClear) {
   ASSERT_EQ(run("prewarm --arch sm_90 --dtypes f32 --passes fwd " + kSmall).code, 0);
   write_file(cache_ + "/" + std::string(64, 'c') + ".lkjit", "junk");
   CommandResult r = run("cache stat", "", "LKJIT_CACHE_MAX_BYTES=64M");
-  EXPECT_THAT(r.output, AllOf(HasSubstr("entries    5"), HasSubstr("of 64.0 MiB cap"), HasSubstr("unreadable 1"),
+  // 5 kernels (fold, plane, level, synth, lane) and the junk.
+  EXPECT_THAT(r.output, AllOf(HasSubstr("entries    6"), HasSubstr("of 64.0 MiB cap"), HasSubstr("unreadable 1"),
                               HasSubstr("sm_90 / NVRTC")));
   r = run("cache verify");
   EXPECT_EQ(r.code, 5) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("4 entries ok, 1 corrupt"), HasSubstr(std::string(64, 'c'))));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("5 entries ok, 1 corrupt"), HasSubstr(std::string(64, 'c'))));
   EXPECT_EQ(run("cache verify").code, 0) << "verify did not remove the corrupt entry";
   r = run("cache prune --max-bytes 1");
-  EXPECT_THAT(r.output, AllOf(HasSubstr("removed 4 entries"), HasSubstr("0 entries")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("removed 5 entries"), HasSubstr("0 entries")));
   ASSERT_EQ(run("prewarm --arch sm_90 --dtypes f32 --passes fwd " + kSmall).code, 0);
   r = run("cache clear");
-  EXPECT_THAT(r.output, HasSubstr("removed 4 entries"));
+  EXPECT_THAT(r.output, HasSubstr("removed 5 entries"));
   EXPECT_TRUE(files_with(".lkjit").empty());
   r = run("cache prune --max-bytes lots");
   EXPECT_EQ(r.code, 2) << r.output;

@@ -648,24 +648,39 @@ std::vector<std::pair<WTConvTuneProblem, std::string>> anchor_problems() {
   std::vector<std::pair<WTConvTuneProblem, std::string>> v;
   const int64_t rows[][5] = {{8, 64, 256, 256, 3}, {64, 96, 56, 56, 5}, {64, 192, 28, 28, 4}, {64, 384, 14, 14, 3},
                              {64, 768, 7, 7, 2}, {2, 3, 17, 15, 3}};
+  // Each in both layouts (NHWC activations of the planes up to 16 wide, 14x14, 7x7 and 17x15, plan the lane
+  // forward), and those three also on the forced lane path (the only way to the lane backward).
   for (const auto& r : rows)
     for (bool bwd : {false, true})
-      for (DType dt : {DType::kF32, DType::kBF16}) {
-        WTConvTuneProblem p;
-        p.options = WTConvOptions{r[1], 5, int(r[4]), dt, true, 1, 0};
-        p.B = r[0], p.H = r[2], p.W = r[3];
-        p.backward = bwd;
-        v.emplace_back(p, p.to_string());
-      }
+      for (DType dt : {DType::kF32, DType::kBF16})
+        for (Layout layout : {Layout::kNCHW, Layout::kNHWC})
+          for (WTConvPath path : {WTConvPath::kAuto, WTConvPath::kLane}) {
+            if (path == WTConvPath::kLane && (layout != Layout::kNHWC || r[3] > 16)) continue;
+            WTConvTuneProblem p;
+            p.options = WTConvOptions{r[1], 5, int(r[4]), dt, true, 1, 0};
+            p.options.layout = layout;
+            p.B = r[0], p.H = r[2], p.W = r[3];
+            p.backward = bwd;
+            p.path = path;
+            v.emplace_back(p, p.to_string() + (layout == Layout::kNHWC ? " nhwc" : " nchw") +
+                                  (path == WTConvPath::kLane ? " lane" : ""));
+          }
   return v;
 }
 
 TEST(CandidateSpace, EveryPlannedKernelHasAValidSpaceWithTheDefaultFirst) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
   std::set<Kernel> seen;
+  int auto_lane = 0, forced_lane = 0;  // plans with a lane kernel
   for (const auto& [p, name] : anchor_problems())
     for (const auto& pk : wtconv_plan(p.options, p.shape(), lim, p.backward, p.path)) {
       SCOPED_TRACE(name + " " + pk.spec.to_string() + " on " + pk.shape.to_string());
+      if (pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane) {
+        EXPECT_EQ(p.options.layout, Layout::kNHWC) << "NCHW activations planned a lane kernel";
+        EXPECT_TRUE(p.path == WTConvPath::kLane || pk.spec.kernel == Kernel::kWTConvFwdLane)
+            << "kAuto planned the lane backward";
+        ++(p.path == WTConvPath::kLane ? forced_lane : auto_lane);
+      }
       const auto c = tune_candidates(pk.spec, pk.shape, lim);
       ASSERT_FALSE(c.empty());
       EXPECT_EQ(c[0], default_tile(pk.spec, pk.shape, lim)) << "the default is not first";
@@ -678,9 +693,14 @@ TEST(CandidateSpace, EveryPlannedKernelHasAValidSpaceWithTheDefaultFirst) {
       EXPECT_EQ(c.size(), enumerate(pk.spec, lim, &pk.shape).size());
       seen.insert(pk.spec.kernel);
     }
-  // Every kernel but the layout transpose, which the PyTorch layer calls around the plan.
+  // Every kernel but the layout transpose, which the PyTorch layer calls around the plan; the lane
+  // kernels only from the NHWC problems.
   EXPECT_EQ(seen.size(), all_kernels().size() - 1) << "some WTConv kernel never planned";
   EXPECT_EQ(seen.count(Kernel::kWTConvTranspose), 0u);
+  EXPECT_EQ(seen.count(Kernel::kWTConvFwdLane), 1u);
+  EXPECT_EQ(seen.count(Kernel::kWTConvBwdLane), 1u);
+  EXPECT_EQ(auto_lane, 6) << "the NHWC 14x14, 7x7 and 17x15 forwards, f32 and bf16";
+  EXPECT_EQ(forced_lane, 12) << "the same problems forced onto the lane path, fwd and bwd";
 }
 
 TEST(CandidateSpace, TunableAndMainKernels) {
@@ -756,6 +776,36 @@ TEST(TuneCli, ListOneLevelOfATiledPlan) {
   EXPECT_THAT(r2.output, HasSubstr("wtconv_bwd_level f32 k=5 L=0 first sm_90 level 2 on 8x64x128x128"));
 }
 
+// --nhwc plans the lane forward where it applies (the backward stays on the plane kernel); --path lane forces
+// both passes, and names why where it cannot run the shape.
+TEST(TuneCli, NHWCAndTheLanePathListTheLaneKernels) {
+  const std::string shape = "--list --shape 64:384:14:14 --L 3 --arch sm_90 ";
+  auto r = run_cli(shape + "--nhwc");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_fwd_lane\n"),
+                              HasSubstr("wtconv_fwd_lane f32 k=5 L=3 sm_90 on 64x384x14x14: 32 points, 6 valid"),
+                              HasSubstr("default t0x14_w32"), HasSubstr("lkjit_wtconv_fwd_lane_f32_k5_L3_t0x14_w32_sm90"),
+                              HasSubstr("W=14 exceeds tile_w=12")));
+  r = run_cli(shape + "--nhwc --pass bwd");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_bwd_plane wtconv_reduce\n"),
+                              Not(HasSubstr("_lane"))));
+  r = run_cli(shape + "--path lane --pass bwd");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_bwd_lane wtconv_reduce\n"),
+                              HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_t0x14_w32_sm90")));
+  r = run_cli(shape);  // NCHW: the plane kernel
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_fwd_plane\n"), Not(HasSubstr("_lane"))));
+  r = run_cli("--list --shape 64:384:28:28 --L 3 --arch sm_90 --nhwc");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_fwd_plane\n"), Not(HasSubstr("_lane"))));
+  r = run_cli("--list --shape 64:384:28:28 --L 3 --arch sm_90 --path lane");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit: error: wtconv: the lane path cannot run 64x384x28x28 with k=5 L=3: W=28 "
+                                  "exceeds tile_w=16"));
+}
+
 TEST(TuneCli, BadValuesAreNamed) {
   auto r = run_cli("--list --kernel bogus");
   EXPECT_EQ(r.code, 2) << r.output;
@@ -801,7 +851,7 @@ TEST(TuneCli, OutOfRangeValuesExitWith2) {
       {"--shape 8:96:-5:56", 2, "--shape: H=-5 in '8:96:-5:56' is out of range"},
       {"--shape 8:x:56:56", 1, "--shape: 'x' in '8:x:56:56' is not an integer"},
       {"--pass sideways", 2, "--pass 'sideways' is unknown; supported: fwd, bwd"},
-      {"--path diagonal", 2, "--path 'diagonal' is unknown; supported: auto, plane, tiled"},
+      {"--path diagonal", 2, "--path 'diagonal' is unknown; supported: auto, plane, tiled, lane"},
       {"--budget -1", 2, "tune: --budget=-1 is out of range; supported: >= 0"},
       {"--reps 0", 2, "tune: --reps=0 is out of range; supported: >= 1"},
       {"--min-noise -0.5", 2, "tune: --min-noise=-0.5 is out of range; supported: >= 0"},

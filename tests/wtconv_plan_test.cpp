@@ -14,6 +14,7 @@
 
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using namespace lkjit;  // NOLINT
 
@@ -52,6 +53,49 @@ TEST(WTConvPlan, SmallPlanesRunPlaneResidentLargeOnesTiled) {
   EXPECT_EQ(bwd[3].shape.stride, 1);
 }
 
+// NHWC activations of small planes take the lane forward (one thread per plane; the backward stays on the
+// plane kernel unless forced); NCHW ones, stride > 1, W > 16 and k too large for the register rows do not,
+// and forcing the lane path there names the reason.
+TEST(WTConvPlan, NHWCSmallPlanesRunLaneKernels) {
+  WTConvOptions o{384, 5, 3, DType::kBF16, true, 1, 0};
+  o.layout = Layout::kNHWC;
+  EXPECT_EQ(kernels_of(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)),
+            (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvFwdLane}));
+  EXPECT_EQ(kernels_of(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200, true)),
+            (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdPlane, Kernel::kWTConvReduce}));
+  const auto bwd = wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200, true, WTConvPath::kLane);
+  EXPECT_EQ(kernels_of(bwd), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdLane, Kernel::kWTConvReduce}));
+  EXPECT_EQ(bwd[1].tile.tile_w, 14);
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 13, 13, 1}, kH200)[1].tile.tile_w, 14);  // W rounded up to even
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 28, 28, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  o.layout = Layout::kNCHW;
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  o.layout = Layout::kNHWC;
+  o.stride = 2;
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 2}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  try {
+    wtconv_plan(o, Shape{64, 384, 14, 14, 2}, kH200, false, WTConvPath::kLane);
+    FAIL() << "stride 2 accepted by the lane path";
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("stride=2"));
+  }
+  o.stride = 1;
+  try {
+    wtconv_plan(o, Shape{64, 384, 14, 17, 1}, kH200, false, WTConvPath::kLane);
+    FAIL() << "W=17 accepted by the lane path";
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("W=17 exceeds tile_w=16"));
+  }
+  o.k = 9;  // 9*(14+8) + 14 + 81 registers of rows and taps
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  try {
+    wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200, false, WTConvPath::kLane);
+    FAIL() << "k=9 W=14 accepted by the lane path";
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("k=9 with tile_w=14"));
+  }
+}
+
 TEST(WTConvPlan, BackwardEndsWithTheDeterministicReduction) {
   const WTConvOptions o{8, 5, 3, DType::kF32, true, 1, 0};
   for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) {
@@ -68,17 +112,79 @@ TEST(WTConvPlan, TrafficModelCountsTheTwoNFloorForThePlanePath) {
   EXPECT_DOUBLE_EQ(plan.back().bytes, 2.0 * 64 * 96 * 56 * 56 * 2);
 }
 
-// The layout only sets default strides: NHWC plans the same kernels as NCHW.
-TEST(WTConvPlan, NHWCLayoutPlansTheSameKernels) {
+// Where the lane kernels do not apply (W > 16, stride > 1, k too large for the register rows, level images
+// too large for shared memory), and in every backward (kAuto runs the lane kernel for the forward only),
+// the layout only sets default strides: NHWC plans exactly the kernels, tiles and sub-shapes NCHW does.
+TEST(WTConvPlan, NHWCLayoutPlansTheSameKernelsWhereTheLaneForwardDoesNotApply) {
+  auto expect_same = [](const std::vector<PlannedKernel>& nchw, const std::vector<PlannedKernel>& nhwc) {
+    ASSERT_EQ(nchw.size(), nhwc.size());
+    for (size_t i = 0; i < nchw.size(); ++i) {
+      EXPECT_EQ(nchw[i].spec, nhwc[i].spec) << i;
+      EXPECT_EQ(nchw[i].tile, nhwc[i].tile) << i;
+      EXPECT_EQ(nchw[i].shape.to_string(), nhwc[i].shape.to_string()) << i;
+      EXPECT_EQ(nchw[i].level, nhwc[i].level) << i;
+      EXPECT_NE(nhwc[i].spec.kernel, Kernel::kWTConvFwdLane) << i;
+      EXPECT_NE(nhwc[i].spec.kernel, Kernel::kWTConvBwdLane) << i;
+    }
+  };
+  struct Case {
+    WTConvOptions o;
+    Shape sh;
+    Kernel fwd_main;  // the forward's kernel after the fold, for both layouts
+    const char* why;  // the lane path's refusal
+  };
+  const Case cases[] = {
+      {{4, 5, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 8, 24, 1}, Kernel::kWTConvFwdPlane, "W=24 exceeds tile_w=16"},
+      {{4, 5, 2, DType::kF32, true, 2, 0}, Shape{1, 4, 8, 8, 2}, Kernel::kWTConvFwdPlane, "stride=2"},
+      {{4, 9, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 14, 14, 1}, Kernel::kWTConvFwdPlane, "k=9 with tile_w=14"},
+      {{4, 5, 1, DType::kF32, true, 1, 0}, Shape{1, 4, 4096, 8, 1}, Kernel::kWTConvFwdLevel, "shared memory"},
+      {{64, 5, 3, DType::kBF16, true, 1, 0}, Shape{8, 64, 256, 256, 1}, Kernel::kWTConvFwdLevel, "W=256 exceeds"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.sh.to_string() + " k=" + std::to_string(c.o.k));
+    for (bool bwd : {false, true}) {
+      WTConvOptions o = c.o;
+      const auto nchw = wtconv_plan(o, c.sh, kH200, bwd);
+      o.layout = Layout::kNHWC;
+      const auto nhwc = wtconv_plan(o, c.sh, kH200, bwd);
+      ASSERT_GE(nchw.size(), 2u);
+      if (!bwd) EXPECT_EQ(nchw[1].spec.kernel, c.fwd_main);
+      expect_same(nchw, nhwc);
+      try {
+        wtconv_plan(o, c.sh, kH200, bwd, WTConvPath::kLane);
+        ADD_FAILURE() << "the lane path accepted " << c.sh.to_string() << (bwd ? " bwd" : " fwd");
+      } catch (const SpecError& e) {
+        EXPECT_THAT(e.what(), AllOf(HasSubstr("the lane path cannot run " + c.sh.to_string()), HasSubstr(c.why)));
+      }
+    }
+  }
+  // The old test's shape, 8x8 at stride 1: the NHWC forward swaps the plane kernel for the lane kernel and keeps
+  // the fold; the NHWC backward is the NCHW one (the lane backward only when forced).
   WTConvOptions o{4, 5, 2, DType::kF32, true, 1, 0};
-  const auto nchw = wtconv_plan(o, Shape{1, 4, 8, 8, 1}, kH200, true);
+  const Shape sh{1, 4, 8, 8, 1};
+  const auto nchw_f = wtconv_plan(o, sh, kH200), nchw_b = wtconv_plan(o, sh, kH200, true);
   o.layout = Layout::kNHWC;
-  const auto nhwc = wtconv_plan(o, Shape{1, 4, 8, 8, 1}, kH200, true);
-  ASSERT_EQ(nchw.size(), nhwc.size());
-  for (size_t i = 0; i < nchw.size(); ++i) EXPECT_EQ(nchw[i].spec, nhwc[i].spec);
+  const auto nhwc_f = wtconv_plan(o, sh, kH200), nhwc_b = wtconv_plan(o, sh, kH200, true);
+  EXPECT_EQ(kernels_of(nchw_f), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvFwdPlane}));
+  ASSERT_EQ(kernels_of(nhwc_f), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvFwdLane}));
+  EXPECT_EQ(nchw_f[0].spec, nhwc_f[0].spec);
+  EXPECT_EQ(nchw_f[0].tile, nhwc_f[0].tile);
+  EXPECT_EQ(nhwc_f[1].spec, (OpSpec{Kernel::kWTConvFwdLane, DType::kF32, 5, 2, true, 90}));
+  EXPECT_EQ(nhwc_f[1].tile.tile_w, 8);
+  EXPECT_EQ(kernels_of(nchw_b), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdPlane, Kernel::kWTConvReduce}));
+  expect_same(nchw_b, nhwc_b);
+  // Forced, the lane path runs both passes; the plane and tiled paths are taken whatever the layout.
+  EXPECT_EQ(kernels_of(wtconv_plan(o, sh, kH200, true, WTConvPath::kLane)),
+            (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdLane, Kernel::kWTConvReduce}));
+  for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled})
+    for (bool bwd : {false, true}) {
+      WTConvOptions n = o;
+      n.layout = Layout::kNCHW;
+      expect_same(wtconv_plan(n, sh, kH200, bwd, path), wtconv_plan(o, sh, kH200, bwd, path));
+    }
   o.layout = static_cast<Layout>(7);
   try {
-    wtconv_plan(o, Shape{1, 4, 8, 8, 1}, kH200);
+    wtconv_plan(o, sh, kH200);
     FAIL() << "layout=7 accepted";
   } catch (const SpecError& e) {
     EXPECT_THAT(e.what(), HasSubstr("layout=7 is out of range"));

@@ -153,7 +153,8 @@ std::string transpose_name(const OpSpec& s, const Tile& t) {
 
 }  // namespace wtconv
 
-std::vector<KernelTraits> wtconv_bwd_kernels();  // ops/wtconv_bwd.cpp
+std::vector<KernelTraits> wtconv_bwd_kernels();   // ops/wtconv_bwd.cpp
+std::vector<KernelTraits> wtconv_lane_kernels();  // ops/wtconv_lane.cpp
 
 std::vector<KernelTraits> wtconv_kernels() {
   using namespace wtconv;
@@ -171,6 +172,7 @@ std::vector<KernelTraits> wtconv_kernels() {
        fwd_synth_name},
   };
   for (auto& t : wtconv_bwd_kernels()) v.push_back(t);
+  for (auto& t : wtconv_lane_kernels()) v.push_back(t);
   v.push_back({Kernel::kWTConvTranspose, "wtconv/transpose.cuh", "wtconv_transpose", "WTConvParams", validate_common,
                transpose_space, transpose_reject, transpose_default, transpose_geometry, transpose_cfg,
                transpose_name});

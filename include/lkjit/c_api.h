@@ -100,6 +100,11 @@ LKJIT_API int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, cons
 /* Compiles and loads every kernel of a shape (backward too when backward != 0). */
 LKJIT_API int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward);
 
+/* *lane = 1 when NHWC activations of this shape run a lane kernel in the forward (backward = 0) or backward
+ * pass (it reads channels_last directly, so callers need no layout copies for that pass), else 0. Plans for
+ * the layer's GPU. */
+LKJIT_API int lkjit_wtconv_runs_lane(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int* lane);
+
 /* The kernels a shape runs, one line each: "<kernel_name> tile=<tile> shape=<shape>[ level=<l>]".
  * arch = 0 plans for the layer's device (needs a GPU); arch = 80, 90, ... plans from that arch's table
  * (no GPU needed). */

@@ -75,8 +75,13 @@ struct WTConvGradients {
   float* level_s[kMaxLevels] = {};
 };
 
-// Which kernels run a shape. kAuto picks plane-resident kernels where planes fit in shared memory.
-enum class WTConvPath { kAuto, kPlane, kTiled };
+// Which kernels run a shape. kAuto picks the lane forward kernel for NHWC activations (options.layout, or the
+// strides of a call: a channel stride of 1) where it applies (stride 1, W <= 16, the planes' images fit in
+// shared memory, k small enough for the register rows: k*(W'+k-1) + W' + k*k <= 168 with W' = W rounded up
+// to even), else plane-resident kernels where planes fit in shared memory, else the tiled kernels. kLane
+// runs the lane kernels, forward and backward, whatever the layout (fast only on NHWC: each lane owns a
+// channel; the lane backward is slower than the plane one, bench/RESULTS.md section 3).
+enum class WTConvPath { kAuto, kPlane, kTiled, kLane };
 
 // One kernel of a plan: what to compile, with which tile, for which (sub)problem.
 struct PlannedKernel {
@@ -95,7 +100,8 @@ struct KernelTiming {
   double bytes = 0;  // traffic model (PlannedKernel::bytes)
 };
 
-// Pure: the kernels forward (and backward, if asked) would run. Used by prewarm without a GPU.
+// Pure: the kernels forward (and backward, if asked) would run, for activations in o.layout. Used by
+// prewarm without a GPU. SpecError when a forced path (kPlane, kLane) cannot run the shape, naming why.
 std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& shape, const DeviceLimits& limits,
                                        bool backward = false, WTConvPath path = WTConvPath::kAuto);
 
@@ -150,8 +156,13 @@ class WTConv {
   // Compiles and loads every kernel a shape needs, so later calls do no JIT work.
   void prepare(int64_t B, int64_t H, int64_t W, bool backward = false);
 
-  // The plan a shape runs with (kernel names and tiles), for reports.
+  // The plan a shape runs with (kernel names and tiles) for activations in options().layout, for reports.
   std::vector<PlannedKernel> plan(int64_t B, int64_t H, int64_t W, bool backward = false) const;
+
+  // Whether NHWC activations of this shape run a lane kernel in the forward (or backward) pass on this
+  // layer's path (it reads channels_last directly: no layout copies needed). Plans for the layer's device
+  // (DriverError without a GPU); SpecError for a bad shape.
+  bool runs_lane(int64_t B, int64_t H, int64_t W, bool backward) const;
 
   void set_path(WTConvPath p) { path_ = p; }
 
@@ -174,7 +185,8 @@ class WTConv {
   struct Impl;
   Shape shape_of(int64_t B, int64_t H, int64_t W) const;
   void ensure_impl();
-  const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward);
+  // act: the activations' layout, which picks the lane or plane kernels (kAuto).
+  const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act);
   void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
                 const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings = nullptr);
   struct TileOverride {
@@ -183,7 +195,7 @@ class WTConv {
     Tile tile;
   };
   // wtconv_plan with each entry's tile from an override, the mode's lookup, or the default.
-  std::vector<PlannedKernel> choose_tiles(const Shape& sh, const DeviceInfo& dev, bool backward) const;
+  std::vector<PlannedKernel> choose_tiles(const Shape& sh, const DeviceInfo& dev, bool backward, Layout act) const;
   void invalidate_lists();
   WTConvOptions opt_;
   WTConvPath path_ = WTConvPath::kAuto;

@@ -110,6 +110,7 @@ def _declare(lib):
                                                     vp]),
         "lkjit_wtconv_prepare": (c.c_int, [vp, i64, i64, i64, c.c_int]),
         "lkjit_wtconv_describe": (c.c_int, [vp, i64, i64, i64, c.c_int, c.c_int, c.POINTER(c.c_char_p)]),
+        "lkjit_wtconv_runs_lane": (c.c_int, [vp, i64, i64, i64, c.c_int, c.POINTER(c.c_int)]),
         "lkjit_wtconv_workspace_bytes": (c.c_int, [vp, c.POINTER(c.c_uint64)]),
         "lkjit_wtconv_transpose": (c.c_int, [vp, sp, vp, sp, c.c_int, i64, i64, i64, i64, c.c_int, vp]),
     }
@@ -279,6 +280,13 @@ class WTConvLayer:
     def prepare(self, B, H, W, backward=False):
         """Compiles and loads every kernel of a shape."""
         _check(self._lib.lkjit_wtconv_prepare(self._handle(), B, H, W, int(bool(backward))))
+
+    def runs_lane(self, B, H, W, backward=False):
+        """Whether channels_last activations of this shape run a lane kernel in the forward (or backward)
+        pass, which reads them in place."""
+        lane = ctypes.c_int()
+        _check(self._lib.lkjit_wtconv_runs_lane(self._handle(), B, H, W, int(bool(backward)), ctypes.byref(lane)))
+        return bool(lane.value)
 
     def describe(self, B, H, W, backward=False, arch=0):
         """The kernels a shape runs, one line each. arch=0: for this layer's GPU; 80, 90, ...: no GPU needed."""

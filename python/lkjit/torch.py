@@ -21,12 +21,14 @@ WTConv2d.forward picks the path (custom op when compiling, tracing or given tens
 Layout: the kernels read and write activations through their strides, so a dense input in any dim order
 (NCHW contiguous, channels_last, ...) is used as it is; only inputs with gaps or overlaps are copied.
 The output is channels_last for a channels_last input, NCHW contiguous otherwise; dX has x's strides.
-The plane kernels read channels_last planes uncoalesced, so for channels_last maps of at least
-``_TRANSPOSE_MIN_HW`` pixels the layer runs them on NCHW copies made by lkjit's coalesced layout
-transpose (lkjit::wtconv_transpose) and transposes the results back (the eager backward reuses the
-forward's copy of x); ``LKJIT_TORCH_LAYOUT`` = auto
-(that; the default) | strided (never transpose) | nchw (PyTorch copies, for comparison). Results are
-bit-identical whichever way.
+The forward of small channels_last maps (W <= 16 at stride 1) runs lkjit's lane kernel, one thread per
+channel, which reads channels_last directly. The plane kernels read channels_last planes uncoalesced, so
+for the other passes on channels_last maps of at least ``_TRANSPOSE_MIN_HW`` pixels the layer runs them on
+NCHW copies made by lkjit's coalesced layout transpose (lkjit::wtconv_transpose) and transposes the
+results back (the eager backward reuses the forward's copy of x when there is one);
+``LKJIT_TORCH_LAYOUT`` = auto (that; the default) | strided (never transpose) | nchw (PyTorch copies, for
+comparison). Results are bit-identical whichever way, except that the lane forward rounds differently
+from the plane forward an NCHW input runs.
 """
 import itertools
 import math
@@ -59,10 +61,11 @@ class _Entry:
     """An lkjit layer and the parameter tensors it folded last (kept alive: the C++ layer keeps their
     pointers for the backward's Eq. 9, and holding them means a new tensor never reuses their address)."""
 
-    __slots__ = ("layer", "key", "refs")
+    __slots__ = ("layer", "key", "refs", "lane")
 
     def __init__(self, layer):
         self.layer, self.key, self.refs = layer, None, None
+        self.lane = {}  # (H, W, backward) -> whether channels_last maps of that size run a lane kernel
 
 
 class _State:
@@ -220,11 +223,18 @@ def _nchw_only():
     return _layout_mode() == "nchw"
 
 
-def _transposing(x):
+def _transposing(x, ent, backward):
     """Whether this call runs the kernels on lkjit-transposed NCHW copies: LKJIT_TORCH_LAYOUT=auto and x
-    channels_last (not also NCHW contiguous) with H*W >= _TRANSPOSE_MIN_HW."""
-    return (not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
-            and x.shape[2] * x.shape[3] >= _TRANSPOSE_MIN_HW and _layout_mode() == "auto")
+    channels_last (not also NCHW contiguous) with H*W >= _TRANSPOSE_MIN_HW, unless the pass runs a lane
+    kernel, which reads channels_last directly (the forward of small maps: W <= 16 at stride 1)."""
+    if not (not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+            and x.shape[2] * x.shape[3] >= _TRANSPOSE_MIN_HW and _layout_mode() == "auto"):
+        return False
+    B, _, H, W = x.shape
+    lane = ent.lane.get((H, W, backward))
+    if lane is None:
+        lane = ent.lane[(H, W, backward)] = ent.layer.runs_lane(B, H, W, backward)
+    return not lane
 
 
 def _copy_layout(src, dst, device, stream):
@@ -300,7 +310,7 @@ def _fwd_impl(x, params, L, layer_id, stride, where=_FWD, keep_nchw=None):
     st, ent = _entry(layer_id, x, device, params[0].shape[-1], L, len(params) > 2 + 2 * L, stride)
     stream = _current_stream(device)
     _fold(st, ent, params, L, stream)
-    if _transposing(x):
+    if _transposing(x, ent, False):
         xn, on = _as_nchw(x, device, stream), torch.empty(out.shape, dtype=out.dtype, device=out.device)
         ent.layer.forward(xn.data_ptr(), on.data_ptr(), B, H, W, stream, None, None)
         _copy_layout(on, out, device, stream)
@@ -350,7 +360,7 @@ def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, 
     _fold(st, ent, params, L, stream)
     gb = grads[2 + 2 * L].data_ptr() if has_bias else 0
     gw = ([g.data_ptr() for g in grads[2:2 + L]], [g.data_ptr() for g in grads[2 + L:2 + 2 * L]])
-    if x_is_nchw_copy or _transposing(x):
+    if x_is_nchw_copy or _transposing(x, ent, True):
         xn, gn = _as_nchw(x, device, stream), _as_nchw(grad_out, device, stream)
         dxn = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         ent.layer.backward(xn.data_ptr(), gn.data_ptr(), dxn.data_ptr(), grads[0].data_ptr(), gb,

@@ -260,6 +260,14 @@ def copies_of(fn, shapes):
             if e.name == "aten::copy_" and any(s in shapes for s in e.input_shapes)]
 
 
+def runs_lane(m, x, backward=False):
+    """Whether channels_last activations shaped like x run lkjit's lane kernel in that pass (the forward of
+    small maps at stride 1), which rounds differently from the kernels an NCHW x runs."""
+    layer = lkjit._lib.WTConvLayer(x.shape[1], m.kernel_size, m.wt_levels, lkjit.torch._DTYPE_CODES[x.dtype],
+                                   m.base_conv.bias is not None, m.stride, x.get_device())
+    return layer.runs_lane(x.shape[0], x.shape[2], x.shape[3], backward)
+
+
 @pytest.mark.parametrize("shape,dt", CL_CASES)
 def test_channels_last_in_channels_last_out(shape, dt):
     stride = shape[6]
@@ -270,11 +278,17 @@ def test_channels_last_in_channels_last_out(shape, dt):
     got = check_against_reference(m, xc, gc, dt, stride, "channels_last: ")
     assert got[0].is_contiguous(memory_format=cl) and not got[0].is_contiguous(), got[0].stride()
     assert got[1].stride() == xc.stride(), (got[1].stride(), xc.stride())
-    assert_identical(got, base, "channels_last vs contiguous")
+    # The lane forward (channels_last x of a small map) is checked against the reference above; the
+    # backward, and every other kernel, are bit-identical across layouts.
+    lane = runs_lane(m, xc)
+    assert lane == (shape[3] <= 16 and stride == 1), shape
+    assert not runs_lane(m, xc, backward=True)
+    want = (got[0], *base[1:]) if lane else base
+    assert_identical(got, want, "channels_last vs contiguous")
     # Mixed: a channels_last input with an NCHW output gradient, and the reverse.
     mixed = run(m, xc, g)
     assert mixed[1].stride() == xc.stride()
-    assert_identical(mixed, base, "x channels_last, grad_out contiguous")
+    assert_identical(mixed, want, "x channels_last, grad_out contiguous")
     assert_identical(run(m, x, gc), base, "x contiguous, grad_out channels_last")
 
     def step():
@@ -303,8 +317,9 @@ def test_layout_nchw_mode_copies_to_nchw(monkeypatch):
     with the same values as the strided default."""
     m = make_layer(6, 5, 2, 1, True, seed=34)
     torch.manual_seed(35)
-    x = torch.randn(2, 6, 13, 11, device=DEV).to(memory_format=torch.channels_last)
-    g = torch.randn(2, 6, 13, 11, device=DEV).to(memory_format=torch.channels_last)
+    # 17 columns: not a map the lane forward takes (it rounds differently from the NCHW plane kernels)
+    x = torch.randn(2, 6, 13, 17, device=DEV).to(memory_format=torch.channels_last)
+    g = torch.randn(2, 6, 13, 17, device=DEV).to(memory_format=torch.channels_last)
     base = run(m, x, g)
     assert base[0].is_contiguous(memory_format=torch.channels_last) and not base[0].is_contiguous()
     monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "nchw")
@@ -325,14 +340,15 @@ def _count_transposes(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("shape,dt", [((2, 6, 13, 11, 5, 2, 1, True), F32), ((2, 8, 21, 19, 5, 3, 2, True), BF16),
-                                      ((1, 5, 12, 9, 3, 2, 1, False), F16), ((2, 8, 12, 10, 5, 3, 1, True), BF16),
+@pytest.mark.parametrize("shape,dt", [((2, 6, 7, 17, 5, 2, 1, True), F32), ((2, 8, 21, 19, 5, 3, 2, True), BF16),
+                                      ((1, 5, 6, 17, 3, 2, 1, False), F16), ((2, 8, 6, 18, 5, 3, 1, True), BF16),
                                       ((1, 6, 10, 12, 3, 2, 2, False), F16)])
 def test_layout_auto_transposes_channels_last_maps(shape, dt, monkeypatch):
     """LKJIT_TORCH_LAYOUT=auto (the default): channels_last maps of >= 100 pixels run on lkjit-transposed
     NCHW copies (x and out in the forward; dOut and dX in the backward, which reuses the forward's copy of
     x on the eager path and transposes x again through the custom op), with the strided mode's bits and
-    layouts; smaller maps are read in place."""
+    layouts; smaller maps are read in place, and so is x by the lane forward (W <= 16 at stride 1), whose
+    backward transposes x, dOut and dX."""
     stride = shape[6]
     m, x, g = layer_and_inputs(shape, dt, layer_seed=40, input_seed=41)
     cl = torch.channels_last
@@ -357,6 +373,13 @@ def test_layout_auto_transposes_channels_last_maps(shape, dt, monkeypatch):
     small = layer_and_inputs((2, 6, 9, 7, 5, 2, 1, True), dt, layer_seed=42, input_seed=43)
     run(small[0], small[1].to(memory_format=cl), small[2].to(memory_format=cl))
     assert calls == []
+    lane = layer_and_inputs((2, 6, 12, 14, 5, 3, 1, True), dt, layer_seed=44, input_seed=45)
+    assert runs_lane(lane[0], lane[1])
+    check_against_reference(lane[0], lane[1].to(memory_format=cl), lane[2].to(memory_format=cl), dt, 1, "lane: ")
+    assert len(calls) == 3, calls
+    calls.clear()
+    run_custom_op(lane[0], lane[1].to(memory_format=cl), lane[2].to(memory_format=cl))
+    assert len(calls) == 3, calls
 
 
 def test_layout_mode_is_checked(monkeypatch):

@@ -45,6 +45,9 @@ const std::string& worse(const std::string& a, const std::string& b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
+// The layout a call's activations are in, for the plan: NHWC when x's channels are adjacent.
+Layout act_layout(const WTConvStrides& st, int64_t C) { return C > 1 && st.x[1] == 1 ? Layout::kNHWC : Layout::kNCHW; }
+
 // Blocks a planned kernel launches, computed in floating point so it cannot wrap.
 double launch_blocks(const PlannedKernel& pk, const Shape& sh) {
   const double planes = double(sh.B) * double(sh.C);
@@ -52,6 +55,8 @@ double launch_blocks(const PlannedKernel& pk, const Shape& sh) {
   switch (pk.spec.kernel) {
     case Kernel::kWTConvFwdPlane:
     case Kernel::kWTConvBwdPlane: return std::ceil(planes / t.planes);
+    case Kernel::kWTConvFwdLane:
+    case Kernel::kWTConvBwdLane: return std::ceil(planes / t.threads);
     case Kernel::kWTConvFwdLevel:
     case Kernel::kWTConvBwdLevel: {
       const double h = std::ceil(pk.shape.H / 2.0), w = std::ceil(pk.shape.W / 2.0);
@@ -75,7 +80,7 @@ struct WTConvLaunchList {
 
 struct WTConv::Impl {
   DeviceInfo dev;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool>, WTConvLaunchList> lists;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, Layout>, WTConvLaunchList> lists;
   DeviceBuffer wfold;
   DeviceBuffer scratch;
   WTConvWeights raw;
@@ -102,14 +107,17 @@ void WTConv::ensure_impl() {
 
 std::vector<PlannedKernel> WTConv::plan(int64_t B, int64_t H, int64_t W, bool backward) const {
   const Shape sh = shape_of(B, H, W);
-  return choose_tiles(sh, impl_ ? impl_->dev : device_info(opt_.device), backward);
+  return choose_tiles(sh, impl_ ? impl_->dev : device_info(opt_.device), backward, opt_.layout);
 }
 
 // ---- tile choice ----------------------------------------------------------------------------------
 // The plan's path (plane vs tiled) is decided by wtconv_plan with default tiles; only the tiles of its
 // entries change here, so a tuned tile never moves a shape to the other path.
-std::vector<PlannedKernel> WTConv::choose_tiles(const Shape& sh, const DeviceInfo& dev, bool backward) const {
-  auto pl = wtconv_plan(opt_, sh, dev.limits, backward, path_);
+std::vector<PlannedKernel> WTConv::choose_tiles(const Shape& sh, const DeviceInfo& dev, bool backward,
+                                                Layout act) const {
+  WTConvOptions o_act = opt_;
+  o_act.layout = act;
+  auto pl = wtconv_plan(o_act, sh, dev.limits, backward, path_);
   TuneOptions o = tune_;
   o.mode = resolve_tune_mode(tune_.mode, TuneMode::kCached);
   const Tuner tuner(o);
@@ -131,6 +139,16 @@ std::vector<PlannedKernel> WTConv::choose_tiles(const Shape& sh, const DeviceInf
     pk.tier = c.tier;
   }
   return pl;
+}
+
+bool WTConv::runs_lane(int64_t B, int64_t H, int64_t W, bool backward) const {
+  const Shape sh = shape_of(B, H, W);
+  WTConvOptions o = opt_;
+  o.layout = Layout::kNHWC;
+  const auto pl = wtconv_plan(o, sh, impl_ ? impl_->dev.limits : device_info(opt_.device).limits, backward, path_);
+  return std::any_of(pl.begin(), pl.end(), [](const PlannedKernel& pk) {
+    return pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane;
+  });
 }
 
 void WTConv::invalidate_lists() {
@@ -165,14 +183,15 @@ void WTConv::clear_tile_overrides() {
 
 void WTConv::prepare(int64_t B, int64_t H, int64_t W, bool backward) {
   ensure_impl();
-  last_origin_ = launch_list(B, H, W, false).origin;
-  if (backward) last_origin_ = worse(last_origin_, launch_list(B, H, W, true).origin);
+  last_origin_ = launch_list(B, H, W, false, opt_.layout).origin;
+  if (backward) last_origin_ = worse(last_origin_, launch_list(B, H, W, true, opt_.layout).origin);
 }
 
 void WTConv::set_weights(const WTConvWeights& w, Stream s) {
   detail::check_weights(opt_, w);
   ensure_impl();
-  const int64_t n = opt_.C * opt_.k * opt_.k * (1 + 4 * int64_t(opt_.L)) + opt_.C;
+  // Two copies (WTConvParams::wfold): channel-major for the plane and tiled kernels, value-major for the lane ones.
+  const int64_t n = 2 * (opt_.C * opt_.k * opt_.k * (1 + 4 * int64_t(opt_.L)) + opt_.C);
   if (impl_->wfold.bytes() < size_t(n) * 4) impl_->wfold = DeviceBuffer(size_t(n) * 4, opt_.device);
   impl_->raw = w;
   if (!opt_.bias) impl_->raw.base_b = nullptr;
@@ -196,12 +215,12 @@ void WTConv::set_weights(const WTConvWeights& w, Stream s) {
   launch(k, launch_geometry(fold, t, sh), &p, sizeof(p), s);
 }
 
-const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, bool backward) {
-  const auto key = std::make_tuple(B, H, W, static_cast<int>(path_), backward);
+const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act) {
+  const auto key = std::make_tuple(B, H, W, static_cast<int>(path_), backward, act);
   if (auto it = impl_->lists.find(key); it != impl_->lists.end()) return it->second;
 
   const Shape sh = shape_of(B, H, W);
-  auto pl = choose_tiles(sh, impl_->dev, backward);
+  auto pl = choose_tiles(sh, impl_->dev, backward, act);
   // Tune on a miss only where the mode says so: the layer's default (cached) never measures here.
   const TuneMode mode = resolve_tune_mode(tune_.mode, TuneMode::kCached);
   if (mode == TuneMode::kTune || mode == TuneMode::kRetune) {
@@ -213,7 +232,9 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
     if (!which.empty()) {
       TuneOptions o = tune_;
       o.mode = mode;
-      const auto rep = wtconv_tune(WTConvTuneProblem{opt_, B, H, W, backward, path_}, which, o);
+      WTConvOptions o_act = opt_;
+      o_act.layout = act;
+      const auto rep = wtconv_tune(WTConvTuneProblem{o_act, B, H, W, backward, path_}, which, o);
       if (!rep.save_error.empty()) rt::log_line("warning: " + rep.save_error);
       for (const auto& kr : rep.kernels)
         for (auto& pk : pl)
@@ -279,7 +300,7 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
   if (backward) {
     for (const auto& pk : pl) {
       int tiles = 0, g = -1;
-      if (pk.spec.kernel == Kernel::kWTConvBwdPlane) {
+      if (pk.spec.kernel == Kernel::kWTConvBwdPlane || pk.spec.kernel == Kernel::kWTConvBwdLane) {
         for (int l = 0; l <= L; ++l) p.part_tiles[l] = 1;
       } else if (pk.spec.kernel == Kernel::kWTConvBwdLevel) {
         g = pk.level;
@@ -410,7 +431,7 @@ std::vector<KernelTiming> WTConv::profile(const void* x, const void* dout, void*
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv profile: call set_weights() first");
   if (dout && !grads) throw SpecError("lkjit: error: wtconv profile: backward needs gradient buffers");
   std::vector<KernelTiming> t;
-  run_list(launch_list(B, H, W, backward), x, dout, out, st, grads, s, &t);
+  run_list(launch_list(B, H, W, backward, act_layout(st, opt_.C)), x, dout, out, st, grads, s, &t);
   return t;
 }
 
@@ -419,7 +440,7 @@ void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, 
   detail::check_activations(x, nullptr, out, false);
   const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, false);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv forward: call set_weights() first");
-  run_list(launch_list(B, H, W, false), x, nullptr, out, st, nullptr, s);
+  run_list(launch_list(B, H, W, false, act_layout(st, opt_.C)), x, nullptr, out, st, nullptr, s);
 }
 
 void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
@@ -428,7 +449,7 @@ void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGra
   const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, true);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv backward: call set_weights() first");
   detail::check_gradients(opt_, grads);
-  run_list(launch_list(B, H, W, true), x, dout, dx, st, &grads, s);
+  run_list(launch_list(B, H, W, true, act_layout(st, opt_.C)), x, dout, dx, st, &grads, s);
 }
 
 }  // namespace lkjit

@@ -160,8 +160,10 @@ double traffic_bytes(const PlannedKernel& pk, const WTConvOptions& o, const Shap
   for (int l = 1; l <= o.L; ++l) zsum += 4 * n(l) * 4;
   const int l = pk.level;
   switch (pk.spec.kernel) {
-    case Kernel::kWTConvFwdPlane: return n(0) * eb + nout * eb;
-    case Kernel::kWTConvBwdPlane: return 2 * n(0) * eb + nout * eb;
+    case Kernel::kWTConvFwdPlane:
+    case Kernel::kWTConvFwdLane: return n(0) * eb + nout * eb;
+    case Kernel::kWTConvBwdPlane:
+    case Kernel::kWTConvBwdLane: return 2 * n(0) * eb + nout * eb;
     case Kernel::kWTConvFwdLevel:
       return n(l - 1) * (l == 1 ? eb : 4) + 4 * n(l) * 4 + (l < o.L ? n(l) * 4 : 0);
     case Kernel::kWTConvBwdLevel:
@@ -189,13 +191,25 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
   std::vector<PlannedKernel> plan;
   const OpSpec fold{Kernel::kWTConvFold, DType::kF32, o.k, o.L, true, lim.arch};
   plan.push_back({fold, default_tile(fold, sh, lim), sh});
+  const OpSpec lane{backward ? Kernel::kWTConvBwdLane : Kernel::kWTConvFwdLane, o.dtype, o.k, o.L, true, lim.arch};
+  const Tile lt = default_tile(lane, sh, lim);
+  const auto lane_why = reject_reason(lane, lt, lim, &sh);
+  if (path == WTConvPath::kLane && lane_why)
+    throw SpecError(fmt::format("lkjit: error: wtconv: the lane path cannot run {} with k={} L={}: {}", sh.to_string(),
+                                o.k, o.L, *lane_why));
   const OpSpec plane{backward ? Kernel::kWTConvBwdPlane : Kernel::kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch};
   Tile pt;
   const bool fits = plane_fits(plane, sh, lim, &pt);
   if (path == WTConvPath::kPlane && !fits)
     throw SpecError(fmt::format("lkjit: error: wtconv: {} planes do not fit in shared memory for the plane path",
                                 sh.to_string()));
-  if (path == WTConvPath::kPlane || (path == WTConvPath::kAuto && fits)) {
+  // The lane backward is exact but slower than the plane backward on WTConvNeXt-T's planes (287 against
+  // 204 us at 64x384x14x14 bf16 on an H200: 4 warps per SM, bound by latency), so kAuto runs the lane
+  // kernel for the forward only; kLane forces both.
+  if (path == WTConvPath::kLane ||
+      (path == WTConvPath::kAuto && !backward && o.layout == Layout::kNHWC && !lane_why)) {
+    plan.push_back({lane, lt, sh});
+  } else if (path == WTConvPath::kPlane || (path == WTConvPath::kAuto && fits)) {
     plan.push_back({plane, pt, sh});
   } else {
     const auto lh = detail::level_sizes(sh.H, o.L), lw = detail::level_sizes(sh.W, o.L);

@@ -55,7 +55,9 @@ std::vector<PlannedKernel> wtconv_tunable(const WTConvTuneProblem& p, const Devi
 
 KernelSelector wtconv_main_kernel(const std::vector<PlannedKernel>& plan) {
   for (const auto& pk : plan)
-    if (pk.spec.kernel == Kernel::kWTConvFwdPlane || pk.spec.kernel == Kernel::kWTConvBwdPlane) return {pk.spec.kernel, 0};
+    if (pk.spec.kernel == Kernel::kWTConvFwdPlane || pk.spec.kernel == Kernel::kWTConvBwdPlane ||
+        pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane)
+      return {pk.spec.kernel, 0};
   for (const auto& pk : plan)
     if (pk.spec.kernel == Kernel::kWTConvFwdSynth || pk.spec.kernel == Kernel::kWTConvBwdSynth) return {pk.spec.kernel, 0};
   return {plan.empty() ? Kernel::kWTConvFold : plan.back().spec.kernel, 0};
@@ -89,11 +91,14 @@ WTConvHarness::WTConvHarness(const WTConvTuneProblem& p) : impl_(std::make_uniqu
   const Shape sh = p.shape();
   m.plan = wtconv_plan(p.options, sh, m.dev.limits, p.backward, p.path);
   // Pin the path and every tile: the layer never consults the database or the mode.
-  const bool plane = std::any_of(m.plan.begin(), m.plan.end(), [](const PlannedKernel& pk) {
-    return pk.spec.kernel == Kernel::kWTConvFwdPlane || pk.spec.kernel == Kernel::kWTConvBwdPlane;
-  });
+  auto has = [&](Kernel a, Kernel b) {
+    return std::any_of(m.plan.begin(), m.plan.end(),
+                       [&](const PlannedKernel& pk) { return pk.spec.kernel == a || pk.spec.kernel == b; });
+  };
   m.layer = std::make_unique<WTConv>(p.options);
-  m.layer->set_path(plane ? WTConvPath::kPlane : WTConvPath::kTiled);
+  m.layer->set_path(has(Kernel::kWTConvFwdLane, Kernel::kWTConvBwdLane)     ? WTConvPath::kLane
+                    : has(Kernel::kWTConvFwdPlane, Kernel::kWTConvBwdPlane) ? WTConvPath::kPlane
+                                                                            : WTConvPath::kTiled);
   m.layer->set_tune_mode(TuneMode::kOff);
   set_tiles(m.plan);
   for (const auto& pk : m.plan)

@@ -20,7 +20,9 @@ struct WTConvParams {
   long long g_st[4];
   long long out_st[4];
 
-  // Folded parameters, fp32: [W~0: C*k*k][b~: C][W~_1: 4C*k*k]...[W~_L]  (Eq. 8)
+  // Folded parameters, fp32: [W~0: C*k*k][b~: C][W~_1: 4C*k*k]...[W~_L]  (Eq. 8), then the same
+  // C*V values (V = k*k + 1 + 4L*k*k per channel) transposed, value-major: value v of channel c at
+  // wfold[C*V + v*C + c] (the lane kernels' coalesced reads: consecutive lanes, consecutive channels).
   const float* wfold;
   // Raw parameters, fp32 (fold kernel input; reduce kernel for Eq. 9).
   const float* base_w;   // (C,k,k)

@@ -12,6 +12,11 @@ __device__ __forceinline__ long long fold_bias(int C, int c, int kk) { return (l
 __device__ __forceinline__ long long fold_level_w(int C, int l, int c, int s, int kk) {
   return (long long)C * kk + C + ((long long)(l - 1) * 4 * C + 4LL * c + s) * kk;
 }
+// The value-major copy after them (WTConvParams::wfold): value v of a channel's V = kk + 1 + 4L*kk, in the
+// order W~0, b~, W~_1 (subbands LL..HH), ..., W~_L; fold_t(C, L, kk, v) + c is channel c's.
+__device__ __forceinline__ long long fold_t(int C, int L, int kk, int v) {
+  return (long long)C * (kk + 1 + 4LL * L * kk) + (long long)v * C;
+}
 
 // Strided activations (x, g, out; WTConvParams::x_st etc.): plane pl = b*C + c starts at
 // b*st[0] + c*st[1] elements, and (y, x) of a plane is at y*st[2] + x*st[3] from there. 64-bit: a

@@ -26,6 +26,17 @@ __device__ __forceinline__ void wtconv_fold(const WTConvParams& p) {
       v = p.level_s[l][i / KK] * p.level_w[l][i];
     }
     out[e] = v;
+    // The value-major copy: (channel c, value vi) of e, as fold_t lays it out.
+    long long c, vi;
+    if (e < C * KK) {
+      c = e / KK, vi = e - c * KK;
+    } else if (e < C * KK + C) {
+      c = e - C * KK, vi = KK;
+    } else {
+      const long long r = e - C * KK - C, l = r / (4 * C * KK), i = r - l * 4 * C * KK;
+      c = i / (4 * KK), vi = KK + 1 + l * 4 * KK + (i - c * 4 * KK);
+    }
+    out[n + vi * C + c] = v;
   }
 }
 

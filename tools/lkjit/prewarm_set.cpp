@@ -56,16 +56,18 @@ PrewarmPlan expand(const PrewarmSet& set) {
     for (const auto& ly : set.layers)
       for (DType dt : set.dtypes)
         for (bool bwd : passes)
-          for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) {
+          for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled, WTConvPath::kLane}) {
             const WTConvOptions o{ly.C, ly.k, ly.L, dt, true, ly.stride, 0};
             const Shape sh{ly.B, ly.C, ly.H, ly.W, ly.stride};
             std::vector<PlannedKernel> plan;
-            if (path == WTConvPath::kPlane) {
+            if (path != WTConvPath::kTiled) {
               try {
                 plan = wtconv_plan(o, sh, lim, bwd, path);
-              } catch (const SpecError&) {  // the planes do not fit: the runtime takes the tiled path
-                notes.insert(fmt::format("plane path left out for {} L={} k={} on {}: planes do not fit",
-                                         sh.to_string(), ly.L, ly.k, arch_name(arch)));
+              } catch (const SpecError&) {  // plane: the planes do not fit (the runtime takes the tiled path);
+                // lane: NHWC activations of this shape take the plane or tiled kernels
+                if (path == WTConvPath::kPlane)
+                  notes.insert(fmt::format("plane path left out for {} L={} k={} on {}: planes do not fit",
+                                           sh.to_string(), ly.L, ly.k, arch_name(arch)));
                 continue;
               }
             } else {

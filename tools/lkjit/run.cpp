@@ -33,7 +33,7 @@ cl::opt<bool> kNoBias("no-bias", cl::desc("layers without bias"), cl::sub(kRun),
 cl::opt<int> kIters("iters", cl::desc("timed iterations (median reported)"), cl::init(50), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<int> kCheckPlanes("check-planes", cl::desc("(b,c) planes per layer checked against the float64 reference"), cl::init(16), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<std::string> kArch("arch", cl::desc("target arch when there is no GPU"), cl::init("sm_90"), cl::sub(kRun), cl::cat(kRunCat));
-cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled"), cl::init("auto"), cl::sub(kRun), cl::cat(kRunCat));
+cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled | lane"), cl::init("auto"), cl::sub(kRun), cl::cat(kRunCat));
 
 struct Layer {
   int64_t B, C, H, W;
@@ -57,7 +57,8 @@ WTConvPath parse_path(const std::string& s) {
   if (s == "auto") return WTConvPath::kAuto;
   if (s == "plane") return WTConvPath::kPlane;
   if (s == "tiled") return WTConvPath::kTiled;
-  throw SpecError(fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled", s));
+  if (s == "lane") return WTConvPath::kLane;
+  throw SpecError(fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled, lane", s));
 }
 
 int run_without_gpu(const std::vector<Layer>& layers, const std::vector<DType>& dtypes, const std::string& why) {

@@ -34,7 +34,10 @@ cl::opt<std::string> kDtype("dtype", cl::desc("f32 | f16 | bf16"), cl::init("f32
 cl::opt<std::string> kPass("pass", cl::desc("fwd | bwd"), cl::init("fwd"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<int> kStride("stride", cl::desc("output stride"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<bool> kNoBias("no-bias", cl::desc("layer without bias"), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled"), cl::init("auto"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled | lane"), cl::init("auto"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<bool> kNHWC("nhwc", cl::desc("NHWC (channels_last) activations, as the lane kernels take (default NCHW; --path "
+                                     "lane implies it)"),
+                    cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kKernel("kernel",
                              cl::desc("which kernels of the plan: all | main (plane or synthesis kernel) | "
                                       "<kernel>[:level], comma-separated (e.g. wtconv_fwd_level:2)"),
@@ -78,7 +81,9 @@ WTConvTuneProblem parse_problem() {
   if (kPath == "auto") p.path = WTConvPath::kAuto;
   else if (kPath == "plane") p.path = WTConvPath::kPlane;
   else if (kPath == "tiled") p.path = WTConvPath::kTiled;
-  else throw SpecError(fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled", std::string(kPath)));
+  else if (kPath == "lane") p.path = WTConvPath::kLane;
+  else throw SpecError(fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled, lane", std::string(kPath)));
+  if (kNHWC || p.path == WTConvPath::kLane) p.options.layout = Layout::kNHWC;  // the lane kernels' layout
   return p;
 }
 
@@ -252,6 +257,7 @@ std::string reproduce_line() {
   if (kStride != 1) s += fmt::format(" --stride {}", int(kStride));
   if (kNoBias) s += " --no-bias";
   if (kPath != "auto") s += " --path " + kPath;
+  if (kNHWC) s += " --nhwc";
   s += fmt::format(" --kernel {} --strategy {}", std::string(kKernel), std::string(kStrategy));
   if (kBudget > 0) s += fmt::format(" --budget {}", double(kBudget));
   s += fmt::format(" --top {} --reps {} --final-reps {} --warmup {} --min-noise {} --seed {}", int(kTop), int(kReps),

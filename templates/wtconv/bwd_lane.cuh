@@ -1,0 +1,186 @@
+// WTConv backward, lane kernel (lane_common.cuh): one thread per (b,c) plane, stride 1, W <= Cfg::wmax.
+// The same math as the plane kernel (bwd_plane.cuh), G = dOut:
+//   1. dZ_l = Haar(LL of dZ_{l-1}) from G, and Y_l = Haar(LL of Y_{l-1}) from X, into the thread's images.
+//      Y_1 keeps its LL only: its other subbands are recomputed from X, row by row, where the wgrad needs them.
+//   2. Per level and subband: dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j] (written as this
+//      plane's partial), then dY_l = dw^T(dZ_l, W~_l) in place of dZ_l.
+//   3. Synthesis of dY, coarse to fine (as the forward's output).
+//   4. Row by row: dX = dw^T(G, W~0) + the level-1 synthesis of dY_1.
+//   5. dW~0[u,v] = sum_{y,x} X[y+u-R, x+v-R] G[y, x] and db~ = sum G, as partials.
+// Shared memory: threads x (sum_l 4 lh[l] lane_wmax(l)  [dZ_l, then dY_l]
+//                           + lh[1] lane_wmax(1) + sum_{l>=2} 4 lh[l] lane_wmax(l)  [Y_1's LL, Y_l]) floats.
+#pragma once
+#include "wtconv/lane_common.cuh"
+
+namespace lkjit {
+
+// acc[u*K+v] += sum_j g[j] * win[u][j+v]: one row of a k x k wgrad (win: the image rows i-R..i+R).
+template <int K, int N>
+__device__ __forceinline__ void lane_wgrad_row(const float (&win)[K][N + K - 1], const float (&g)[N], float (&acc)[K * K]) {
+#pragma unroll
+  for (int u = 0; u < K; ++u)
+#pragma unroll
+    for (int v = 0; v < K; ++v)
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc[u * K + v] = fmaf(g[j], win[u][j + v], acc[u * K + v]);
+}
+
+// Row r of subband s of Y_l into a window row: recomputed from X at level 1 (only Y_1's LL is stored),
+// else read from Y_l's image at m[yimg] (h x N).
+template <int l, int N1, int N, int R, int NW, int NT, class T>
+__device__ __forceinline__ void lane_y_row(float (&dst)[NW], LaneMem<NT> m, int yimg, int h, const T* __restrict__ x,
+                                           long long sy, long long sx, int H, int W, int r, int s) {
+  if constexpr (l == 1) lane_haar_act_row<N1, R>(dst, x, sy, sx, r, H, W, s);
+  else lane_load_row<N, R>(dst, m, yimg, r, h);
+}
+
+// Levels l..L: per subband, the wgrad partial dW~_l[s] = corr(Y_l[s], dZ_l[s]), then dY_l[s] =
+// dw^T(dZ_l[s], W~_l[s]) in place of dZ_l[s] (dz[l]: level l's dZ image, yo[l]: its Y image).
+template <class Cfg, int l, class T>
+__device__ __forceinline__ void bwd_lane_levels(LaneMem<Cfg::threads> m, const int* dz, const int* yo,
+                                                const WTConvParams& p, long long plane, int c, const T* __restrict__ x) {
+  if constexpr (l <= Cfg::L) {
+    constexpr int K = Cfg::k, R = Cfg::R, KK = K * K, NT = Cfg::threads;
+    constexpr int N = lane_wmax(Cfg::wmax, l), N1 = lane_wmax(Cfg::wmax, 1), NW = N + K - 1;
+    const int h = p.lh[l], H = p.H, W = p.W;
+    const long long xsy = p.x_st[2], xsx = p.x_st[3];
+    float* part = p.partial + p.part_off[l] + plane * (4 * KK);
+#pragma unroll 1
+    for (int s = 0; s < 4; ++s) {
+      const int dzs = dz[l] + s * h * N, ys = yo[l] + s * h * N;
+      float acc[KK];
+#pragma unroll
+      for (int r = 0; r < KK; ++r) acc[r] = 0.f;
+      float win[K][NW];
+#pragma unroll
+      for (int u = 0; u < K; ++u)
+#pragma unroll
+        for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
+#pragma unroll
+      for (int u = R; u + 1 < K; ++u) lane_y_row<l, N1, N, R>(win[u], m, ys, h, x, xsy, xsx, H, W, u - R, s);
+      float wf[KK];  // this subband's flipped taps, in flight during the wgrad
+      lane_load_taps<Cfg::L, KK, true>(wf, p, c, lane_level_v0(KK, l, s));
+      float ny[N], ng[N];  // the next Y row and dZ row, loaded while this row's sums run
+      lane_y_row<l, N1, N, 0>(ny, m, ys, h, x, xsy, xsx, H, W, R, s);
+      lane_load_row<N, 0>(ng, m, dzs, 0, h);
+#pragma unroll 1
+      for (int i = 0; i < h; ++i) {
+        lane_put_row<N, R>(win[K - 1], ny);
+        float gz[N];
+#pragma unroll
+        for (int j = 0; j < N; ++j) gz[j] = ng[j];
+        lane_y_row<l, N1, N, 0>(ny, m, ys, h, x, xsy, xsx, H, W, i + R + 1, s);
+        lane_load_row<N, 0>(ng, m, dzs, i + 1, h);
+        lane_wgrad_row<K, N>(win, gz, acc);
+        lane_slide(win);
+      }
+#pragma unroll
+      for (int r = 0; r < KK; ++r) part[s * KK + r] = acc[r];
+      lane_conv_image<K, N, NT>(m, dzs, h, wf);
+    }
+    bwd_lane_levels<Cfg, l + 1>(m, dz, yo, p, plane, c, x);
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
+  using T = typename Cfg::T;
+  constexpr int K = Cfg::k, R = Cfg::R, KK = K * K, NT = Cfg::threads, L = Cfg::L, N0 = Cfg::wmax;
+  constexpr int N1 = lane_wmax(N0, 1);
+  extern __shared__ float lane_smem[];
+  const long long plane = (long long)blockIdx.x * NT + threadIdx.x;
+  if (plane >= (long long)p.B * p.C) return;  // no barriers: threads are independent
+  const int c = (int)(plane % p.C), H = p.H, W = p.W;
+  const LaneMem<NT> m{lane_smem + threadIdx.x};
+  const LaneLevels<L, N0> dz(p.lh);  // dZ_l, then dY_l
+  const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
+  const T* __restrict__ g = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
+  const long long xsy = p.x_st[2], xsx = p.x_st[3], gsy = p.g_st[2], gsx = p.g_st[3];
+
+  if constexpr (L >= 1) {
+    // Y images: yo[1] holds Y_1's LL alone (h1 x N1), yo[l] for l >= 2 all of Y_l.
+    const int h1 = p.lh[1];
+    int yo[L + 1];
+    yo[1] = dz.off[L + 1];
+#pragma unroll
+    for (int l = 2; l <= L; ++l) yo[l] = yo[1] + h1 * N1 + dz.off[l] - dz.off[2];
+
+    // 1. Both Haar chains.
+    lane_haar_act<N1, NT>(m, dz.off[1], h1, g, gsy, gsx, H, W);
+    lane_haar_act<N1, NT, true>(m, yo[1], h1, x, xsy, xsx, H, W);
+    lane_haar_chain<N0, NT, 2, L>(m, dz.off, p.lh);
+    lane_haar_chain<N0, NT, 2, L>(m, yo, p.lh);
+    // 2. Per level and subband: the wgrad partial, then dY_l in place of dZ_l.
+    bwd_lane_levels<Cfg, 1>(m, dz.off, yo, p, plane, c, x);
+    // 3. Synthesis of dY, coarse to fine.
+    lane_synth_chain<N0, NT, L>(m, dz.off, p.lh);
+  }
+
+  constexpr int NW = N0 + K - 1;
+  float win[K][NW];
+  // 4. dX rows: the transposed base conv over a window of G rows, plus the level-1 synthesis of dY.
+  {
+    float wf[KK];
+    lane_load_taps<L, KK, true>(wf, p, c, 0);
+    T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
+    const long long dsy = p.out_st[2], dsx = p.out_st[3];
+#pragma unroll
+    for (int u = 0; u < K; ++u)
+#pragma unroll
+      for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
+#pragma unroll
+    for (int u = R; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], g, gsy, gsx, u - R, H, W);
+    float ng[N0];  // the next window row, loaded while this dX row is computed
+    lane_load_act<N0, 0>(ng, g, gsy, gsx, R, H, W);
+#pragma unroll 1
+    for (int y = 0; y < H; ++y) {
+      lane_put_row<N0, R>(win[K - 1], ng);
+      lane_load_act<N0, 0>(ng, g, gsy, gsx, y + R + 1, H, W);
+      float acc[N0];
+#pragma unroll
+      for (int j = 0; j < N0; ++j) acc[j] = 0.f;
+      lane_conv_row<K, N0>(win, wf, acc);
+      if constexpr (L >= 1) lane_add_synth1<N0, N1, NT>(acc, m, dz.off[1], p.lh[1], y);
+      T* o = dx + (long long)y * dsy;
+#pragma unroll
+      for (int j = 0; j < N0; ++j)
+        if (j < W) o[(long long)j * dsx] = from_f32<T>(acc[j]);
+      lane_slide(win);
+    }
+  }
+
+  // 5. Base wgrad and bias gradient over a window of X rows and the G row between.
+  {
+    float acc[KK], db = 0.f;
+#pragma unroll
+    for (int r = 0; r < KK; ++r) acc[r] = 0.f;
+#pragma unroll
+    for (int u = 0; u < K; ++u)
+#pragma unroll
+      for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
+#pragma unroll
+    for (int u = R; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], x, xsy, xsx, u - R, H, W);
+    float nx[N0], ng[N0];  // the next X row and G row, loaded while this row's sums run
+    lane_load_act<N0, 0>(nx, x, xsy, xsx, R, H, W);
+    lane_load_act<N0, 0>(ng, g, gsy, gsx, 0, H, W);
+#pragma unroll 1
+    for (int y = 0; y < H; ++y) {
+      lane_put_row<N0, R>(win[K - 1], nx);
+      float gy[N0];
+#pragma unroll
+      for (int j = 0; j < N0; ++j) gy[j] = ng[j];
+      lane_load_act<N0, 0>(nx, x, xsy, xsx, y + R + 1, H, W);
+      lane_load_act<N0, 0>(ng, g, gsy, gsx, y + 1, H, W);
+#pragma unroll
+      for (int j = 0; j < N0; ++j) db += gy[j];
+      lane_wgrad_row<K, N0>(win, gy, acc);
+      lane_slide(win);
+    }
+    float* part0 = p.partial + p.part_off[0] + plane * (KK + 1);
+#pragma unroll
+    for (int r = 0; r < KK; ++r) part0[r] = acc[r];
+    part0[KK] = db;
+  }
+}
+
+}  // namespace lkjit

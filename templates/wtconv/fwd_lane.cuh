@@ -1,0 +1,85 @@
+// WTConv forward, lane kernel (lane_common.cuh): one thread per (b,c) plane, stride 1, W <= Cfg::wmax.
+//   1. Haar chain: Y_1 from X (global), Y_l from the LL of Y_{l-1}, into the thread's level images.
+//   2. Z_l = conv(Y_l, W~_l) in place, subband by subband (register windows).
+//   3. Synthesis coarse to fine: Z_{l-1}[LL] += Synth(Z_l), l = L..2 (the recurrence behind Eq. 7).
+//   4. Row by row: out = dw(X, W~0) + b~ + the level-1 synthesis of Z_1 (Eq. 7).
+// Shared memory: threads x sum_l 4 lh[l] lane_wmax(l) floats (the host's lane_smem_floats).
+#pragma once
+#include "wtconv/lane_common.cuh"
+
+namespace lkjit {
+
+// Z_l = conv(Y_l, W~_l) in place for levels l..L, subband by subband.
+template <class Cfg, int l>
+__device__ __forceinline__ void fwd_lane_convs(LaneMem<Cfg::threads> m, const int* off, const WTConvParams& p, int c) {
+  if constexpr (l <= Cfg::L) {
+    constexpr int K = Cfg::k, KK = K * K, N = lane_wmax(Cfg::wmax, l);
+    const int h = p.lh[l];
+#pragma unroll 1
+    for (int s = 0; s < 4; ++s) {
+      float w[KK];
+      lane_load_taps<Cfg::L, KK>(w, p, c, lane_level_v0(KK, l, s));
+      lane_conv_image<K, N, Cfg::threads>(m, off[l] + s * h * N, h, w);
+    }
+    fwd_lane_convs<Cfg, l + 1>(m, off, p, c);
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void wtconv_fwd_lane(const WTConvParams& p) {
+  using T = typename Cfg::T;
+  constexpr int K = Cfg::k, R = Cfg::R, KK = K * K, NT = Cfg::threads, L = Cfg::L, N0 = Cfg::wmax;
+  constexpr int N1 = lane_wmax(N0, 1);
+  extern __shared__ float lane_smem[];
+  const long long plane = (long long)blockIdx.x * NT + threadIdx.x;
+  if (plane >= (long long)p.B * p.C) return;  // no barriers: threads are independent
+  const int c = (int)(plane % p.C), H = p.H, W = p.W;
+  const LaneMem<NT> m{lane_smem + threadIdx.x};
+  const LaneLevels<L, N0> lv(p.lh);
+  const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
+  const long long xsy = p.x_st[2], xsx = p.x_st[3];
+
+  if constexpr (L >= 1) {
+    // 1. Haar chain.
+    lane_haar_act<N1, NT>(m, lv.off[1], p.lh[1], x, xsy, xsx, H, W);
+    lane_haar_chain<N0, NT, 2, L>(m, lv.off, p.lh);
+    // 2. Level convs, in place.
+    fwd_lane_convs<Cfg, 1>(m, lv.off, p, c);
+    // 3. Synthesis, coarse to fine.
+    lane_synth_chain<N0, NT, L>(m, lv.off, p.lh);
+  }
+
+  // 4. Output rows: base conv over a window of X rows, plus the level-1 synthesis.
+  float wb[KK];
+  lane_load_taps<L, KK>(wb, p, c, 0);
+  const float bias = __ldg(p.wfold + fold_t(p.C, L, KK, KK) + c);
+  T* __restrict__ out = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
+  const long long osy = p.out_st[2], osx = p.out_st[3];
+  constexpr int NW = N0 + K - 1;
+  float win[K][NW];
+#pragma unroll
+  for (int u = 0; u < K; ++u)
+#pragma unroll
+    for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
+#pragma unroll
+  for (int u = R; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], x, xsy, xsx, u - R, H, W);
+  float nx[N0];  // the next window row, loaded while this output row is computed
+  lane_load_act<N0, 0>(nx, x, xsy, xsx, R, H, W);
+#pragma unroll 1
+  for (int y = 0; y < H; ++y) {
+    lane_put_row<N0, R>(win[K - 1], nx);
+    lane_load_act<N0, 0>(nx, x, xsy, xsx, y + R + 1, H, W);
+    float acc[N0];
+#pragma unroll
+    for (int j = 0; j < N0; ++j) acc[j] = bias;
+    lane_conv_row<K, N0>(win, wb, acc);
+    if constexpr (L >= 1) lane_add_synth1<N0, N1, NT>(acc, m, lv.off[1], p.lh[1], y);
+    T* o = out + (long long)y * osy;
+#pragma unroll
+    for (int j = 0; j < N0; ++j)
+      if (j < W) o[(long long)j * osx] = from_f32<T>(acc[j]);
+    lane_slide(win);
+  }
+}
+
+}  // namespace lkjit
