@@ -52,10 +52,7 @@ __device__ __forceinline__ void bwd_lane_levels(LaneMem<Cfg::threads> m, const i
 #pragma unroll
       for (int r = 0; r < KK; ++r) acc[r] = 0.f;
       float win[K][NW];
-#pragma unroll
-      for (int u = 0; u < K; ++u)
-#pragma unroll
-        for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
+      lane_zero(win);
 #pragma unroll
       for (int u = R; u + 1 < K; ++u) lane_y_row<l, N1, N, R>(win[u], m, ys, h, x, xsy, xsx, H, W, u - R, s);
       float wf[KK];  // this subband's flipped taps, in flight during the wgrad
@@ -116,48 +113,22 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
     lane_synth_chain<N0, NT, L>(m, dz.off, p.lh);
   }
 
-  constexpr int NW = N0 + K - 1;
-  float win[K][NW];
   // 4. dX rows: the transposed base conv over a window of G rows, plus the level-1 synthesis of dY.
   {
     float wf[KK];
     lane_load_taps<L, KK, true>(wf, p, c, 0);
     T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
-    const long long dsy = p.out_st[2], dsx = p.out_st[3];
-#pragma unroll
-    for (int u = 0; u < K; ++u)
-#pragma unroll
-      for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
-#pragma unroll
-    for (int u = R; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], g, gsy, gsx, u - R, H, W);
-    float ng[N0];  // the next window row, loaded while this dX row is computed
-    lane_load_act<N0, 0>(ng, g, gsy, gsx, R, H, W);
-#pragma unroll 1
-    for (int y = 0; y < H; ++y) {
-      lane_put_row<N0, R>(win[K - 1], ng);
-      lane_load_act<N0, 0>(ng, g, gsy, gsx, y + R + 1, H, W);
-      float acc[N0];
-#pragma unroll
-      for (int j = 0; j < N0; ++j) acc[j] = 0.f;
-      lane_conv_row<K, N0>(win, wf, acc);
-      if constexpr (L >= 1) lane_add_synth1<N0, N1, NT>(acc, m, dz.off[1], p.lh[1], y);
-      T* o = dx + (long long)y * dsy;
-#pragma unroll
-      for (int j = 0; j < N0; ++j)
-        if (j < W) o[(long long)j * dsx] = from_f32<T>(acc[j]);
-      lane_slide(win);
-    }
+    lane_output_rows<K, N0, L, NT>(dx, p.out_st[2], p.out_st[3], g, gsy, gsx, H, W, wf, 0.f, m, dz.off[1], p.lh[1]);
   }
 
   // 5. Base wgrad and bias gradient over a window of X rows and the G row between.
   {
+    constexpr int NW = N0 + K - 1;
+    float win[K][NW];
     float acc[KK], db = 0.f;
 #pragma unroll
     for (int r = 0; r < KK; ++r) acc[r] = 0.f;
-#pragma unroll
-    for (int u = 0; u < K; ++u)
-#pragma unroll
-      for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
+    lane_zero(win);
 #pragma unroll
     for (int u = R; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], x, xsy, xsx, u - R, H, W);
     float nx[N0], ng[N0];  // the next X row and G row, loaded while this row's sums run

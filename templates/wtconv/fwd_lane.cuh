@@ -28,7 +28,7 @@ __device__ __forceinline__ void fwd_lane_convs(LaneMem<Cfg::threads> m, const in
 template <class Cfg>
 __device__ __forceinline__ void wtconv_fwd_lane(const WTConvParams& p) {
   using T = typename Cfg::T;
-  constexpr int K = Cfg::k, R = Cfg::R, KK = K * K, NT = Cfg::threads, L = Cfg::L, N0 = Cfg::wmax;
+  constexpr int K = Cfg::k, KK = K * K, NT = Cfg::threads, L = Cfg::L, N0 = Cfg::wmax;
   constexpr int N1 = lane_wmax(N0, 1);
   extern __shared__ float lane_smem[];
   const long long plane = (long long)blockIdx.x * NT + threadIdx.x;
@@ -54,32 +54,7 @@ __device__ __forceinline__ void wtconv_fwd_lane(const WTConvParams& p) {
   lane_load_taps<L, KK>(wb, p, c, 0);
   const float bias = __ldg(p.wfold + fold_t(p.C, L, KK, KK) + c);
   T* __restrict__ out = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
-  const long long osy = p.out_st[2], osx = p.out_st[3];
-  constexpr int NW = N0 + K - 1;
-  float win[K][NW];
-#pragma unroll
-  for (int u = 0; u < K; ++u)
-#pragma unroll
-    for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
-#pragma unroll
-  for (int u = R; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], x, xsy, xsx, u - R, H, W);
-  float nx[N0];  // the next window row, loaded while this output row is computed
-  lane_load_act<N0, 0>(nx, x, xsy, xsx, R, H, W);
-#pragma unroll 1
-  for (int y = 0; y < H; ++y) {
-    lane_put_row<N0, R>(win[K - 1], nx);
-    lane_load_act<N0, 0>(nx, x, xsy, xsx, y + R + 1, H, W);
-    float acc[N0];
-#pragma unroll
-    for (int j = 0; j < N0; ++j) acc[j] = bias;
-    lane_conv_row<K, N0>(win, wb, acc);
-    if constexpr (L >= 1) lane_add_synth1<N0, N1, NT>(acc, m, lv.off[1], p.lh[1], y);
-    T* o = out + (long long)y * osy;
-#pragma unroll
-    for (int j = 0; j < N0; ++j)
-      if (j < W) o[(long long)j * osx] = from_f32<T>(acc[j]);
-    lane_slide(win);
-  }
+  lane_output_rows<K, N0, L, NT>(out, p.out_st[2], p.out_st[3], x, xsy, xsx, H, W, wb, bias, m, lv.off[1], p.lh[1]);
 }
 
 }  // namespace lkjit

@@ -51,6 +51,15 @@ __device__ __forceinline__ void lane_put_row(float (&dst)[NW], const float (&src
   for (int j = 0; j < N; ++j) dst[R + j] = src[j];
 }
 
+// Zeroes a window (its halo columns stay zero: every row put into it writes interiors only).
+template <int K, int NW>
+__device__ __forceinline__ void lane_zero(float (&win)[K][NW]) {
+#pragma unroll
+  for (int u = 0; u < K; ++u)
+#pragma unroll
+    for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
+}
+
 // Window rows 0..K-2 slide up by one (the next row is loaded into row K-1).
 template <int K, int NW>
 __device__ __forceinline__ void lane_slide(float (&win)[K][NW]) {
@@ -80,10 +89,7 @@ template <int K, int N, int NT>
 __device__ __forceinline__ void lane_conv_image(LaneMem<NT> m, int base, int h, const float (&w)[K * K]) {
   constexpr int R = K / 2, NW = N + K - 1;
   float win[K][NW];
-#pragma unroll
-  for (int u = 0; u < K; ++u)
-#pragma unroll
-    for (int j = 0; j < NW; ++j) win[u][j] = 0.f;
+  lane_zero(win);
 #pragma unroll
   for (int u = R; u + 1 < K; ++u) lane_load_row<N, R>(win[u], m, base, u - R, h);
   float nxt[N];  // the next window row, loaded while this output row is computed (row i+R+1 > i: not yet
@@ -245,6 +251,38 @@ __device__ __forceinline__ void lane_add_synth1(float (&acc)[N0], LaneMem<NT> m,
     const float a = fmaf(0.5f, ll, sy * lh), b = fmaf(0.5f, hl, sy * hh);  // x even: a + b, odd: a - b
     if (2 * jc < N0) acc[2 * jc] += a + b;
     if (2 * jc + 1 < N0) acc[2 * jc + 1] += a - b;
+  }
+}
+
+// The full-resolution rows y = 0..H-1 of a pass's output o (strides osy, osx): init + corr(a, w) over a
+// window of the activation a's rows (the next row loaded while this one is summed), plus, for L >= 1, the
+// level-1 synthesis of the 4 subbands at m[z1] (h1 rows; lane_add_synth1). The forward's out (a = X, init
+// b~) and the backward's dX (a = G, flipped taps, init 0).
+template <int K, int N0, int L, int NT, class T>
+__device__ __forceinline__ void lane_output_rows(T* __restrict__ o, long long osy, long long osx, const T* __restrict__ a,
+                                                 long long sy, long long sx, int H, int W, const float (&w)[K * K],
+                                                 float init, LaneMem<NT> m, int z1, int h1) {
+  constexpr int R = K / 2, NW = N0 + K - 1;
+  float win[K][NW];
+  lane_zero(win);
+#pragma unroll
+  for (int u = R; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], a, sy, sx, u - R, H, W);
+  float nxt[N0];
+  lane_load_act<N0, 0>(nxt, a, sy, sx, R, H, W);
+#pragma unroll 1
+  for (int y = 0; y < H; ++y) {
+    lane_put_row<N0, R>(win[K - 1], nxt);
+    lane_load_act<N0, 0>(nxt, a, sy, sx, y + R + 1, H, W);
+    float acc[N0];
+#pragma unroll
+    for (int j = 0; j < N0; ++j) acc[j] = init;
+    lane_conv_row<K, N0>(win, w, acc);
+    if constexpr (L >= 1) lane_add_synth1<N0, lane_wmax(N0, 1), NT>(acc, m, z1, h1, y);
+    T* oy = o + (long long)y * osy;
+#pragma unroll
+    for (int j = 0; j < N0; ++j)
+      if (j < W) oy[(long long)j * osx] = from_f32<T>(acc[j]);
+    lane_slide(win);
   }
 }
 

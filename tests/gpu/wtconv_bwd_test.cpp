@@ -10,6 +10,7 @@
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "tests/gpu/gpu_fixture.h"
+#include "tests/gpu/grad_check.h"
 #include "tests/gpu/problems.h"
 
 namespace lkjit::testing {
@@ -51,15 +52,6 @@ BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::
   return r;
 }
 
-// Parameter gradients are fp32 sums over B*H*W terms: tolerance relative to the tensor's scale.
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, const char* what, DType dt) {
-  double scale = 0;
-  for (double v : want) scale = std::max(scale, std::fabs(v));
-  const double rel = dt == DType::kF32 ? 2e-4 : 2e-3;
-  const auto cmp = compare(std::vector<float>(got.begin(), got.end()), want, {rel * (scale + 1e-3), rel});
-  EXPECT_TRUE(cmp.ok) << what << ": " << cmp.to_string();
-}
-
 class WTConvBackward : public GpuTestP<Param> {};
 
 TEST_P(WTConvBackward, MatchesFloat64Reference) {
@@ -77,12 +69,12 @@ TEST_P(WTConvBackward, MatchesFloat64Reference) {
                                          std::vector<double>(g.begin(), g.end()), pb.stride);
   const auto cmp = compare(r.dx, want.dx, tolerance(dt));
   EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
-  expect_close(r.grads.base_w, want.base_w, "base_w", dt);
-  if (pb.bias) expect_close(r.grads.base_b, want.base_b, "base_b", dt);
-  expect_close(r.grads.base_s, want.base_s, "base_s", dt);
+  expect_grad_close(r.grads.base_w, want.base_w, "base_w", dt);
+  if (pb.bias) expect_grad_close(r.grads.base_b, want.base_b, "base_b", dt);
+  expect_grad_close(r.grads.base_s, want.base_s, "base_s", dt);
   for (int l = 0; l < pb.L; ++l) {
-    expect_close(r.grads.level_w[l], want.level_w[l], ("level_w[" + std::to_string(l) + "]").c_str(), dt);
-    expect_close(r.grads.level_s[l], want.level_s[l], ("level_s[" + std::to_string(l) + "]").c_str(), dt);
+    expect_grad_close(r.grads.level_w[l], want.level_w[l], ("level_w[" + std::to_string(l) + "]").c_str(), dt);
+    expect_grad_close(r.grads.level_s[l], want.level_s[l], ("level_s[" + std::to_string(l) + "]").c_str(), dt);
   }
 }
 
@@ -135,9 +127,9 @@ TEST_F(WTConvBackwardPlaneTiles, EveryTileMatchesTheReference) {
     const auto r = run_backward(pb, dt, WTConvPath::kPlane, params, x, g, &t);
     const auto cmp = compare(r.dx, want.dx, tolerance(dt));
     EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
-    expect_close(r.grads.base_w, want.base_w, "base_w", dt);
-    expect_close(r.grads.base_b, want.base_b, "base_b", dt);
-    for (int l = 0; l < pb.L; ++l) expect_close(r.grads.level_w[l], want.level_w[l], "level_w", dt);
+    expect_grad_close(r.grads.base_w, want.base_w, "base_w", dt);
+    expect_grad_close(r.grads.base_b, want.base_b, "base_b", dt);
+    for (int l = 0; l < pb.L; ++l) expect_grad_close(r.grads.level_w[l], want.level_w[l], "level_w", dt);
     ++tested;
   }
   EXPECT_GE(tested, 10) << "too few tiles fit";

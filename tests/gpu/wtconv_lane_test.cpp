@@ -15,6 +15,7 @@
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "tests/gpu/gpu_fixture.h"
+#include "tests/gpu/grad_check.h"
 #include "tests/gpu/problems.h"
 
 namespace lkjit::testing {
@@ -85,15 +86,6 @@ void check_forward(const Problem& pb, DType dt, const Tile* tile = nullptr) {
   EXPECT_TRUE(cmp.ok) << "out: " << cmp.to_string();
 }
 
-// Parameter gradients are fp32 sums over B*H*W terms: tolerance relative to the tensor's scale.
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what, DType dt) {
-  double scale = 0;
-  for (double v : want) scale = std::max(scale, std::fabs(v));
-  const double rel = dt == DType::kF32 ? 2e-4 : 2e-3;
-  const auto cmp = compare(std::vector<float>(got.begin(), got.end()), want, {rel * (scale + 1e-3), rel});
-  EXPECT_TRUE(cmp.ok) << what << ": " << cmp.to_string();
-}
-
 void check_backward(const Problem& pb, DType dt, const Tile* tile = nullptr) {
   const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 41);
   const size_t n = size_t(pb.B * pb.C * pb.H * pb.W);
@@ -113,12 +105,12 @@ void check_backward(const Problem& pb, DType dt, const Tile* tile = nullptr) {
   const auto cmp = compare(download_nhwc(dt, ddx, pb), want.dx, tolerance(dt));
   EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
   const auto got = download_grads(dp, params);
-  expect_close(got.base_w, want.base_w, "base_w", dt);
-  if (pb.bias) expect_close(got.base_b, want.base_b, "base_b", dt);
-  expect_close(got.base_s, want.base_s, "base_s", dt);
+  expect_grad_close(got.base_w, want.base_w, "base_w", dt);
+  if (pb.bias) expect_grad_close(got.base_b, want.base_b, "base_b", dt);
+  expect_grad_close(got.base_s, want.base_s, "base_s", dt);
   for (int l = 0; l < pb.L; ++l) {
-    expect_close(got.level_w[l], want.level_w[l], "level_w[" + std::to_string(l) + "]", dt);
-    expect_close(got.level_s[l], want.level_s[l], "level_s[" + std::to_string(l) + "]", dt);
+    expect_grad_close(got.level_w[l], want.level_w[l], "level_w[" + std::to_string(l) + "]", dt);
+    expect_grad_close(got.level_s[l], want.level_s[l], "level_s[" + std::to_string(l) + "]", dt);
   }
 }
 

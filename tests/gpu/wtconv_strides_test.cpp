@@ -20,6 +20,7 @@
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "tests/gpu/gpu_fixture.h"
+#include "tests/gpu/grad_check.h"
 #include "tests/gpu/problems.h"
 
 namespace lkjit::testing {
@@ -151,22 +152,13 @@ BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::
   return {read_back(dt, ddx, in_dims(pb), pdx), download_grads(dp, params)};
 }
 
-// Parameter gradients are fp32 sums over B*H*W terms: tolerance relative to the tensor's scale.
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, const std::string& what, DType dt) {
-  double scale = 0;
-  for (double v : want) scale = std::max(scale, std::fabs(v));
-  const double rel = dt == DType::kF32 ? 2e-4 : 2e-3;
-  const auto cmp = compare(std::vector<float>(got.begin(), got.end()), want, {rel * (scale + 1e-3), rel});
-  EXPECT_TRUE(cmp.ok) << what << ": " << cmp.to_string();
-}
-
 void expect_grads_close(const BwdResult& r, const ref::WTConvGrads& want, const Problem& pb, DType dt) {
-  expect_close(r.grads.base_w, want.base_w, "base_w", dt);
-  if (pb.bias) expect_close(r.grads.base_b, want.base_b, "base_b", dt);
-  expect_close(r.grads.base_s, want.base_s, "base_s", dt);
+  expect_grad_close(r.grads.base_w, want.base_w, "base_w", dt);
+  if (pb.bias) expect_grad_close(r.grads.base_b, want.base_b, "base_b", dt);
+  expect_grad_close(r.grads.base_s, want.base_s, "base_s", dt);
   for (int l = 0; l < pb.L; ++l) {
-    expect_close(r.grads.level_w[l], want.level_w[l], "level_w[" + std::to_string(l) + "]", dt);
-    expect_close(r.grads.level_s[l], want.level_s[l], "level_s[" + std::to_string(l) + "]", dt);
+    expect_grad_close(r.grads.level_w[l], want.level_w[l], "level_w[" + std::to_string(l) + "]", dt);
+    expect_grad_close(r.grads.level_s[l], want.level_s[l], "level_s[" + std::to_string(l) + "]", dt);
   }
 }
 
