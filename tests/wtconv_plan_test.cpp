@@ -68,6 +68,15 @@ TEST(WTConvPlan, NHWCSmallPlanesRunLaneKernels) {
   EXPECT_EQ(bwd[1].tile.tile_w, 14);
   EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 13, 13, 1}, kH200)[1].tile.tile_w, 14);  // W rounded up to even
   EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 28, 28, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  // A tall plane whose 32-plane block would fill an SM's shared memory: the plane kernel, unless forced.
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 48, 16, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 48, 16, 1}, kH200, false, WTConvPath::kLane)[1].spec.kernel,
+            Kernel::kWTConvFwdLane);
+  {  // C = 1: NHWC and NCHW are the same memory; the layer calls that NCHW (act_layout), and so does the plan
+    WTConvOptions one = o;
+    one.C = 1;
+    EXPECT_EQ(wtconv_plan(one, Shape{64, 1, 14, 14, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  }
   o.layout = Layout::kNCHW;
   EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
   o.layout = Layout::kNHWC;

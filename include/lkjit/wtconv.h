@@ -41,7 +41,8 @@ struct WTConvOptions {
   int stride = 1;       // 1..64; subsamples the full-resolution output
   int device = 0;       // CUDA device ordinal
   // Memory layout a tensor has when the call gives no strides for it: dense NCHW, or dense NHWC
-  // (channels_last). Explicit WTConvStrides override it per tensor; the kernels are the same.
+  // (channels_last). Explicit WTConvStrides override it per tensor. Every kernel takes any strides;
+  // NHWC activations of small maps (x's strides decide, per call) run the lane forward (WTConvPath).
   Layout layout = Layout::kNCHW;
 };
 
@@ -76,9 +77,9 @@ struct WTConvGradients {
 };
 
 // Which kernels run a shape. kAuto picks the lane forward kernel for NHWC activations (options.layout, or the
-// strides of a call: a channel stride of 1) where it applies (stride 1, W <= 16, the planes' images fit in
-// shared memory, k small enough for the register rows: k*(W'+k-1) + W' + k*k <= 168 with W' = W rounded up
-// to even), else plane-resident kernels where planes fit in shared memory, else the tiled kernels. kLane
+// strides of a call: a channel stride of 1; C > 1) where it applies (stride 1, W <= 16, k small enough for
+// the register rows: k*(W'+k-1) + W' + k*k <= 168 with W' = W rounded up to even, i.e. W <= 16 for k <= 5
+// and W <= 8 for k = 7; a 32-plane block's images within a quarter of an SM's shared memory), else plane-resident kernels where planes fit in shared memory, else the tiled kernels. kLane
 // runs the lane kernels, forward and backward, whatever the layout (fast only on NHWC: each lane owns a
 // channel; the lane backward is slower than the plane one, bench/RESULTS.md section 3).
 enum class WTConvPath { kAuto, kPlane, kTiled, kLane };
@@ -153,7 +154,8 @@ class WTConv {
                                     int64_t B, int64_t H, int64_t W, Stream s = nullptr,
                                     const WTConvStrides* strides = nullptr);
 
-  // Compiles and loads every kernel a shape needs, so later calls do no JIT work.
+  // Compiles and loads every kernel a shape needs for activations in options().layout, so later calls in
+  // that layout do no JIT work (a call in the other layout may still compile the lane or plane kernel).
   void prepare(int64_t B, int64_t H, int64_t W, bool backward = false);
 
   // The plan a shape runs with (kernel names and tiles) for activations in options().layout, for reports.

@@ -21,7 +21,8 @@ WTConv2d.forward picks the path (custom op when compiling, tracing or given tens
 Layout: the kernels read and write activations through their strides, so a dense input in any dim order
 (NCHW contiguous, channels_last, ...) is used as it is; only inputs with gaps or overlaps are copied.
 The output is channels_last for a channels_last input, NCHW contiguous otherwise; dX has x's strides.
-The forward of small channels_last maps (W <= 16 at stride 1) runs lkjit's lane kernel, one thread per
+The forward of small channels_last maps (W <= 16 at stride 1 with k <= 5, W <= 8 with k = 7; see
+lkjit::WTConvPath) runs lkjit's lane kernel, one thread per
 channel, which reads channels_last directly. The plane kernels read channels_last planes uncoalesced, so
 for the other passes on channels_last maps of at least ``_TRANSPOSE_MIN_HW`` pixels the layer runs them on
 NCHW copies made by lkjit's coalesced layout transpose (lkjit::wtconv_transpose) and transposes the
@@ -226,7 +227,7 @@ def _nchw_only():
 def _transposing(x, ent, backward):
     """Whether this call runs the kernels on lkjit-transposed NCHW copies: LKJIT_TORCH_LAYOUT=auto and x
     channels_last (not also NCHW contiguous) with H*W >= _TRANSPOSE_MIN_HW, unless the pass runs a lane
-    kernel, which reads channels_last directly (the forward of small maps: W <= 16 at stride 1)."""
+    kernel, which reads channels_last directly (the forward of small maps: W <= 16 at stride 1 for k <= 5; the C++ planner decides)."""
     if not (not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
             and x.shape[2] * x.shape[3] >= _TRANSPOSE_MIN_HW and _layout_mode() == "auto"):
         return False

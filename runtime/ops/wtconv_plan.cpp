@@ -205,9 +205,11 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
                                 sh.to_string()));
   // The lane backward is exact but slower than the plane backward on WTConvNeXt-T's planes (287 against
   // 204 us at 64x384x14x14 bf16 on an H200: 4 warps per SM, bound by latency), so kAuto runs the lane
-  // kernel for the forward only; kLane forces both.
-  if (path == WTConvPath::kLane ||
-      (path == WTConvPath::kAuto && !backward && o.layout == Layout::kNHWC && !lane_why)) {
+  // kernel for the forward only; kLane forces both. kAuto also wants at least 4 of its blocks per SM (tall
+  // planes can need a whole SM's shared memory for one warp), and C > 1 (the layer's NHWC test, act_layout).
+  const bool lane_auto = !backward && o.layout == Layout::kNHWC && o.C > 1 && !lane_why &&
+                         launch_geometry(lane, lt, sh).smem_bytes <= static_cast<unsigned>(lim.smem_per_sm / 4);
+  if (path == WTConvPath::kLane || (path == WTConvPath::kAuto && lane_auto)) {
     plan.push_back({lane, lt, sh});
   } else if (path == WTConvPath::kPlane || (path == WTConvPath::kAuto && fits)) {
     plan.push_back({plane, pt, sh});

@@ -3,7 +3,7 @@
 //   2. Z_l = conv(Y_l, W~_l) in place, subband by subband (register windows).
 //   3. Synthesis coarse to fine: Z_{l-1}[LL] += Synth(Z_l), l = L..2 (the recurrence behind Eq. 7).
 //   4. Row by row: out = dw(X, W~0) + b~ + the level-1 synthesis of Z_1 (Eq. 7).
-// Shared memory: threads x sum_l 4 lh[l] lane_wmax(l) floats (the host's lane_smem_floats).
+// Shared memory: threads x sum_l 4 lh[l] lane_wmax(l) floats (the host's lane_thread_floats).
 #pragma once
 #include "wtconv/lane_common.cuh"
 

@@ -20,7 +20,7 @@ struct LaneMem {
 };
 
 // Element offsets of a thread's level images: level l (1..L) holds 4 subbands of lh[l] x lane_wmax(l),
-// subband s at off[l] + s * lh[l] * lane_wmax(l). off[L+1] is the total (the host's lane_smem_floats).
+// subband s at off[l] + s * lh[l] * lane_wmax(l). off[L+1] is the total (the host's lane_thread_floats).
 template <int L, int WMAX>
 struct LaneLevels {
   int off[L + 2];

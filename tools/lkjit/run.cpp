@@ -33,7 +33,8 @@ cl::opt<bool> kNoBias("no-bias", cl::desc("layers without bias"), cl::sub(kRun),
 cl::opt<int> kIters("iters", cl::desc("timed iterations (median reported)"), cl::init(50), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<int> kCheckPlanes("check-planes", cl::desc("(b,c) planes per layer checked against the float64 reference"), cl::init(16), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<std::string> kArch("arch", cl::desc("target arch when there is no GPU"), cl::init("sm_90"), cl::sub(kRun), cl::cat(kRunCat));
-cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled | lane"), cl::init("auto"), cl::sub(kRun), cl::cat(kRunCat));
+cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled | lane (run times NCHW activations, which the lane "
+                                            "kernels read uncoalesced)"), cl::init("auto"), cl::sub(kRun), cl::cat(kRunCat));
 
 struct Layer {
   int64_t B, C, H, W;
@@ -166,9 +167,10 @@ int run_main() {
       const double med = ms[ms.size() / 2];
       const double gbs = double(n + nout) * eb / (med * 1e-3) / 1e9;
       const auto plan = layer.plan(ly.B, ly.H, ly.W);
-      const bool plane_path = plan.back().spec.kernel == Kernel::kWTConvFwdPlane;
+      const Kernel main = plan.back().spec.kernel;
+      const char* path_name = main == Kernel::kWTConvFwdPlane ? "plane" : main == Kernel::kWTConvFwdLane ? "lane" : "tiled";
       std::cout << fmt::format("{:<18} {:>2} {:<5} {:<6} {:>9.4f} {:>8.0f} {:>10.2e} {:>9}  {} ({})\n",
-                               sh.to_string(), ly.L, to_string(dt), plane_path ? "plane" : "tiled", med, gbs, max_err,
+                               sh.to_string(), ly.L, to_string(dt), path_name, med, gbs, max_err,
                                ok ? "ok" : "FAIL", plan.size() - 1, origin);
     }
   }

@@ -36,10 +36,11 @@ cl::opt<int> kStride("stride", cl::desc("output stride"), cl::init(1), cl::sub(k
 cl::opt<bool> kNoBias("no-bias", cl::desc("layer without bias"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled | lane"), cl::init("auto"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<bool> kNHWC("nhwc", cl::desc("NHWC (channels_last) activations, as the lane kernels take (default NCHW; --path "
-                                     "lane implies it)"),
+                                     "lane implies it). Records are not keyed by layout: a plane or tiled record "
+                                     "tuned on NHWC data serves NCHW callers too"),
                     cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kKernel("kernel",
-                             cl::desc("which kernels of the plan: all | main (plane or synthesis kernel) | "
+                             cl::desc("which kernels of the plan: all | main (lane, plane or synthesis kernel) | "
                                       "<kernel>[:level], comma-separated (e.g. wtconv_fwd_level:2)"),
                              cl::init("all"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kStrategy("strategy", cl::desc("exhaustive | random | greedy"), cl::init("greedy"), cl::sub(kCmd), cl::cat(kCat));
