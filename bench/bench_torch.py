@@ -314,7 +314,8 @@ def bench_kernels(args):
                 d = step_kernels_us(dw7.to(memory_format=torch.channels_last) if layout == "channels_last" else dw7, x, g)
                 part = lambda key: sum(v for n, v in k.items() if key in n)  # noqa: E731
                 r = {"B": B, "C": C, "H": H, "L": L, "layout": layout if layout == "nchw" else f"{layout}, {mode}",
-                     "lkjit_fwd_plane_us": part("wtconv_fwd_plane"), "lkjit_bwd_plane_us": part("wtconv_bwd_plane"),
+                     "lkjit_fwd_us": part("wtconv_fwd_plane") + part("wtconv_fwd_lane"),
+                     "lkjit_bwd_us": part("wtconv_bwd_plane") + part("wtconv_bwd_lane"),
                      "lkjit_transpose_us": part("wtconv_transpose"), "lkjit_all_us": sum(k.values()),
                      "dw7_all_us": sum(d.values())}
                 out.append(r)
@@ -365,16 +366,17 @@ def print_tables(res):
               "algorithm, forward, in the row's dtype.")
     if res.get("kernels"):
         print("\n### WTConvNeXt-T layers: kernel time of one bf16 AMP training step (torch.profiler, us)\n")
-        print("| B x C x H=W | L | input layout, LKJIT_TORCH_LAYOUT | lkjit fwd plane | lkjit bwd plane | "
+        print("| B x C x H=W | L | input layout, LKJIT_TORCH_LAYOUT | lkjit fwd (plane or lane) | lkjit bwd (plane or lane) | "
               "lkjit transposes | lkjit all kernels | dw7 all kernels | lkjit / dw7 |")
         print("|---|---|---|---|---|---|---|---|---|")
         for r in res["kernels"]:
-            print(f"| {r['B']}x{r['C']}x{r['H']} | {r['L']} | {r['layout']} | {r['lkjit_fwd_plane_us']:.0f} | "
-                  f"{r['lkjit_bwd_plane_us']:.0f} | {r['lkjit_transpose_us']:.0f} | {r['lkjit_all_us']:.0f} | "
+            print(f"| {r['B']}x{r['C']}x{r['H']} | {r['L']} | {r['layout']} | {r['lkjit_fwd_us']:.0f} | "
+                  f"{r['lkjit_bwd_us']:.0f} | {r['lkjit_transpose_us']:.0f} | {r['lkjit_all_us']:.0f} | "
                   f"{r['dw7_all_us']:.0f} | {r['lkjit_all_us'] / r['dw7_all_us']:.2f} |")
         print("\nOne layer alone, dOut given; \"all kernels\" includes autocast weight casts and gradient "
               "accumulation. The network runs channels_last (auto: lkjit transposes maps of >= 100 pixels to "
-              "NCHW around the plane kernels; strided: reads them in place). Below 1.00 lkjit is the faster layer.")
+              "NCHW around the plane kernels, and runs the lane kernels on channels_last maps up to 16 wide; strided: "
+              "reads them in place). Below 1.00 lkjit is the faster layer.")
     m = res.get("memory")
     if m:
         lk = m["lkjit"]

@@ -26,7 +26,7 @@ constexpr KernelName kKernelNames[] = {
     {Kernel::kWTConvBwdPlane, "wtconv_bwd_plane"}, {Kernel::kWTConvBwdLevel, "wtconv_bwd_level"},
     {Kernel::kWTConvBwdSynth, "wtconv_bwd_synth"}, {Kernel::kWTConvReduce, "wtconv_reduce"},
     {Kernel::kWTConvTranspose, "wtconv_transpose"}, {Kernel::kWTConvFwdLane, "wtconv_fwd_lane"},
-    {Kernel::kWTConvBwdLane, "wtconv_bwd_lane"},
+    {Kernel::kWTConvBwdLane, "wtconv_bwd_lane"},   {Kernel::kWTConvReduceLane, "wtconv_reduce_lane"},
 };
 
 }  // namespace

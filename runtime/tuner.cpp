@@ -169,6 +169,12 @@ std::pair<WTConvTuneProblem, KernelSelector> problem_for(const OpSpec& spec, con
       p.backward = true;
       p.options.dtype = DType::kF32;
       break;
+    case Kernel::kWTConvReduceLane:  // after the lane backward, on its layout
+      p.backward = true;
+      p.path = WTConvPath::kLane;
+      p.options.layout = Layout::kNHWC;
+      p.options.dtype = DType::kF32;
+      break;
     case Kernel::kWTConvFold:
     case Kernel::kWTConvTranspose:
       break;

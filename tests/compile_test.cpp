@@ -69,6 +69,7 @@ std::vector<CompileCase> matrix_cases(int arch) {
     for (int L = 0; L <= 5; ++L) {
       v.push_back(make_case(Kernel::kWTConvFold, DType::kF32, k, L, true, arch));
       v.push_back(make_case(Kernel::kWTConvReduce, DType::kF32, k, L, true, arch));
+      if (k <= 9) v.push_back(make_case(Kernel::kWTConvReduceLane, DType::kF32, k, L, true, arch));  // lane k
     }
   }
   return v;

@@ -571,7 +571,7 @@ TEST(Parse, Arch) {
 
 TEST(Parse, Kernel) {
   const auto all = all_kernels();
-  EXPECT_EQ(all.size(), 11u);  // 9 and the lane kernels
+  EXPECT_EQ(all.size(), 12u);  // 9 and the lane kernels (forward, backward, their reduce)
   std::set<std::string> names;
   for (Kernel k : all) {
     EXPECT_EQ(parse_kernel(to_string(k)), k);
@@ -582,6 +582,7 @@ TEST(Parse, Kernel) {
   EXPECT_EQ(std::string(to_string(Kernel::kWTConvBwdLane)), "wtconv_bwd_lane");
   EXPECT_EQ(parse_kernel("wtconv_fwd_lane"), Kernel::kWTConvFwdLane);
   EXPECT_EQ(parse_kernel("wtconv_bwd_lane"), Kernel::kWTConvBwdLane);
+  EXPECT_EQ(parse_kernel("wtconv_reduce_lane"), Kernel::kWTConvReduceLane);
   EXPECT_THAT(spec_error([] { parse_kernel("wtconv_fwd"); }),
               AllOf(HasSubstr("'wtconv_fwd'"), HasSubstr("wtconv_fwd_plane"), HasSubstr("wtconv_fold"),
                     HasSubstr("wtconv_fwd_lane"), HasSubstr("wtconv_bwd_lane")));

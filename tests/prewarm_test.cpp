@@ -84,8 +84,8 @@ TEST_F(Prewarm, CompilesForSm80AndSm90WithoutAGpu) {
   const CommandResult first = run(args);
   ASSERT_EQ(first.code, 0) << first.output;
   EXPECT_THAT(first.output,
-              AllOf(HasSubstr("20 kernels for sm_80, sm_90 (f32)"), HasSubstr("20 compiled, 0 already cached, 0 failed")));
-  EXPECT_EQ(files_with(".lkjit").size(), 20u);
+              AllOf(HasSubstr("22 kernels for sm_80, sm_90 (f32)"), HasSubstr("22 compiled, 0 already cached, 0 failed")));
+  EXPECT_EQ(files_with(".lkjit").size(), 22u);
   EXPECT_TRUE(files_with(".lock").empty()) << "locks left behind";
   const CommandResult list = run("cache ls");
   for (const char* name : {"lkjit_wtconv_fwd_plane_f32_k3_L1_", "lkjit_wtconv_bwd_plane_f32_k3_L1_",
@@ -93,14 +93,14 @@ TEST_F(Prewarm, CompilesForSm80AndSm90WithoutAGpu) {
                            "lkjit_wtconv_bwd_synth_", "lkjit_wtconv_reduce_k3_L1_w512_sm80",
                            "lkjit_wtconv_fold_k3_L1_w256_sm90", "lkjit_wtconv_fwd_lane_f32_k3_L1_t0x8_w64_sm80",
                            "lkjit_wtconv_fwd_lane_f32_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm80",
-                           "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm90"})
+                           "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_reduce_lane_k3_L1_w256_sm80"})
     EXPECT_THAT(list.output, HasSubstr(name));
   const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
-  EXPECT_THAT(verify.output, HasSubstr("20 entries ok, 0 corrupt"));
+  EXPECT_THAT(verify.output, HasSubstr("22 entries ok, 0 corrupt"));
   const CommandResult again = run(args);
   EXPECT_EQ(again.code, 0) << again.output;
-  EXPECT_THAT(again.output, HasSubstr("0 compiled, 20 already cached, 0 failed"));
+  EXPECT_THAT(again.output, HasSubstr("0 compiled, 22 already cached, 0 failed"));
 }
 
 TEST_F(Prewarm, EightProcessesCompileEachKernelOnce) {
@@ -127,12 +127,12 @@ TEST_F(Prewarm, EightProcessesCompileEachKernelOnce) {
     for (size_t at = out.find("lkjit: compiling "); at != std::string::npos; at = out.find("lkjit: compiling ", at + 1))
       ++compiling_logged;
   }
-  EXPECT_EQ(kernels, 18);  // 10 for f32, 8 more for f16 (the lane kernels among them)
+  EXPECT_EQ(kernels, 19);  // 11 for f32, 8 more for f16 (the lane kernels among them; the reduces are f32)
   EXPECT_EQ(compiled, kernels) << "some kernel was compiled twice, or not at all";
   EXPECT_EQ(compiling_logged, kernels);
   const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
-  EXPECT_THAT(verify.output, HasSubstr("18 entries ok, 0 corrupt"));
+  EXPECT_THAT(verify.output, HasSubstr("19 entries ok, 0 corrupt"));
   const std::string list = run("cache ls").output;
   for (const char* name : {"lkjit_wtconv_fwd_lane_f32_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm90",
                            "lkjit_wtconv_fwd_lane_f16_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_bwd_lane_f16_k3_L1_t0x8_w64_sm90"})
@@ -180,10 +180,10 @@ TEST_F(Prewarm, AKilledPrewarmLeavesNothingThatBlocks) {
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_LT(s, 60.0) << "the new prewarm waited on the dead one";
-  EXPECT_THAT(r.output, AllOf(HasSubstr("18 kernels"), HasSubstr(" 0 failed")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("19 kernels"), HasSubstr(" 0 failed")));
   const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
-  EXPECT_THAT(verify.output, HasSubstr("18 entries ok, 0 corrupt"));
+  EXPECT_THAT(verify.output, HasSubstr("19 entries ok, 0 corrupt"));
   // The dead process's lock file is swept by the next prune.
   EXPECT_EQ(run("cache prune").code, 0);
   EXPECT_TRUE(files_with(".lock").empty());
@@ -232,15 +232,22 @@ TEST_F(Prewarm, PresetCoversForwardBackwardAndEveryPath) {
   for (const char* name : {"lkjit_wtconv_fwd_levelN_f32_k5_", "lkjit_wtconv_bwd_levelN_f32_k5_",
                            "lkjit_wtconv_reduce_k5_L5_", "lkjit_wtconv_fold_k5_L2_"})
     EXPECT_THAT(r.output, HasSubstr(name));
-  // The lane path: the 14x14 (L=3) and 7x7 (L=2) stages only, forward and backward, every dtype and arch.
+  // The lane path: the 14x14 (L=3) and 7x7 (L=2) stages only, forward and backward, every dtype and arch,
+  // and the lane reduce (f32) of each.
   long lanes = 0;
   for (size_t at = r.output.find("_lane_"); at != std::string::npos; at = r.output.find("_lane_", at + 1)) ++lanes;
-  EXPECT_EQ(lanes, 24);
-  for (const char* arch : {"sm80", "sm90"})
+  EXPECT_EQ(lanes, 28);
+  for (const char* arch : {"sm80", "sm90"}) {
     for (const char* dt : {"f32", "f16", "bf16"})
-      for (const char* pass : {"fwd", "bwd"})
-        for (const char* rest : {"_k5_L3_t0x14_w32_", "_k5_L2_t0x8_w64_"})
-          EXPECT_THAT(r.output, HasSubstr(std::string("lkjit_wtconv_") + pass + "_lane_" + dt + rest + arch));
+      for (const auto& [pass, rest] : std::vector<std::pair<std::string, std::string>>{
+               {"fwd", "_k5_L3_t0x14_w32_"},  // the 14x14 backward: two threads a plane, 64 (sm_80: 32) a block
+               {"bwd", std::string(arch) == "sm90" ? "_k5_L3_p32_t0x14_w64_" : "_k5_L3_p16_t0x14_w32_"},
+               {"fwd", "_k5_L2_t0x8_w64_"},
+               {"bwd", "_k5_L2_t0x8_w64_"}})
+        EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_" + pass + "_lane_" + dt + rest + arch));
+    for (const char* name : {"reduce_lane_k5_L3_w256_", "reduce_lane_k5_L2_w256_"})
+      EXPECT_THAT(r.output, HasSubstr(std::string("lkjit_wtconv_") + name + arch));
+  }
   const long n = number(r.output, R"((\d+) kernels\n)");
   EXPECT_GT(n, 100);
   // -s has the same layer shapes; -b other channels, the same kernels (C is not in a spec).
@@ -252,14 +259,16 @@ TEST_F(Prewarm, AllTilesAddsEveryCandidate) {
   const long plain = number(run("prewarm --arch sm_90 --dtypes f32 --list " + kSmall).output, R"((\d+) kernels\n)");
   const std::string all_list = run("prewarm --arch sm_90 --dtypes f32 --all-tiles --list " + kSmall).output;
   const long all = number(all_list, R"((\d+) kernels\n)");
-  EXPECT_EQ(plain, 10);
+  EXPECT_EQ(plain, 11);
   EXPECT_GT(all, 4 * plain);
-  // The lane kernels' every valid tile for 8-wide planes: tile_w 8..16 (even) x 32..256 threads.
+  // The lane kernels' every valid tile for 8-wide planes: tile_w 8..16 (even) x 32..256 threads, and in the
+  // backward each of those with two threads per plane too (planes = threads / 2).
   for (const char* pass : {"fwd", "bwd"}) {
     long lanes = 0;
     const std::string prefix = std::string("lkjit_wtconv_") + pass + "_lane_f32_k3_L1_";
     for (size_t at = all_list.find(prefix); at != std::string::npos; at = all_list.find(prefix, at + 1)) ++lanes;
-    EXPECT_EQ(lanes, 20) << pass;
+    EXPECT_EQ(lanes, std::string(pass) == "bwd" ? 40 : 20) << pass;
+    EXPECT_EQ(all_list.find(prefix + "p16_t0x8_w32_sm90") != std::string::npos, std::string(pass) == "bwd") << pass;
     for (const char* tile : {"t0x8_w32", "t0x8_w64", "t0x16_w256"}) EXPECT_THAT(all_list, HasSubstr(prefix + tile + "_sm90")) << pass;
     EXPECT_THAT(all_list, Not(HasSubstr(prefix + "t0x6_"))) << pass << ": W=8 exceeds tile_w=6";
   }

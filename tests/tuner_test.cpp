@@ -649,7 +649,7 @@ std::vector<std::pair<WTConvTuneProblem, std::string>> anchor_problems() {
   const int64_t rows[][5] = {{8, 64, 256, 256, 3}, {64, 96, 56, 56, 5}, {64, 192, 28, 28, 4}, {64, 384, 14, 14, 3},
                              {64, 768, 7, 7, 2}, {2, 3, 17, 15, 3}};
   // Each in both layouts (NHWC activations of the planes up to 16 wide, 14x14, 7x7 and 17x15, plan the lane
-  // forward), and those three also on the forced lane path (the only way to the lane backward).
+  // kernels), and those three also on the forced lane path.
   for (const auto& r : rows)
     for (bool bwd : {false, true})
       for (DType dt : {DType::kF32, DType::kBF16})
@@ -675,12 +675,11 @@ TEST(CandidateSpace, EveryPlannedKernelHasAValidSpaceWithTheDefaultFirst) {
   for (const auto& [p, name] : anchor_problems())
     for (const auto& pk : wtconv_plan(p.options, p.shape(), lim, p.backward, p.path)) {
       SCOPED_TRACE(name + " " + pk.spec.to_string() + " on " + pk.shape.to_string());
-      if (pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane) {
+      if (pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane ||
+          pk.spec.kernel == Kernel::kWTConvReduceLane)
         EXPECT_EQ(p.options.layout, Layout::kNHWC) << "NCHW activations planned a lane kernel";
-        EXPECT_TRUE(p.path == WTConvPath::kLane || pk.spec.kernel == Kernel::kWTConvFwdLane)
-            << "kAuto planned the lane backward";
+      if (pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane)
         ++(p.path == WTConvPath::kLane ? forced_lane : auto_lane);
-      }
       const auto c = tune_candidates(pk.spec, pk.shape, lim);
       ASSERT_FALSE(c.empty());
       EXPECT_EQ(c[0], default_tile(pk.spec, pk.shape, lim)) << "the default is not first";
@@ -699,7 +698,8 @@ TEST(CandidateSpace, EveryPlannedKernelHasAValidSpaceWithTheDefaultFirst) {
   EXPECT_EQ(seen.count(Kernel::kWTConvTranspose), 0u);
   EXPECT_EQ(seen.count(Kernel::kWTConvFwdLane), 1u);
   EXPECT_EQ(seen.count(Kernel::kWTConvBwdLane), 1u);
-  EXPECT_EQ(auto_lane, 6) << "the NHWC 14x14, 7x7 and 17x15 forwards, f32 and bf16";
+  EXPECT_EQ(seen.count(Kernel::kWTConvReduceLane), 1u);
+  EXPECT_EQ(auto_lane, 12) << "the NHWC 14x14, 7x7 and 17x15 problems, f32 and bf16, fwd and bwd";
   EXPECT_EQ(forced_lane, 12) << "the same problems forced onto the lane path, fwd and bwd";
 }
 
@@ -776,8 +776,8 @@ TEST(TuneCli, ListOneLevelOfATiledPlan) {
   EXPECT_THAT(r2.output, HasSubstr("wtconv_bwd_level f32 k=5 L=0 first sm_90 level 2 on 8x64x128x128"));
 }
 
-// --nhwc plans the lane forward where it applies (the backward stays on the plane kernel); --path lane forces
-// both passes, and names why where it cannot run the shape.
+// --nhwc plans the lane kernels where they apply, forward and backward; --path lane forces them, and names
+// why where it cannot run the shape.
 TEST(TuneCli, NHWCAndTheLanePathListTheLaneKernels) {
   const std::string shape = "--list --shape 64:384:14:14 --L 3 --arch sm_90 ";
   auto r = run_cli(shape + "--nhwc");
@@ -788,12 +788,15 @@ TEST(TuneCli, NHWCAndTheLanePathListTheLaneKernels) {
                               HasSubstr("W=14 exceeds tile_w=12")));
   r = run_cli(shape + "--nhwc --pass bwd");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_bwd_plane wtconv_reduce\n"),
-                              Not(HasSubstr("_lane"))));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_bwd_lane wtconv_reduce_lane\n"),
+                              HasSubstr("default p32_t0x14_w64"),
+                              HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_p32_t0x14_w64_sm90"),
+                              HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_t0x14_w32_sm90"),
+                              HasSubstr("planes=16 with threads=64"), HasSubstr("lkjit_wtconv_reduce_lane_k5_L3_w256_sm90")));
   r = run_cli(shape + "--path lane --pass bwd");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_bwd_lane wtconv_reduce\n"),
-                              HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_t0x14_w32_sm90")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_bwd_lane wtconv_reduce_lane\n"),
+                              HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_p32_t0x14_w64_sm90")));
   r = run_cli(shape);  // NCHW: the plane kernel
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_fwd_plane\n"), Not(HasSubstr("_lane"))));

@@ -1,6 +1,7 @@
-// The WTConv lane kernels (templates/wtconv/{fwd,bwd}_lane.cuh): one thread per (b,c) plane, for small
-// planes of channels-innermost (NHWC) activations at stride 1. tile_w is the widest plane a binary takes
-// (its register rows); H is free. Shared-memory formulas mirror the templates' headers.
+// The WTConv lane kernels (templates/wtconv/{fwd,bwd}_lane.cuh): one thread per (b,c) plane (the backward
+// also two), for small planes of channels-innermost (NHWC) activations at stride 1. tile_w is the widest
+// plane a binary takes (its register rows); H is free. planes (backward only): 0 = one thread per plane,
+// threads / 2 = two. Shared-memory formulas mirror the templates' headers.
 #include "generator/ops/wtconv_common.h"
 
 namespace lkjit::gen {
@@ -14,26 +15,41 @@ constexpr int kLaneMaxRegs = 168;
 
 int64_t lane_wmax(int64_t w, int l) { return l == 0 ? w : (lane_wmax(w, l - 1) + 1) / 2; }
 
-// Floats per thread: the level images (forward: Y_l then Z_l in place; backward: dZ_l then dY_l), and in the
-// backward also Y_1's LL and Y_l for l >= 2.
-int64_t lane_thread_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
+// Floats per plane: the level images (forward: Y_l then Z_l in place; backward: dZ_l then dY_l, subbands
+// an odd number of floats apart, then from an odd element Y_1's LL and Y_l for l >= 2).
+int64_t lane_plane_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
+  const bool bwd = s.kernel == Kernel::kWTConvBwdLane;
   const auto lh = level_sizes(sh.H, s.L);
-  int64_t n = 0;
-  for (int l = 1; l <= s.L; ++l) n += 4 * lh[l] * lane_wmax(t.tile_w, l);
-  if (s.kernel == Kernel::kWTConvBwdLane && s.L >= 1) n += n - 3 * lh[1] * lane_wmax(t.tile_w, 1);
+  int64_t n = 0, deeper = 0;
+  for (int l = 1; l <= s.L; ++l) {
+    const int64_t sp = lh[l] * lane_wmax(t.tile_w, l);
+    n += 4 * (bwd ? sp | 1 : sp);
+    if (l >= 2) deeper += 4 * (sp | 1);
+  }
+  if (bwd && s.L >= 1) n = (n | 1) + lh[1] * lane_wmax(t.tile_w, 1) + deeper;
   return n;
 }
+int lane_block_planes(const Tile& t) { return t.planes ? t.planes : t.threads; }
 int64_t lane_smem_bytes(const OpSpec& s, const Tile& t, const Shape& sh) {
-  return lane_thread_floats(s, t, sh) * t.threads * 4;
+  return lane_plane_floats(s, t, sh) * lane_block_planes(t) * 4;
 }
 
-TileSpace lane_space(const OpSpec&) {
-  return {{{"tile_w", {2, 4, 6, 8, 10, 12, 14, 16}, "widest plane (columns) a thread's register rows hold"},
-           {"threads", {32, 64, 128, 256}, "threads per block, one (b,c) plane each"}}};
+TileSpace lane_space(const OpSpec& s) {
+  TileSpace sp{{{"tile_w", {2, 4, 6, 8, 10, 12, 14, 16}, "widest plane (columns) a thread's register rows hold"},
+                {"threads", {32, 64, 128, 256}, "threads per block"}}};
+  if (s.kernel == Kernel::kWTConvBwdLane)
+    sp.axes.push_back({"planes", {0, 16, 32, 64, 128}, "(b,c) planes per block: 0 = one per thread, threads/2 = two "
+                                                       "threads per plane"});
+  return sp;
 }
 
 std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape* sh) {
   if (auto r = reject_threads(t, d)) return r;
+  if (t.planes != 0 && (s.kernel != Kernel::kWTConvBwdLane || 2 * t.planes != t.threads))
+    return s.kernel == Kernel::kWTConvBwdLane
+               ? fmt::format("planes={} with threads={}; supported: planes = 0 (one thread per plane) or threads/2 "
+                             "(two threads per plane)", t.planes, t.threads)
+               : fmt::format("planes={}; the lane forward runs one thread per plane, supported: planes = 0", t.planes);
   if (t.tile_w < 1 || t.tile_w > kLaneMaxW)
     return fmt::format("tile_w={} is out of range; supported: [1, {}]", t.tile_w, kLaneMaxW);
   const int regs = s.k * (t.tile_w + s.k - 1) + t.tile_w + s.k * s.k;
@@ -49,30 +65,64 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
 }
 
 // The plane's width rounded up to even (one binary for W = 13 and 14), and 64-thread blocks unless a block
-// would take over a quarter of an SM's shared memory (then 32: more, smaller blocks per SM).
+// would take over a quarter of an SM's shared memory (then 32: more, smaller blocks per SM). The backward
+// gives each plane two threads where shared memory would hold fewer than 8 warps of one-thread planes per
+// SM (its ~200 registers allow about 8): measured on an H200, bf16 k=5, 64x384x14x14 L=3 (4 warps):
+// 198 us against 232; 64x768x7x7 L=2 (14 warps): 93 us against 119 for two threads.
 Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
   Tile t{0, static_cast<int>(std::min<int64_t>(std::max<int64_t>((sh.W + 1) / 2 * 2, 2), kLaneMaxW)), 0, 0, 64};
-  if (lane_smem_bytes(s, t, sh) > d.smem_per_sm / 4) t.threads = 32;
+  if (s.kernel == Kernel::kWTConvBwdLane && d.smem_per_sm / (32 * 4 * std::max<int64_t>(lane_plane_floats(s, t, sh), 1)) < 8)
+    t.planes = t.threads / 2;
+  if (lane_smem_bytes(s, t, sh) > d.smem_per_sm / 4) {
+    t.threads = 32;
+    if (t.planes) t.planes = 16;
+  }
   return t;
 }
 
 LaunchGeometry lane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   LaunchGeometry g;
-  g.grid[0] = static_cast<unsigned>(cdiv(sh.B * sh.C, t.threads));
+  g.grid[0] = static_cast<unsigned>(cdiv(sh.B * sh.C, lane_block_planes(t)));
   g.block[0] = t.threads;
   g.smem_bytes = static_cast<unsigned>(lane_smem_bytes(s, t, sh));
   return g;
 }
 
 std::string lane_cfg(const OpSpec& s, const Tile& t) {
-  return fmt::format("  using T = {};\n  static constexpr int k = {}, R = {}, L = {}, threads = {}, wmax = {};\n",
-                     ctype(s.dtype), s.k, R(s), s.L, t.threads, t.tile_w);
+  return fmt::format("  using T = {};\n  static constexpr int k = {}, R = {}, L = {}, threads = {}, wmax = {}, split = {};\n",
+                     ctype(s.dtype), s.k, R(s), s.L, t.threads, t.tile_w, t.threads / lane_block_planes(t));
 }
 std::string fwd_lane_name(const OpSpec& s, const Tile& t) {
   return fmt::format("wtconv_fwd_lane_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
 }
 std::string bwd_lane_name(const OpSpec& s, const Tile& t) {
   return fmt::format("wtconv_bwd_lane_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+}
+
+// ---- reduce of the lane backward's channel-innermost partials (reduce_lane.cuh) --------------------
+// Blocks of 32 channels x one tap set (W~0 and b~, or one level's subband): warps over the set's values.
+TileSpace reduce_lane_space(const OpSpec&) {
+  return {{{"threads", {64, 128, 256}, "threads per block (32 channels x one tap set; warps over its values)"}}};
+}
+int64_t reduce_lane_smem_bytes(const OpSpec& s) { return (int64_t(s.k) * s.k + 1) * 33 * 4; }
+std::optional<std::string> reduce_lane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape*) {
+  if (auto r = reject_threads(t, d)) return r;
+  return reject_smem(reduce_lane_smem_bytes(s), d);
+}
+Tile reduce_lane_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 256}; }
+LaunchGeometry reduce_lane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+  LaunchGeometry g;
+  g.grid[0] = static_cast<unsigned>(cdiv(sh.C, 32));
+  g.grid[1] = static_cast<unsigned>(1 + 4 * s.L);
+  g.block[0] = t.threads;
+  g.smem_bytes = static_cast<unsigned>(reduce_lane_smem_bytes(s));
+  return g;
+}
+std::string reduce_lane_cfg(const OpSpec& s, const Tile& t) {
+  return fmt::format("  static constexpr int k = {}, L = {}, threads = {};\n", s.k, s.L, t.threads);
+}
+std::string reduce_lane_name(const OpSpec& s, const Tile& t) {
+  return fmt::format("wtconv_reduce_lane_k{}_L{}_{}", s.k, s.L, t.to_string());
 }
 
 }  // namespace
@@ -85,6 +135,9 @@ std::vector<KernelTraits> wtconv_lane_kernels() {
        lane_reject, lane_default, lane_geometry, lane_cfg, fwd_lane_name},
       {Kernel::kWTConvBwdLane, "wtconv/bwd_lane.cuh", "wtconv_bwd_lane", "WTConvParams", validate_common, lane_space,
        lane_reject, lane_default, lane_geometry, lane_cfg, bwd_lane_name},
+      {Kernel::kWTConvReduceLane, "wtconv/reduce_lane.cuh", "wtconv_reduce_lane", "WTConvParams", validate_common,
+       reduce_lane_space, reduce_lane_reject, reduce_lane_default, reduce_lane_geometry, reduce_lane_cfg,
+       reduce_lane_name},
   };
 }
 

@@ -98,7 +98,7 @@ LKJIT_API int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, cons
                                             void* stream);
 
 /* Compiles and loads every kernel of a shape (backward too when backward != 0), for NCHW activations: the
- * first channels_last call of a small map may still compile the lane forward (lkjit_wtconv_runs_lane). */
+ * first channels_last call of a small map may still compile the lane kernels (lkjit_wtconv_runs_lane). */
 LKJIT_API int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward);
 
 /* *lane = 1 when NHWC activations of this shape run a lane kernel in the forward (backward = 0) or backward

@@ -34,6 +34,7 @@ enum class Kernel {
   kWTConvTranspose,  // activation layout copy, NHWC <-> NCHW (wtconv_transpose in wtconv.h; not planned)
   kWTConvFwdLane,    // one thread per small (b,c) plane of NHWC activations: register rows, per-thread smem images
   kWTConvBwdLane,    // the same for dX and per-plane partial parameter gradients
+  kWTConvReduceLane, // kWTConvReduce for the lane backward's channel-innermost partials
 };
 const char* to_string(Kernel k);
 Kernel parse_kernel(const std::string& s);

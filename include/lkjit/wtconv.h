@@ -42,7 +42,7 @@ struct WTConvOptions {
   int device = 0;       // CUDA device ordinal
   // Memory layout a tensor has when the call gives no strides for it: dense NCHW, or dense NHWC
   // (channels_last). Explicit WTConvStrides override it per tensor. Every kernel takes any strides;
-  // NHWC activations of small maps (x's strides decide, per call) run the lane forward (WTConvPath).
+  // NHWC activations of small maps (x's strides decide, per call) run the lane kernels (WTConvPath).
   Layout layout = Layout::kNCHW;
 };
 
@@ -76,12 +76,13 @@ struct WTConvGradients {
   float* level_s[kMaxLevels] = {};
 };
 
-// Which kernels run a shape. kAuto picks the lane forward kernel for NHWC activations (options.layout, or the
-// strides of a call: a channel stride of 1; C > 1) where it applies (stride 1, W <= 16, k small enough for
-// the register rows: k*(W'+k-1) + W' + k*k <= 168 with W' = W rounded up to even, i.e. W <= 16 for k <= 5
-// and W <= 8 for k = 7; a 32-plane block's images within a quarter of an SM's shared memory), else plane-resident kernels where planes fit in shared memory, else the tiled kernels. kLane
-// runs the lane kernels, forward and backward, whatever the layout (fast only on NHWC: each lane owns a
-// channel; the lane backward is slower than the plane one, bench/RESULTS.md section 3).
+// Which kernels run a shape. kAuto picks the lane kernels, forward and backward, for NHWC activations
+// (options.layout, or the strides of a call: a channel stride of 1; C > 1) where they apply (stride 1,
+// W <= 16, k small enough for the register rows: k*(W'+k-1) + W' + k*k <= 168 with W' = W rounded up to
+// even, i.e. W <= 16 for k <= 5 and W <= 8 for k = 7; a block's images within a quarter of an SM's shared
+// memory), else plane-resident kernels where planes fit in shared memory, else the tiled kernels. kLane
+// runs the lane kernels whatever the layout (fast only on NHWC: each lane owns a channel; bench/RESULTS.md
+// section 3).
 enum class WTConvPath { kAuto, kPlane, kTiled, kLane };
 
 // One kernel of a plan: what to compile, with which tile, for which (sub)problem.

@@ -21,15 +21,14 @@ WTConv2d.forward picks the path (custom op when compiling, tracing or given tens
 Layout: the kernels read and write activations through their strides, so a dense input in any dim order
 (NCHW contiguous, channels_last, ...) is used as it is; only inputs with gaps or overlaps are copied.
 The output is channels_last for a channels_last input, NCHW contiguous otherwise; dX has x's strides.
-The forward of small channels_last maps (W <= 16 at stride 1 with k <= 5, W <= 8 with k = 7; see
-lkjit::WTConvPath) runs lkjit's lane kernel, one thread per
-channel, which reads channels_last directly. The plane kernels read channels_last planes uncoalesced, so
-for the other passes on channels_last maps of at least ``_TRANSPOSE_MIN_HW`` pixels the layer runs them on
-NCHW copies made by lkjit's coalesced layout transpose (lkjit::wtconv_transpose) and transposes the
-results back (the eager backward reuses the forward's copy of x when there is one);
-``LKJIT_TORCH_LAYOUT`` = auto (that; the default) | strided (never transpose) | nchw (PyTorch copies, for
-comparison). Results are bit-identical whichever way, except that the lane forward rounds differently
-from the plane forward an NCHW input runs.
+Small channels_last maps (W <= 16 at stride 1 with k <= 5, W <= 8 with k = 7; see lkjit::WTConvPath)
+run lkjit's lane kernels, forward and backward, one or two threads per channel plane, which read
+channels_last directly. The plane kernels read channels_last planes uncoalesced, so for larger
+channels_last maps of at least ``_TRANSPOSE_MIN_HW`` pixels the layer runs them on NCHW copies made by
+lkjit's coalesced layout transpose (lkjit::wtconv_transpose) and transposes the results back (the eager
+backward reuses the forward's copy of x when there is one); ``LKJIT_TORCH_LAYOUT`` = auto (that; the
+default) | strided (never transpose) | nchw (PyTorch copies, for comparison). Results are bit-identical
+whichever way, except that the lane kernels round differently from the plane kernels an NCHW input runs.
 """
 import itertools
 import math
@@ -227,7 +226,8 @@ def _nchw_only():
 def _transposing(x, ent, backward):
     """Whether this call runs the kernels on lkjit-transposed NCHW copies: LKJIT_TORCH_LAYOUT=auto and x
     channels_last (not also NCHW contiguous) with H*W >= _TRANSPOSE_MIN_HW, unless the pass runs a lane
-    kernel, which reads channels_last directly (the forward of small maps: W <= 16 at stride 1 for k <= 5; the C++ planner decides)."""
+    kernel, which reads channels_last directly (small maps: W <= 16 at stride 1 for k <= 5; the C++
+    planner decides)."""
     if not (not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
             and x.shape[2] * x.shape[3] >= _TRANSPOSE_MIN_HW and _layout_mode() == "auto"):
         return False

@@ -56,7 +56,7 @@ double launch_blocks(const PlannedKernel& pk, const Shape& sh) {
     case Kernel::kWTConvFwdPlane:
     case Kernel::kWTConvBwdPlane: return std::ceil(planes / t.planes);
     case Kernel::kWTConvFwdLane:
-    case Kernel::kWTConvBwdLane: return std::ceil(planes / t.threads);
+    case Kernel::kWTConvBwdLane: return std::ceil(planes / (t.planes ? t.planes : t.threads));  // 0: one per thread
     case Kernel::kWTConvFwdLevel:
     case Kernel::kWTConvBwdLevel: {
       const double h = std::ceil(pk.shape.H / 2.0), w = std::ceil(pk.shape.W / 2.0);

@@ -203,11 +203,11 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
   if (path == WTConvPath::kPlane && !fits)
     throw SpecError(fmt::format("lkjit: error: wtconv: {} planes do not fit in shared memory for the plane path",
                                 sh.to_string()));
-  // The lane backward is exact but slower than the plane backward on WTConvNeXt-T's planes (287 against
-  // 204 us at 64x384x14x14 bf16 on an H200: 4 warps per SM, bound by latency), so kAuto runs the lane
-  // kernel for the forward only; kLane forces both. kAuto also wants at least 4 of its blocks per SM (tall
-  // planes can need a whole SM's shared memory for one warp), and C > 1 (the layer's NHWC test, act_layout).
-  const bool lane_auto = !backward && o.layout == Layout::kNHWC && o.C > 1 && !lane_why &&
+  // kAuto runs the lane kernels on NHWC activations, forward and backward (bf16 k=5 on an H200: the lane
+  // backward 198 us at 64x384x14x14 L=3 against the plane kernel's 204 plus 26 of transposes; 93 at
+  // 64x768x7x7 L=2 against 165). It also wants at least 4 of its blocks per SM (tall planes can need a
+  // whole SM's shared memory for one warp), and C > 1 (the layer's NHWC test, act_layout).
+  const bool lane_auto = o.layout == Layout::kNHWC && o.C > 1 && !lane_why &&
                          launch_geometry(lane, lt, sh).smem_bytes <= static_cast<unsigned>(lim.smem_per_sm / 4);
   if (path == WTConvPath::kLane || (path == WTConvPath::kAuto && lane_auto)) {
     plan.push_back({lane, lt, sh});
@@ -228,8 +228,9 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
     plan.push_back({syn, default_tile(syn, sh, lim), sh});
   }
   for (auto& pk : plan) pk.bytes = traffic_bytes(pk, o, sh);
-  if (backward) {
-    const OpSpec red{Kernel::kWTConvReduce, DType::kF32, o.k, o.L, true, lim.arch};
+  if (backward) {  // the lane backward writes its partials channel-innermost (reduce_lane.cuh)
+    const bool lane_bwd = plan[1].spec.kernel == Kernel::kWTConvBwdLane;
+    const OpSpec red{lane_bwd ? Kernel::kWTConvReduceLane : Kernel::kWTConvReduce, DType::kF32, o.k, o.L, true, lim.arch};
     plan.push_back({red, default_tile(red, sh, lim), sh});
   }
   return plan;

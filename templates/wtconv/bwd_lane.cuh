@@ -1,14 +1,20 @@
-// WTConv backward, lane kernel (lane_common.cuh): one thread per (b,c) plane, stride 1, W <= Cfg::wmax.
+// WTConv backward, lane kernel (lane_common.cuh): Cfg::split = 1 or 2 threads per (b,c) plane, stride 1,
+// W <= Cfg::wmax. Two threads of a plane are lanes i and i + 16 of one warp (a warp: 16 planes); they
+// share the plane's shared-memory column and split every phase below (rows, subbands, the two Haar
+// chains), syncing between phases: a plane's work in half the time per thread at the same shared memory
+// per plane, so twice the threads per SM where shared memory caps the residency.
 // The same math as the plane kernel (bwd_plane.cuh), G = dOut:
 //   1. dZ_l = Haar(LL of dZ_{l-1}) from G, and Y_l = Haar(LL of Y_{l-1}) from X, into the thread's images.
 //      Y_1 keeps its LL only: its other subbands are recomputed from X, row by row, where the wgrad needs them.
 //   2. Per level and subband: dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j] (written as this
-//      plane's partial), then dY_l = dw^T(dZ_l, W~_l) in place of dZ_l.
+//      plane's partial, channel-innermost for reduce_lane.cuh), then dY_l = dw^T(dZ_l, W~_l) in place of dZ_l.
 //   3. Synthesis of dY, coarse to fine (as the forward's output).
 //   4. Row by row: dX = dw^T(G, W~0) + the level-1 synthesis of dY_1.
 //   5. dW~0[u,v] = sum_{y,x} X[y+u-R, x+v-R] G[y, x] and db~ = sum G, as partials.
-// Shared memory: threads x (sum_l 4 lh[l] lane_wmax(l)  [dZ_l, then dY_l]
-//                           + lh[1] lane_wmax(1) + sum_{l>=2} 4 lh[l] lane_wmax(l)  [Y_1's LL, Y_l]) floats.
+// Shared memory: threads / split planes x (sum_l 4 sp[l]  [dZ_l, then dY_l]
+//                                          + lh[1] lane_wmax(1) + sum_{l>=2} 4 sp[l]  [Y_1's LL, Y_l]) floats,
+// sp[l] = lh[l] lane_wmax(l) rounded up to odd (LaneLevels), plus one float where that makes Y_1's LL
+// start at an odd element (the two Haar chains of a pair then hit distinct banks).
 #pragma once
 #include "wtconv/lane_common.cuh"
 
@@ -26,28 +32,32 @@ __device__ __forceinline__ void lane_wgrad_row(const float (&win)[K][N + K - 1],
 }
 
 // Row r of subband s of Y_l into a window row: recomputed from X at level 1 (only Y_1's LL is stored),
-// else read from Y_l's image at m[yimg] (h x N).
-template <int l, int N1, int N, int R, int NW, int NT, class T>
-__device__ __forceinline__ void lane_y_row(float (&dst)[NW], LaneMem<NT> m, int yimg, int h, const T* __restrict__ x,
+// else read from Y_l's subband image at m[yimg] (h x N).
+template <int l, int N1, int N, int R, int NW, int CS, class T>
+__device__ __forceinline__ void lane_y_row(float (&dst)[NW], LaneMem<CS> m, int yimg, int h, const T* __restrict__ x,
                                            long long sy, long long sx, int H, int W, int r, int s) {
   if constexpr (l == 1) lane_haar_act_row<N1, R>(dst, x, sy, sx, r, H, W, s);
   else lane_load_row<N, R>(dst, m, yimg, r, h);
 }
 
 // Levels l..L: per subband, the wgrad partial dW~_l[s] = corr(Y_l[s], dZ_l[s]), then dY_l[s] =
-// dw^T(dZ_l[s], W~_l[s]) in place of dZ_l[s] (dz[l]: level l's dZ image, yo[l]: its Y image).
-template <class Cfg, int l, class T>
-__device__ __forceinline__ void bwd_lane_levels(LaneMem<Cfg::threads> m, const int* dz, const int* yo,
-                                                const WTConvParams& p, long long plane, int c, const T* __restrict__ x) {
+// dw^T(dZ_l[s], W~_l[s]) in place of dZ_l[s] (dz[l]: level l's dZ image, yo[l]: its Y image, subbands
+// sp[l] apart). Thread `role` of a plane takes subbands role, role + split, ...
+template <class Cfg, int l, int CS, class T>
+__device__ __forceinline__ void bwd_lane_levels(LaneMem<CS> m, const int* dz, const int* yo, const int* sp,
+                                                const WTConvParams& p, long long plane, int c, const T* __restrict__ x,
+                                                int role) {
   if constexpr (l <= Cfg::L) {
-    constexpr int K = Cfg::k, R = Cfg::R, KK = K * K, NT = Cfg::threads;
+    constexpr int K = Cfg::k, R = Cfg::R, KK = K * K;
     constexpr int N = lane_wmax(Cfg::wmax, l), N1 = lane_wmax(Cfg::wmax, 1), NW = N + K - 1;
     const int h = p.lh[l], H = p.H, W = p.W;
     const long long xsy = p.x_st[2], xsx = p.x_st[3];
-    float* part = p.partial + p.part_off[l] + plane * (4 * KK);
+    // Partials channel-innermost (reduce_lane.cuh): value v of (b, c) at ((b * 4KK + v) * C + c), so a
+    // warp's stores are runs over consecutive channels.
+    float* part = p.partial + p.part_off[l] + (plane / p.C) * (4LL * KK * p.C) + c;
 #pragma unroll 1
-    for (int s = 0; s < 4; ++s) {
-      const int dzs = dz[l] + s * h * N, ys = yo[l] + s * h * N;
+    for (int s = role; s < 4; s += Cfg::split) {
+      const int dzs = dz[l] + s * sp[l], ys = yo[l] + s * sp[l];
       float acc[KK];
 #pragma unroll
       for (int r = 0; r < KK; ++r) acc[r] = 0.f;
@@ -72,10 +82,10 @@ __device__ __forceinline__ void bwd_lane_levels(LaneMem<Cfg::threads> m, const i
         lane_slide(win);
       }
 #pragma unroll
-      for (int r = 0; r < KK; ++r) part[s * KK + r] = acc[r];
-      lane_conv_image<K, N, NT>(m, dzs, h, wf);
+      for (int r = 0; r < KK; ++r) part[(long long)(s * KK + r) * p.C] = acc[r];
+      lane_conv_image<K, N, CS>(m, dzs, h, wf);
     }
-    bwd_lane_levels<Cfg, l + 1>(m, dz, yo, p, plane, c, x);
+    bwd_lane_levels<Cfg, l + 1, CS>(m, dz, yo, sp, p, plane, c, x, role);
   }
 }
 
@@ -83,42 +93,63 @@ template <class Cfg>
 __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
   using T = typename Cfg::T;
   constexpr int K = Cfg::k, R = Cfg::R, KK = K * K, NT = Cfg::threads, L = Cfg::L, N0 = Cfg::wmax;
-  constexpr int N1 = lane_wmax(N0, 1);
+  constexpr int SPLIT = Cfg::split, N1 = lane_wmax(N0, 1);
+  static_assert(SPLIT == 1 || (SPLIT == 2 && NT % 32 == 0), "one thread per plane, or two in one warp");
+  constexpr int CS = SPLIT == 1 ? NT : 16;  // LaneMem's column stride
   extern __shared__ float lane_smem[];
-  const long long plane = (long long)blockIdx.x * NT + threadIdx.x;
-  if (plane >= (long long)p.B * p.C) return;  // no barriers: threads are independent
+  const int tid = threadIdx.x, lane = tid & 31;
+  // Thread -> (block plane bp, role): bp = tid, or warp w's lanes i and i + 16 on plane 16w + i.
+  const int role = SPLIT == 1 ? 0 : lane >> 4, bp = SPLIT == 1 ? tid : (tid >> 5) * 16 + (lane & 15);
+  const unsigned pair = SPLIT == 1 ? 0u : 0x10001u << (lane & 15);
+  const long long plane = (long long)blockIdx.x * (NT / SPLIT) + bp;
+  if (plane >= (long long)p.B * p.C) return;  // a pair leaves together; no block-wide barriers
   const int c = (int)(plane % p.C), H = p.H, W = p.W;
-  const LaneMem<NT> m{lane_smem + threadIdx.x};
-  const LaneLevels<L, N0> dz(p.lh);  // dZ_l, then dY_l
+  const LaneLevels<L, N0, true> dz(p.lh);  // dZ_l, then dY_l
+  // Y images: yo[1] holds Y_1's LL alone (h1 x N1) from an odd element, yo[l] for l >= 2 all of Y_l.
+  const int h1 = L >= 1 ? p.lh[1] : 0;
+  int yo[L + 2];
+  yo[1] = dz.off[L + 1] | 1;
+#pragma unroll
+  for (int l = 2; l <= L + 1; ++l) yo[l] = yo[1] + h1 * N1 + dz.off[l] - dz.off[2];
+  const int floats = L >= 1 ? yo[L + 1] : 0;  // the plane's column: yo[L+1] is the end of its last image
+  const LaneMem<CS> m{SPLIT == 1 ? lane_smem + tid : lane_smem + (tid >> 5) * 16 * floats + (lane & 15)};
   const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
   const T* __restrict__ g = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
   const long long xsy = p.x_st[2], xsx = p.x_st[3], gsy = p.g_st[2], gsx = p.g_st[3];
 
   if constexpr (L >= 1) {
-    // Y images: yo[1] holds Y_1's LL alone (h1 x N1), yo[l] for l >= 2 all of Y_l.
-    const int h1 = p.lh[1];
-    int yo[L + 1];
-    yo[1] = dz.off[L + 1];
+    // 1. Both Haar chains: level 1 from global memory in alternate rows per thread, then the deeper levels,
+    //    dZ's by role 0 and Y's by role 1 (one thread: both).
+    lane_haar_act<N1, CS>(m, dz.off[1], dz.sp[1], h1, role, SPLIT, g, gsy, gsx, H, W);
+    lane_haar_act<N1, CS, true>(m, yo[1], 0, h1, role, SPLIT, x, xsy, xsx, H, W);
+    lane_pair_sync<SPLIT>(pair);
+    if constexpr (SPLIT == 1) {
+      lane_haar_chain<N0, CS, 2, L>(m, dz.off, dz.sp, p.lh);
+      lane_haar_chain<N0, CS, 2, L>(m, yo, dz.sp, p.lh);
+    } else {
+      int chain[L + 2];
 #pragma unroll
-    for (int l = 2; l <= L; ++l) yo[l] = yo[1] + h1 * N1 + dz.off[l] - dz.off[2];
-
-    // 1. Both Haar chains.
-    lane_haar_act<N1, NT>(m, dz.off[1], h1, g, gsy, gsx, H, W);
-    lane_haar_act<N1, NT, true>(m, yo[1], h1, x, xsy, xsx, H, W);
-    lane_haar_chain<N0, NT, 2, L>(m, dz.off, p.lh);
-    lane_haar_chain<N0, NT, 2, L>(m, yo, p.lh);
+      for (int l = 1; l <= L; ++l) chain[l] = role ? yo[l] : dz.off[l];
+      lane_haar_chain<N0, CS, 2, L>(m, chain, dz.sp, p.lh);
+      lane_pair_sync<SPLIT>(pair);
+    }
     // 2. Per level and subband: the wgrad partial, then dY_l in place of dZ_l.
-    bwd_lane_levels<Cfg, 1>(m, dz.off, yo, p, plane, c, x);
+    bwd_lane_levels<Cfg, 1, CS>(m, dz.off, yo, dz.sp, p, plane, c, x, role);
+    lane_pair_sync<SPLIT>(pair);
     // 3. Synthesis of dY, coarse to fine.
-    lane_synth_chain<N0, NT, L>(m, dz.off, p.lh);
+    lane_synth_chain<N0, CS, L, SPLIT>(m, dz.off, dz.sp, p.lh, role, pair);
   }
+
+  // Rows of phases 4 and 5: all, or the first or second half by role.
+  const int yh = (H + 1) / 2, y0 = SPLIT == 1 ? 0 : role * yh, y1 = SPLIT == 1 ? H : (role ? H : yh);
 
   // 4. dX rows: the transposed base conv over a window of G rows, plus the level-1 synthesis of dY.
   {
     float wf[KK];
     lane_load_taps<L, KK, true>(wf, p, c, 0);
     T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
-    lane_output_rows<K, N0, L, NT>(dx, p.out_st[2], p.out_st[3], g, gsy, gsx, H, W, wf, 0.f, m, dz.off[1], p.lh[1]);
+    lane_output_rows<K, N0, L, CS>(dx, p.out_st[2], p.out_st[3], g, gsy, gsx, H, W, wf, 0.f, m, dz.off[1],
+                                   L >= 1 ? dz.sp[1] : 0, y0, y1);
   }
 
   // 5. Base wgrad and bias gradient over a window of X rows and the G row between.
@@ -130,12 +161,12 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
     for (int r = 0; r < KK; ++r) acc[r] = 0.f;
     lane_zero(win);
 #pragma unroll
-    for (int u = R; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], x, xsy, xsx, u - R, H, W);
+    for (int u = 0; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], x, xsy, xsx, y0 - R + u, H, W);
     float nx[N0], ng[N0];  // the next X row and G row, loaded while this row's sums run
-    lane_load_act<N0, 0>(nx, x, xsy, xsx, R, H, W);
-    lane_load_act<N0, 0>(ng, g, gsy, gsx, 0, H, W);
+    lane_load_act<N0, 0>(nx, x, xsy, xsx, y0 + R, H, W);
+    lane_load_act<N0, 0>(ng, g, gsy, gsx, y0, H, W);
 #pragma unroll 1
-    for (int y = 0; y < H; ++y) {
+    for (int y = y0; y < y1; ++y) {
       lane_put_row<N0, R>(win[K - 1], nx);
       float gy[N0];
 #pragma unroll
@@ -147,10 +178,17 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
       lane_wgrad_row<K, N0>(win, gy, acc);
       lane_slide(win);
     }
-    float* part0 = p.partial + p.part_off[0] + plane * (KK + 1);
+    if constexpr (SPLIT == 2) {  // role 0's rows + role 1's rows: the same sum in both threads
 #pragma unroll
-    for (int r = 0; r < KK; ++r) part0[r] = acc[r];
-    part0[KK] = db;
+      for (int r = 0; r < KK; ++r) acc[r] += __shfl_xor_sync(pair, acc[r], 16);
+      db += __shfl_xor_sync(pair, db, 16);
+    }
+    // Value r of (b, c) at ((b * (KK + 1) + r) * C + c); the two threads of a plane store alternate values.
+    float* part0 = p.partial + p.part_off[0] + (plane / p.C) * ((KK + 1LL) * p.C) + c;
+#pragma unroll
+    for (int r = 0; r < KK; ++r)
+      if (r % SPLIT == role) part0[(long long)r * p.C] = acc[r];
+    if (KK % SPLIT == role) part0[(long long)KK * p.C] = db;
   }
 }
 

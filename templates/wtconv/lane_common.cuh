@@ -12,22 +12,30 @@ namespace lkjit {
 // Columns of level l's images for planes up to wmax wide: ceil(wmax / 2^l), as the level sizes halve.
 __host__ __device__ constexpr int lane_wmax(int wmax, int l) { return l == 0 ? wmax : (lane_wmax(wmax, l - 1) + 1) / 2; }
 
-// A thread's private column of shared memory: element e at p[e * NT].
-template <int NT>
+// A plane's column of shared memory: element e at p[e * CS]. CS, the column stride, is the block's
+// threads where a thread owns a plane, 16 where two threads of a warp share one (a warp's 16 planes then
+// fill its 32 banks when the two threads' elements are an odd distance apart).
+template <int CS>
 struct LaneMem {
   float* p;
-  __device__ __forceinline__ float& operator[](int e) const { return p[e * NT]; }
+  __device__ __forceinline__ float& operator[](int e) const { return p[e * CS]; }
 };
 
-// Element offsets of a thread's level images: level l (1..L) holds 4 subbands of lh[l] x lane_wmax(l),
-// subband s at off[l] + s * lh[l] * lane_wmax(l). off[L+1] is the total (the host's lane_thread_floats).
-template <int L, int WMAX>
+// Element offsets of a plane's level images: level l (1..L) holds 4 subbands of lh[l] x lane_wmax(l),
+// subband s at off[l] + s * sp[l], sp[l] = lh[l] * lane_wmax(l), rounded up to odd where kOddPitch (two
+// threads on subbands s and s+1 then hit distinct banks). off[L+1] is the total (the host's
+// lane_plane_floats).
+template <int L, int WMAX, bool kOddPitch = false>
 struct LaneLevels {
-  int off[L + 2];
+  int off[L + 2], sp[L + 1];
   __device__ explicit LaneLevels(const int* lh) {
     off[1] = 0;
 #pragma unroll
-    for (int l = 1; l <= L; ++l) off[l + 1] = off[l] + 4 * lh[l] * lane_wmax(WMAX, l);
+    for (int l = 1; l <= L; ++l) {
+      sp[l] = lh[l] * lane_wmax(WMAX, l);
+      if (kOddPitch) sp[l] |= 1;
+      off[l + 1] = off[l] + 4 * sp[l];
+    }
   }
 };
 
@@ -71,8 +79,8 @@ __device__ __forceinline__ void lane_slide(float (&win)[K][NW]) {
 
 // Loads row `row` of an h x N image at m[base] into a window row's interior (columns R..R+N-1), zero
 // outside [0, h). The address is clamped into the image, so no load leaves it.
-template <int N, int R, int NW, int NT>
-__device__ __forceinline__ void lane_load_row(float (&dst)[NW], LaneMem<NT> m, int base, int row, int h) {
+template <int N, int R, int NW, int CS>
+__device__ __forceinline__ void lane_load_row(float (&dst)[NW], LaneMem<CS> m, int base, int row, int h) {
   const bool in = row >= 0 && row < h;
   const int r = min(max(row, 0), h - 1);
 #pragma unroll
@@ -85,8 +93,8 @@ __device__ __forceinline__ void lane_load_row(float (&dst)[NW], LaneMem<NT> m, i
 // img = corr(img, w) in place ('same', zero padding), for an h x N image at m[base] whose columns past
 // the level's width are zero. Output row i is written once rows up to i+R are in the window, and no later
 // step reads rows <= i+R from memory, so one image serves as input and output.
-template <int K, int N, int NT>
-__device__ __forceinline__ void lane_conv_image(LaneMem<NT> m, int base, int h, const float (&w)[K * K]) {
+template <int K, int N, int CS>
+__device__ __forceinline__ void lane_conv_image(LaneMem<CS> m, int base, int h, const float (&w)[K * K]) {
   constexpr int R = K / 2, NW = N + K - 1;
   float win[K][NW];
   lane_zero(win);
@@ -134,28 +142,29 @@ __device__ __forceinline__ void lane_load_act(float (&dst)[NW], const T* __restr
 
 
 // Haar analysis, level 1, of an H x W activation plane into 4 subbands of lh[1] x N1 (N1 = lane_wmax(1))
-// at m[base] (kLLOnly: the LL subband alone): zero padding past H and W (odd sizes), and zero columns
-// past w_1.
-template <int N1, int NT, bool kLLOnly = false, class T>
-__device__ __forceinline__ void lane_haar_act(LaneMem<NT> m, int base, int h1, const T* __restrict__ a, long long sy,
-                                              long long sx, int H, int W) {
+// at m[base], subband s at s * pitch (kLLOnly: the LL subband alone): zero padding past H and W (odd
+// sizes), and zero columns past w_1. Rows i0, i0 + di, ... below h1 (di = 2: a plane's two threads
+// take alternate rows).
+template <int N1, int CS, bool kLLOnly = false, class T>
+__device__ __forceinline__ void lane_haar_act(LaneMem<CS> m, int base, int pitch, int h1, int i0, int di,
+                                              const T* __restrict__ a, long long sy, long long sx, int H, int W) {
   constexpr int N = 2 * N1;
   float n0[N], n1[N];  // the next row pair, loaded while this one is transformed
-  lane_load_act<N, 0>(n0, a, sy, sx, 0, H, W);
-  lane_load_act<N, 0>(n1, a, sy, sx, 1, H, W);
+  lane_load_act<N, 0>(n0, a, sy, sx, 2 * i0, H, W);
+  lane_load_act<N, 0>(n1, a, sy, sx, 2 * i0 + 1, H, W);
 #pragma unroll 1
-  for (int i = 0; i < h1; ++i) {
+  for (int i = i0; i < h1; i += di) {
     float r0[N], r1[N];
 #pragma unroll
     for (int j = 0; j < N; ++j) r0[j] = n0[j], r1[j] = n1[j];
-    lane_load_act<N, 0>(n0, a, sy, sx, 2 * i + 2, H, W);
-    lane_load_act<N, 0>(n1, a, sy, sx, 2 * i + 3, H, W);
+    lane_load_act<N, 0>(n0, a, sy, sx, 2 * (i + di), H, W);
+    lane_load_act<N, 0>(n1, a, sy, sx, 2 * (i + di) + 1, H, W);
 #pragma unroll
     for (int j = 0; j < N1; ++j) {
       float y[4];
       haar4(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1], y);
 #pragma unroll
-      for (int s = 0; s < (kLLOnly ? 1 : 4); ++s) m[base + (s * h1 + i) * N1 + j] = y[s];
+      for (int s = 0; s < (kLLOnly ? 1 : 4); ++s) m[base + s * pitch + i * N1 + j] = y[s];
     }
   }
 }
@@ -176,9 +185,9 @@ __device__ __forceinline__ void lane_haar_act_row(float (&dst)[NW], const T* __r
 }
 
 // Haar analysis of level l > 1 from the LL subband of level l-1 (hp x NP at m[src], zero past its width)
-// into 4 subbands of h x N at m[dst] (h = ceil(hp/2), N = ceil(NP/2)).
-template <int N, int NP, int NT>
-__device__ __forceinline__ void lane_haar_level(LaneMem<NT> m, int src, int hp, int dst, int h) {
+// into 4 subbands of h x N at m[dst], subband s at s * pitch (h = ceil(hp/2), N = ceil(NP/2)).
+template <int N, int NP, int CS>
+__device__ __forceinline__ void lane_haar_level(LaneMem<CS> m, int src, int hp, int dst, int pitch, int h) {
 #pragma unroll 1
   for (int i = 0; i < h; ++i) {
     const bool r1 = 2 * i + 1 < hp;
@@ -191,34 +200,43 @@ __device__ __forceinline__ void lane_haar_level(LaneMem<NT> m, int src, int hp, 
       float y[4];
       haar4(p00, p01, r1 ? q10 : 0.f, r1 ? q11 : 0.f, y);
 #pragma unroll
-      for (int s = 0; s < 4; ++s) m[dst + (s * h + i) * N + j] = y[s];
+      for (int s = 0; s < 4; ++s) m[dst + s * pitch + i * N + j] = y[s];
     }
   }
 }
 
-// Levels l..L of a Haar chain: level l from the LL subband (subband 0) of the image at off[l-1]. Level
-// indices are template arguments (recursion; NVRTC takes no generic lambdas), as register rows need them.
-template <int N0, int NT, int l, int L>
-__device__ __forceinline__ void lane_haar_chain(LaneMem<NT> m, const int* off, const int* lh) {
+// Levels l..L of a Haar chain: level l from the LL subband (subband 0) of the image at off[l-1], its
+// subbands sp[l] apart. Level indices are template arguments (recursion; NVRTC takes no generic
+// lambdas), as register rows need them.
+template <int N0, int CS, int l, int L>
+__device__ __forceinline__ void lane_haar_chain(LaneMem<CS> m, const int* off, const int* sp, const int* lh) {
   if constexpr (l <= L) {
-    lane_haar_level<lane_wmax(N0, l), lane_wmax(N0, l - 1), NT>(m, off[l - 1], lh[l - 1], off[l], lh[l]);
-    lane_haar_chain<N0, NT, l + 1, L>(m, off, lh);
+    lane_haar_level<lane_wmax(N0, l), lane_wmax(N0, l - 1), CS>(m, off[l - 1], lh[l - 1], off[l], sp[l], lh[l]);
+    lane_haar_chain<N0, CS, l + 1, L>(m, off, sp, lh);
   }
 }
 
+// Orders a plane's shared-memory column between the phases of its two threads (SPLIT = 2; pair: their
+// lanes). One thread per plane needs no ordering: it reads only what it wrote.
+template <int SPLIT>
+__device__ __forceinline__ void lane_pair_sync(unsigned pair) {
+  if constexpr (SPLIT > 1) __syncwarp(pair);
+}
+
 // Synthesis of level l into the LL subband of level l-1 (the recurrence behind Eq. 7): the 4 subbands
-// of h x N at m[src] add 0.5 (LL +- LH +- HL +- HH) into the 2x2 blocks of the hf x NF image at m[dst];
-// rows past hf and columns past NF are cropped (odd sizes), garbage past a level's width only ever
-// lands past the next level's width.
-template <int N, int NF, int NT>
-__device__ __forceinline__ void lane_synth_level(LaneMem<NT> m, int src, int h, int dst, int hf) {
+// of h x N at m[src], pitch apart, add 0.5 (LL +- LH +- HL +- HH) into the 2x2 blocks of the hf x NF
+// image at m[dst]; rows past hf and columns past NF are cropped (odd sizes), garbage past a level's
+// width only ever lands past the next level's width. Rows i0, i0 + di, ... (disjoint 2x2 blocks).
+template <int N, int NF, int CS>
+__device__ __forceinline__ void lane_synth_level(LaneMem<CS> m, int src, int pitch, int h, int dst, int hf, int i0,
+                                                 int di) {
 #pragma unroll 1
-  for (int i = 0; i < h; ++i) {
+  for (int i = i0; i < h; i += di) {
     const bool r1 = 2 * i + 1 < hf;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      const float ll = m[src + i * N + j], lh = m[src + (h + i) * N + j];
-      const float hl = m[src + (2 * h + i) * N + j], hh = m[src + (3 * h + i) * N + j];
+      const int a = src + i * N + j;
+      const float ll = m[a], lh = m[a + pitch], hl = m[a + 2 * pitch], hh = m[a + 3 * pitch];
       const int f = dst + 2 * i * NF + 2 * j;
       m[f] += 0.5f * (ll + lh + hl + hh);
       if (2 * j + 1 < NF) m[f + 1] += 0.5f * (ll + lh - hl - hh);
@@ -230,54 +248,59 @@ __device__ __forceinline__ void lane_synth_level(LaneMem<NT> m, int src, int h, 
   }
 }
 
-// Synthesis coarse to fine, levels l = L..2 of the images at off[] (lane_synth_level each).
-template <int N0, int NT, int l>
-__device__ __forceinline__ void lane_synth_chain(LaneMem<NT> m, const int* off, const int* lh) {
+// Synthesis coarse to fine, levels l = L..2 of the images at off[] (lane_synth_level each); with SPLIT = 2
+// threads per plane, thread `role` takes alternate rows and the pair syncs after each level.
+template <int N0, int CS, int l, int SPLIT = 1>
+__device__ __forceinline__ void lane_synth_chain(LaneMem<CS> m, const int* off, const int* sp, const int* lh,
+                                                 int role = 0, unsigned pair = 0) {
   if constexpr (l >= 2) {
-    lane_synth_level<lane_wmax(N0, l), lane_wmax(N0, l - 1), NT>(m, off[l], lh[l], off[l - 1], lh[l - 1]);
-    lane_synth_chain<N0, NT, l - 1>(m, off, lh);
+    lane_synth_level<lane_wmax(N0, l), lane_wmax(N0, l - 1), CS>(m, off[l], sp[l], lh[l], off[l - 1], lh[l - 1], role,
+                                                                  SPLIT);
+    lane_pair_sync<SPLIT>(pair);
+    lane_synth_chain<N0, CS, l - 1, SPLIT>(m, off, sp, lh, role, pair);
   }
 }
 
 // acc[x] += the level-1 synthesis at full-resolution row y (Eq. 7, l = 1): 0.5 (LL + sy LH + sx HL + sy sx HH)
-// of the 4 subbands (h1 x N1 at m[z]) at (y/2, x/2), sy and sx the signs of y's and x's parities.
-template <int N0, int N1, int NT>
-__device__ __forceinline__ void lane_add_synth1(float (&acc)[N0], LaneMem<NT> m, int z, int h1, int y) {
+// of the 4 subbands (N1 columns at m[z], pitch apart) at (y/2, x/2), sy and sx the signs of y's and x's
+// parities.
+template <int N0, int N1, int CS>
+__device__ __forceinline__ void lane_add_synth1(float (&acc)[N0], LaneMem<CS> m, int z, int pitch, int y) {
   const int r = z + (y >> 1) * N1;
   const float sy = (y & 1) ? -0.5f : 0.5f;
 #pragma unroll
   for (int jc = 0; jc < N1; ++jc) {
-    const float ll = m[r + jc], lh = m[r + h1 * N1 + jc], hl = m[r + 2 * h1 * N1 + jc], hh = m[r + 3 * h1 * N1 + jc];
+    const float ll = m[r + jc], lh = m[r + pitch + jc], hl = m[r + 2 * pitch + jc], hh = m[r + 3 * pitch + jc];
     const float a = fmaf(0.5f, ll, sy * lh), b = fmaf(0.5f, hl, sy * hh);  // x even: a + b, odd: a - b
     if (2 * jc < N0) acc[2 * jc] += a + b;
     if (2 * jc + 1 < N0) acc[2 * jc + 1] += a - b;
   }
 }
 
-// The full-resolution rows y = 0..H-1 of a pass's output o (strides osy, osx): init + corr(a, w) over a
+// Full-resolution rows y0 <= y < y1 of a pass's output o (strides osy, osx): init + corr(a, w) over a
 // window of the activation a's rows (the next row loaded while this one is summed), plus, for L >= 1, the
-// level-1 synthesis of the 4 subbands at m[z1] (h1 rows; lane_add_synth1). The forward's out (a = X, init
-// b~) and the backward's dX (a = G, flipped taps, init 0).
-template <int K, int N0, int L, int NT, class T>
+// level-1 synthesis of the 4 subbands at m[z1] (pitch1 apart; lane_add_synth1). The forward's out (a = X,
+// init b~) and the backward's dX (a = G, flipped taps, init 0).
+template <int K, int N0, int L, int CS, class T>
 __device__ __forceinline__ void lane_output_rows(T* __restrict__ o, long long osy, long long osx, const T* __restrict__ a,
                                                  long long sy, long long sx, int H, int W, const float (&w)[K * K],
-                                                 float init, LaneMem<NT> m, int z1, int h1) {
+                                                 float init, LaneMem<CS> m, int z1, int pitch1, int y0, int y1) {
   constexpr int R = K / 2, NW = N0 + K - 1;
   float win[K][NW];
   lane_zero(win);
 #pragma unroll
-  for (int u = R; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], a, sy, sx, u - R, H, W);
+  for (int u = 0; u + 1 < K; ++u) lane_load_act<N0, R>(win[u], a, sy, sx, y0 - R + u, H, W);
   float nxt[N0];
-  lane_load_act<N0, 0>(nxt, a, sy, sx, R, H, W);
+  lane_load_act<N0, 0>(nxt, a, sy, sx, y0 + R, H, W);
 #pragma unroll 1
-  for (int y = 0; y < H; ++y) {
+  for (int y = y0; y < y1; ++y) {
     lane_put_row<N0, R>(win[K - 1], nxt);
     lane_load_act<N0, 0>(nxt, a, sy, sx, y + R + 1, H, W);
     float acc[N0];
 #pragma unroll
     for (int j = 0; j < N0; ++j) acc[j] = init;
     lane_conv_row<K, N0>(win, w, acc);
-    if constexpr (L >= 1) lane_add_synth1<N0, lane_wmax(N0, 1), NT>(acc, m, z1, h1, y);
+    if constexpr (L >= 1) lane_add_synth1<N0, lane_wmax(N0, 1), CS>(acc, m, z1, pitch1, y);
     T* oy = o + (long long)y * osy;
 #pragma unroll
     for (int j = 0; j < N0; ++j)
