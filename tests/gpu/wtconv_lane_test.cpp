@@ -189,20 +189,23 @@ TEST_F(WTConvLaneTiles, EveryTileMatchesTheReference) {
   EXPECT_GE(tested, 24) << "tile_w 10..16 x threads 32..128 at least, one or two threads per plane";
 }
 
-// kAuto: NHWC activations of a small plane take the lane forward (the plane backward, which is faster),
-// NCHW ones the plane kernels; the layer decides by the call's strides as well as by options.layout.
+// kAuto: NHWC activations of a small plane take the lane kernels, forward and backward, NCHW ones the plane
+// kernels; the layer decides by the call's strides as well as by options.layout.
 TEST_F(WTConvLaneTiles, AutoPicksLaneForNHWCOnly) {
   const Problem pb{2, 5, 14, 14, 5, 3, 1, true};
   const auto nhwc = make_layer(pb, DType::kF32, WTConvPath::kAuto, nullptr, false);
   EXPECT_TRUE(plans_kernel(*nhwc, pb, false, Kernel::kWTConvFwdLane));
-  EXPECT_TRUE(plans_kernel(*nhwc, pb, true, Kernel::kWTConvBwdPlane));
+  EXPECT_TRUE(plans_kernel(*nhwc, pb, true, Kernel::kWTConvBwdLane));
+  EXPECT_TRUE(plans_kernel(*nhwc, pb, true, Kernel::kWTConvReduceLane));
   WTConv nchw({pb.C, pb.k, pb.L, DType::kF32, pb.bias, 1, 0});
   EXPECT_TRUE(plans_kernel(nchw, pb, false, Kernel::kWTConvFwdPlane));
+  EXPECT_TRUE(plans_kernel(nchw, pb, true, Kernel::kWTConvBwdPlane));
   // The NCHW layer called with channels_last strides runs the lane kernels (no tile exists for them in a
   // plane launch: a wrong pick would fail the pinned override below) and matches the reference.
   nchw.set_tune_mode(TuneMode::kOff);
   nchw.set_tile_override(Kernel::kWTConvFwdLane, 0, Tile{0, 16, 0, 0, 32});
   nchw.set_tile_override(Kernel::kWTConvFwdPlane, 0, Tile{0, 0, 1, 2, 32000});  // rejected if ever planned
+  nchw.set_tile_override(Kernel::kWTConvBwdPlane, 0, Tile{0, 0, 1, 2, 32000});
   const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 51);
   const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), DType::kF32, 52);
   auto dp = upload_params(params);
@@ -216,6 +219,21 @@ TEST_F(WTConvLaneTiles, AutoPicksLaneForNHWCOnly) {
   const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params, 1);
   const auto cmp = compare(download_nhwc(DType::kF32, dout, pb), want, tolerance(DType::kF32));
   EXPECT_TRUE(cmp.ok) << cmp.to_string();
+  // The backward, all three activations channels_last: the lane backward, checked on dX and one gradient.
+  auto dpg = upload_params(params, /*with_grads=*/true);
+  nchw.set_weights(dpg.weights);
+  const auto g = random_tensor(x.size(), DType::kF32, 53);
+  DeviceBuffer dg = upload_nhwc(DType::kF32, g, pb), ddx(x.size() * 4 + 4);
+  ddx.fill_u32(0xffffffffu);
+  dpg.poison_grads();
+  st.dout = st.x;
+  nchw.backward(dx.data(), dg.data(), ddx.data(), dpg.grads, pb.B, pb.H, pb.W, nullptr, &st);
+  synchronize();
+  const auto wb = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params,
+                                       std::vector<double>(g.begin(), g.end()), 1);
+  const auto cdx = compare(download_nhwc(DType::kF32, ddx, pb), wb.dx, tolerance(DType::kF32));
+  EXPECT_TRUE(cdx.ok) << "dX: " << cdx.to_string();
+  expect_grad_close(download_grads(dpg, params).level_w[0], wb.level_w[0], "level_w[0]", DType::kF32);
 }
 
 }  // namespace
