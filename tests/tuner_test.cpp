@@ -783,8 +783,8 @@ TEST(TuneCli, NHWCAndTheLanePathListTheLaneKernels) {
   auto r = run_cli(shape + "--nhwc");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_fwd_lane\n"),
-                              HasSubstr("wtconv_fwd_lane f32 k=5 L=3 sm_90 on 64x384x14x14: 32 points, 6 valid"),
-                              HasSubstr("default t0x14_w32"), HasSubstr("lkjit_wtconv_fwd_lane_f32_k5_L3_t0x14_w32_sm90"),
+                              HasSubstr("wtconv_fwd_lane f32 k=5 L=3 sm_90 on 64x384x14x14: 160 points, 14 valid"),
+                              HasSubstr("default p32_t0x14_w64"), HasSubstr("lkjit_wtconv_fwd_lane_f32_k5_L3_t0x14_w32_sm90"),
                               HasSubstr("W=14 exceeds tile_w=12")));
   r = run_cli(shape + "--nhwc --pass bwd");
   EXPECT_EQ(r.code, 0) << r.output;

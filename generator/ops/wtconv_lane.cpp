@@ -1,7 +1,7 @@
-// The WTConv lane kernels (templates/wtconv/{fwd,bwd}_lane.cuh): one thread per (b,c) plane (the backward
-// also two), for small planes of channels-innermost (NHWC) activations at stride 1. tile_w is the widest
-// plane a binary takes (its register rows); H is free. planes (backward only): 0 = one thread per plane,
-// threads / 2 = two. Shared-memory formulas mirror the templates' headers.
+// The WTConv lane kernels (templates/wtconv/{fwd,bwd}_lane.cuh): one thread per (b,c) plane
+// or two), for small planes of channels-innermost (NHWC) activations at stride 1. tile_w is the widest
+// plane a binary takes (its register rows); H is free. planes: 0 = one thread per plane, threads / 2 =
+// two. Shared-memory formulas mirror the templates' headers.
 #include "generator/ops/wtconv_common.h"
 
 namespace lkjit::gen {
@@ -15,15 +15,16 @@ constexpr int kLaneMaxRegs = 168;
 
 int64_t lane_wmax(int64_t w, int l) { return l == 0 ? w : (lane_wmax(w, l - 1) + 1) / 2; }
 
-// Floats per plane: the level images (forward: Y_l then Z_l in place; backward: dZ_l then dY_l, subbands
-// an odd number of floats apart, then from an odd element Y_1's LL and Y_l for l >= 2).
+// Floats per plane: the level images (forward: Y_l then Z_l in place; backward: dZ_l then dY_l, then from
+// an odd element Y_1's LL and Y_l for l >= 2), subbands an odd number of floats apart in the backward and
+// in a forward with two threads a plane.
 int64_t lane_plane_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
-  const bool bwd = s.kernel == Kernel::kWTConvBwdLane;
+  const bool bwd = s.kernel == Kernel::kWTConvBwdLane, odd = bwd || t.planes != 0;
   const auto lh = level_sizes(sh.H, s.L);
   int64_t n = 0, deeper = 0;
   for (int l = 1; l <= s.L; ++l) {
     const int64_t sp = lh[l] * lane_wmax(t.tile_w, l);
-    n += 4 * (bwd ? sp | 1 : sp);
+    n += 4 * (odd ? sp | 1 : sp);
     if (l >= 2) deeper += 4 * (sp | 1);
   }
   if (bwd && s.L >= 1) n = (n | 1) + lh[1] * lane_wmax(t.tile_w, 1) + deeper;
@@ -34,22 +35,17 @@ int64_t lane_smem_bytes(const OpSpec& s, const Tile& t, const Shape& sh) {
   return lane_plane_floats(s, t, sh) * lane_block_planes(t) * 4;
 }
 
-TileSpace lane_space(const OpSpec& s) {
-  TileSpace sp{{{"tile_w", {2, 4, 6, 8, 10, 12, 14, 16}, "widest plane (columns) a thread's register rows hold"},
-                {"threads", {32, 64, 128, 256}, "threads per block"}}};
-  if (s.kernel == Kernel::kWTConvBwdLane)
-    sp.axes.push_back({"planes", {0, 16, 32, 64, 128}, "(b,c) planes per block: 0 = one per thread, threads/2 = two "
-                                                       "threads per plane"});
-  return sp;
+TileSpace lane_space(const OpSpec&) {
+  return {{{"tile_w", {2, 4, 6, 8, 10, 12, 14, 16}, "widest plane (columns) a thread's register rows hold"},
+           {"threads", {32, 64, 128, 256}, "threads per block"},
+           {"planes", {0, 16, 32, 64, 128}, "(b,c) planes per block: 0 = one per thread, threads/2 = two threads per plane"}}};
 }
 
 std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape* sh) {
   if (auto r = reject_threads(t, d)) return r;
-  if (t.planes != 0 && (s.kernel != Kernel::kWTConvBwdLane || 2 * t.planes != t.threads))
-    return s.kernel == Kernel::kWTConvBwdLane
-               ? fmt::format("planes={} with threads={}; supported: planes = 0 (one thread per plane) or threads/2 "
-                             "(two threads per plane)", t.planes, t.threads)
-               : fmt::format("planes={}; the lane forward runs one thread per plane, supported: planes = 0", t.planes);
+  if (t.planes != 0 && 2 * t.planes != t.threads)
+    return fmt::format("planes={} with threads={}; supported: planes = 0 (one thread per plane) or threads/2 "
+                       "(two threads per plane)", t.planes, t.threads);
   if (t.tile_w < 1 || t.tile_w > kLaneMaxW)
     return fmt::format("tile_w={} is out of range; supported: [1, {}]", t.tile_w, kLaneMaxW);
   const int regs = s.k * (t.tile_w + s.k - 1) + t.tile_w + s.k * s.k;
@@ -65,14 +61,13 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
 }
 
 // The plane's width rounded up to even (one binary for W = 13 and 14), and 64-thread blocks unless a block
-// would take over a quarter of an SM's shared memory (then 32: more, smaller blocks per SM). The backward
-// gives each plane two threads where shared memory would hold fewer than 8 warps of one-thread planes per
-// SM (its ~200 registers allow about 8): measured on an H200, bf16 k=5, 64x384x14x14 L=3 (4 warps):
-// 198 us against 232; 64x768x7x7 L=2 (14 warps): 93 us against 119 for two threads.
+// would take over a quarter of an SM's shared memory (then 32: more, smaller blocks per SM). Each plane
+// gets two threads where shared memory would hold fewer than 8 warps of one-thread planes per SM
+// (registers allow 8-12): measured on an H200, bf16 k=5, backward, 64x384x14x14 L=3 (4 warps): 198 us
+// against 232; 64x768x7x7 L=2 (14 warps): 93 us against 119 for two threads.
 Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
   Tile t{0, static_cast<int>(std::min<int64_t>(std::max<int64_t>((sh.W + 1) / 2 * 2, 2), kLaneMaxW)), 0, 0, 64};
-  if (s.kernel == Kernel::kWTConvBwdLane && d.smem_per_sm / (32 * 4 * std::max<int64_t>(lane_plane_floats(s, t, sh), 1)) < 8)
-    t.planes = t.threads / 2;
+  if (d.smem_per_sm / (32 * 4 * std::max<int64_t>(lane_plane_floats(s, t, sh), 1)) < 8) t.planes = t.threads / 2;
   if (lane_smem_bytes(s, t, sh) > d.smem_per_sm / 4) {
     t.threads = 32;
     if (t.planes) t.planes = 16;

@@ -141,6 +141,13 @@ __device__ __forceinline__ void lane_load_act(float (&dst)[NW], const T* __restr
 }
 
 
+// Orders a plane's shared-memory column between the phases of its two threads (SPLIT = 2; pair: their
+// lanes). One thread per plane needs no ordering: it reads only what it wrote.
+template <int SPLIT>
+__device__ __forceinline__ void lane_pair_sync(unsigned pair) {
+  if constexpr (SPLIT > 1) __syncwarp(pair);
+}
+
 // Haar analysis, level 1, of an H x W activation plane into 4 subbands of lh[1] x N1 (N1 = lane_wmax(1))
 // at m[base], subband s at s * pitch (kLLOnly: the LL subband alone): zero padding past H and W (odd
 // sizes), and zero columns past w_1. Rows i0, i0 + di, ... below h1 (di = 2: a plane's two threads
@@ -185,11 +192,13 @@ __device__ __forceinline__ void lane_haar_act_row(float (&dst)[NW], const T* __r
 }
 
 // Haar analysis of level l > 1 from the LL subband of level l-1 (hp x NP at m[src], zero past its width)
-// into 4 subbands of h x N at m[dst], subband s at s * pitch (h = ceil(hp/2), N = ceil(NP/2)).
+// into 4 subbands of h x N at m[dst], subband s at s * pitch (h = ceil(hp/2), N = ceil(NP/2)). Rows
+// i0, i0 + di, ...
 template <int N, int NP, int CS>
-__device__ __forceinline__ void lane_haar_level(LaneMem<CS> m, int src, int hp, int dst, int pitch, int h) {
+__device__ __forceinline__ void lane_haar_level(LaneMem<CS> m, int src, int hp, int dst, int pitch, int h, int i0 = 0,
+                                                int di = 1) {
 #pragma unroll 1
-  for (int i = 0; i < h; ++i) {
+  for (int i = i0; i < h; i += di) {
     const bool r1 = 2 * i + 1 < hp;
     const int a = src + 2 * i * NP, b = src + min(2 * i + 1, hp - 1) * NP;
 #pragma unroll
@@ -207,20 +216,17 @@ __device__ __forceinline__ void lane_haar_level(LaneMem<CS> m, int src, int hp, 
 
 // Levels l..L of a Haar chain: level l from the LL subband (subband 0) of the image at off[l-1], its
 // subbands sp[l] apart. Level indices are template arguments (recursion; NVRTC takes no generic
-// lambdas), as register rows need them.
-template <int N0, int CS, int l, int L>
-__device__ __forceinline__ void lane_haar_chain(LaneMem<CS> m, const int* off, const int* sp, const int* lh) {
+// lambdas), as register rows need them. With SPLIT = 2 threads on one chain, thread `role` takes
+// alternate rows and the pair syncs after each level.
+template <int N0, int CS, int l, int L, int SPLIT = 1>
+__device__ __forceinline__ void lane_haar_chain(LaneMem<CS> m, const int* off, const int* sp, const int* lh,
+                                                int role = 0, unsigned pair = 0) {
   if constexpr (l <= L) {
-    lane_haar_level<lane_wmax(N0, l), lane_wmax(N0, l - 1), CS>(m, off[l - 1], lh[l - 1], off[l], sp[l], lh[l]);
-    lane_haar_chain<N0, CS, l + 1, L>(m, off, sp, lh);
+    lane_haar_level<lane_wmax(N0, l), lane_wmax(N0, l - 1), CS>(m, off[l - 1], lh[l - 1], off[l], sp[l], lh[l], role,
+                                                                 SPLIT);
+    lane_pair_sync<SPLIT>(pair);
+    lane_haar_chain<N0, CS, l + 1, L, SPLIT>(m, off, sp, lh, role, pair);
   }
-}
-
-// Orders a plane's shared-memory column between the phases of its two threads (SPLIT = 2; pair: their
-// lanes). One thread per plane needs no ordering: it reads only what it wrote.
-template <int SPLIT>
-__device__ __forceinline__ void lane_pair_sync(unsigned pair) {
-  if constexpr (SPLIT > 1) __syncwarp(pair);
 }
 
 // Synthesis of level l into the LL subband of level l-1 (the recurrence behind Eq. 7): the 4 subbands

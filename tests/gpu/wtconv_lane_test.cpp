@@ -1,7 +1,7 @@
 // The lane kernels (one thread per (b,c) plane, NHWC activations) on the GPU against the float64
 // reference: forward output, dX and every parameter gradient, over small planes with odd extents, maps
 // below 2^L, C = 1 and partial blocks, k in {1, 3, 5, 7}, L in [0, 4], every dtype; written tensors and
-// gradients NaN-poisoned first; the backward with one and with two threads per plane. Also every tile of
+// gradients NaN-poisoned first; both passes with one and with two threads per plane. Also every tile of
 // the lane space on one problem, and the layer's choice:
 // NHWC activations take the lane kernels on their own (kAuto), NCHW ones do not.
 #include <gtest/gtest.h>
@@ -140,13 +140,24 @@ TEST_P(WTConvLane, BackwardMatchesFloat64Reference) {
   check_backward(pb, dt);
 }
 
-// The backward with the default tile's other thread count per plane: one <-> two threads per plane.
+// Each pass with the default tile's other thread count per plane: one <-> two threads per plane.
+Tile other_split(Kernel kn, const Problem& pb, DType dt) {
+  const DeviceInfo dev = device_info(0);
+  Tile t = default_tile(OpSpec{kn, dt, pb.k, pb.L, true, dev.arch}, Shape{pb.B, pb.C, pb.H, pb.W, 1}, dev.limits);
+  t.planes = t.planes ? 0 : t.threads / 2;
+  return t;
+}
+
+TEST_P(WTConvLane, ForwardWithTheOtherThreadsPerPlaneMatches) {
+  const auto& [pb, dt] = GetParam();
+  const Tile t = other_split(Kernel::kWTConvFwdLane, pb, dt);
+  SCOPED_TRACE(t.to_string());
+  check_forward(pb, dt, &t);
+}
+
 TEST_P(WTConvLane, BackwardWithTheOtherThreadsPerPlaneMatches) {
   const auto& [pb, dt] = GetParam();
-  const DeviceInfo dev = device_info(0);
-  Tile t = default_tile(OpSpec{Kernel::kWTConvBwdLane, dt, pb.k, pb.L, true, dev.arch},
-                        Shape{pb.B, pb.C, pb.H, pb.W, 1}, dev.limits);
-  t.planes = t.planes ? 0 : t.threads / 2;
+  const Tile t = other_split(Kernel::kWTConvBwdLane, pb, dt);
   SCOPED_TRACE(t.to_string());
   check_backward(pb, dt, &t);
 }
@@ -166,8 +177,8 @@ std::string lane_param_name(const ::testing::TestParamInfo<LaneParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Problems, WTConvLane, ::testing::ValuesIn(lane_params()), lane_param_name);
 
-// Every tile of the lane space that fits one problem: tile_w (the register rows past W idle), threads and,
-// in the backward, one or two threads per plane.
+// Every tile of the lane space that fits one problem: tile_w (the register rows past W idle), threads, and
+// one or two threads per plane.
 class WTConvLaneTiles : public GpuTest {};
 
 TEST_F(WTConvLaneTiles, EveryTileMatchesTheReference) {
@@ -179,7 +190,7 @@ TEST_F(WTConvLaneTiles, EveryTileMatchesTheReference) {
     check_forward(pb, DType::kF32, &t);
     ++tested;
   }
-  EXPECT_GE(tested, 14) << "tile_w 10..16 x threads 32..256, but the largest blocks";
+  EXPECT_GE(tested, 28) << "tile_w 10..16 x threads 32..256, but the largest blocks, one or two threads a plane";
   tested = 0;
   for (const Tile& t : plane_tiles(Kernel::kWTConvBwdLane, pb, DType::kF32, dev.arch, dev.limits)) {
     SCOPED_TRACE("backward " + t.to_string());
