@@ -94,14 +94,13 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
   using T = typename Cfg::T;
   constexpr int K = Cfg::k, R = Cfg::R, KK = K * K, NT = Cfg::threads, L = Cfg::L, N0 = Cfg::wmax;
   constexpr int SPLIT = Cfg::split, N1 = lane_wmax(N0, 1);
-  static_assert(SPLIT == 1 || (SPLIT == 2 && NT % 32 == 0), "one thread per plane, or two in one warp");
-  constexpr int CS = SPLIT == 1 ? NT : 16;  // LaneMem's column stride
+  using Thread = LaneThread<NT, SPLIT>;
+  constexpr int CS = Thread::CS;
   extern __shared__ float lane_smem[];
-  const int tid = threadIdx.x, lane = tid & 31;
-  // Thread -> (block plane bp, role): bp = tid, or warp w's lanes i and i + 16 on plane 16w + i.
-  const int role = SPLIT == 1 ? 0 : lane >> 4, bp = SPLIT == 1 ? tid : (tid >> 5) * 16 + (lane & 15);
-  const unsigned pair = SPLIT == 1 ? 0u : 0x10001u << (lane & 15);
-  const long long plane = (long long)blockIdx.x * (NT / SPLIT) + bp;
+  const Thread th;
+  const int role = th.role;
+  const unsigned pair = th.pair;
+  const long long plane = th.plane;
   if (plane >= (long long)p.B * p.C) return;  // a pair leaves together; no block-wide barriers
   const int c = (int)(plane % p.C), H = p.H, W = p.W;
   const LaneLevels<L, N0, true> dz(p.lh);  // dZ_l, then dY_l
@@ -112,7 +111,7 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
 #pragma unroll
   for (int l = 2; l <= L + 1; ++l) yo[l] = yo[1] + h1 * N1 + dz.off[l] - dz.off[2];
   const int floats = L >= 1 ? yo[L + 1] : 0;  // the plane's column: yo[L+1] is the end of its last image
-  const LaneMem<CS> m{SPLIT == 1 ? lane_smem + tid : lane_smem + (tid >> 5) * 16 * floats + (lane & 15)};
+  const LaneMem<CS> m = th.mem(lane_smem, floats);
   const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
   const T* __restrict__ g = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
   const long long xsy = p.x_st[2], xsx = p.x_st[3], gsy = p.g_st[2], gsx = p.g_st[3];

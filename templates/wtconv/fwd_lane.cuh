@@ -35,18 +35,17 @@ __device__ __forceinline__ void wtconv_fwd_lane(const WTConvParams& p) {
   using T = typename Cfg::T;
   constexpr int K = Cfg::k, KK = K * K, NT = Cfg::threads, L = Cfg::L, N0 = Cfg::wmax, SPLIT = Cfg::split;
   constexpr int N1 = lane_wmax(N0, 1);
-  static_assert(SPLIT == 1 || (SPLIT == 2 && NT % 32 == 0), "one thread per plane, or two in one warp");
-  constexpr int CS = SPLIT == 1 ? NT : 16;  // LaneMem's column stride
+  using Thread = LaneThread<NT, SPLIT>;
+  constexpr int CS = Thread::CS;
   extern __shared__ float lane_smem[];
-  const int tid = threadIdx.x, lane = tid & 31;
-  // Thread -> (block plane bp, role): bp = tid, or warp w's lanes i and i + 16 on plane 16w + i.
-  const int role = SPLIT == 1 ? 0 : lane >> 4, bp = SPLIT == 1 ? tid : (tid >> 5) * 16 + (lane & 15);
-  const unsigned pair = SPLIT == 1 ? 0u : 0x10001u << (lane & 15);
-  const long long plane = (long long)blockIdx.x * (NT / SPLIT) + bp;
+  const Thread th;
+  const int role = th.role;
+  const unsigned pair = th.pair;
+  const long long plane = th.plane;
   if (plane >= (long long)p.B * p.C) return;  // a pair leaves together; no block-wide barriers
   const int c = (int)(plane % p.C), H = p.H, W = p.W;
   const LaneLevels<L, N0, SPLIT == 2> lv(p.lh);
-  const LaneMem<CS> m{SPLIT == 1 ? lane_smem + tid : lane_smem + (tid >> 5) * 16 * lv.off[L + 1] + (lane & 15)};
+  const LaneMem<CS> m = th.mem(lane_smem, lv.off[L + 1]);
   const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
   const long long xsy = p.x_st[2], xsx = p.x_st[3];
 

@@ -21,6 +21,30 @@ struct LaneMem {
   __device__ __forceinline__ float& operator[](int e) const { return p[e * CS]; }
 };
 
+// A thread's place in a lane block of NT threads, SPLIT = 1 or 2 threads per plane: its block plane bp
+// and role (bp = tid, role 0; or lanes i and i + 16 of warp w on plane 16w + i, roles 0 and 1, pair their
+// lane mask), its plane in the launch, and the plane's shared-memory column.
+template <int NT, int SPLIT>
+struct LaneThread {
+  static_assert(SPLIT == 1 || (SPLIT == 2 && NT % 32 == 0), "one thread per plane, or two in one warp");
+  static constexpr int CS = SPLIT == 1 ? NT : 16;  // LaneMem's column stride
+  int role, bp;
+  unsigned pair;
+  long long plane;
+  __device__ LaneThread() {
+    const int tid = threadIdx.x, lane = tid & 31;
+    role = SPLIT == 1 ? 0 : lane >> 4;
+    bp = SPLIT == 1 ? tid : (tid >> 5) * 16 + (lane & 15);
+    pair = SPLIT == 1 ? 0u : 0x10001u << (lane & 15);
+    plane = (long long)blockIdx.x * (NT / SPLIT) + bp;
+  }
+  // The column of a plane of `floats` elements: the thread's own, or its warp's 16-plane region.
+  __device__ LaneMem<CS> mem(float* smem, int floats) const {
+    const int tid = threadIdx.x;
+    return {SPLIT == 1 ? smem + tid : smem + (tid >> 5) * 16 * floats + (tid & 15)};
+  }
+};
+
 // Element offsets of a plane's level images: level l (1..L) holds 4 subbands of lh[l] x lane_wmax(l),
 // subband s at off[l] + s * sp[l], sp[l] = lh[l] * lane_wmax(l), rounded up to odd where kOddPitch (two
 // threads on subbands s and s+1 then hit distinct banks). off[L+1] is the total (the host's
