@@ -32,8 +32,8 @@ enum class Kernel {
   kWTConvBwdSynth,   // closed-form synthesis of dY_l fused with the base dgrad + wgrad partials
   kWTConvReduce,     // deterministic reduction of per-block partials + scale-gradient recovery (Eq. 9)
   kWTConvTranspose,  // activation layout copy, NHWC <-> NCHW (wtconv_transpose in wtconv.h; not planned)
-  kWTConvFwdLane,    // one thread per small (b,c) plane of NHWC activations: register rows, per-thread smem images
-  kWTConvBwdLane,    // the same for dX and per-plane partial parameter gradients
+  kWTConvFwdLane,    // one or two threads per small (b,c) plane of NHWC activations: register rows, per-plane smem images
+  kWTConvBwdLane,    // the same for dX and per-plane partial parameter gradients (channel-innermost)
   kWTConvReduceLane, // kWTConvReduce for the lane backward's channel-innermost partials
 };
 const char* to_string(Kernel k);

@@ -13,8 +13,9 @@
 //   5. dW~0[u,v] = sum_{y,x} X[y+u-R, x+v-R] G[y, x] and db~ = sum G, as partials.
 // Shared memory: threads / split planes x (sum_l 4 sp[l]  [dZ_l, then dY_l]
 //                                          + lh[1] lane_wmax(1) + sum_{l>=2} 4 sp[l]  [Y_1's LL, Y_l]) floats,
-// sp[l] = lh[l] lane_wmax(l) rounded up to odd (LaneLevels), plus one float where that makes Y_1's LL
-// start at an odd element (the two Haar chains of a pair then hit distinct banks).
+// sp[l] = lh[l] lane_wmax(l) rounded up to odd (LaneLevels), plus one float so that Y_1's LL starts at an
+// odd element (the two Haar chains of a pair then read level 1 from distinct banks; deeper levels may
+// share banks two ways).
 #pragma once
 #include "wtconv/lane_common.cuh"
 

@@ -3,7 +3,9 @@
 // (a pixel's 32 channels), every shared-memory access hits 32 distinct banks (a thread's images live in
 // its own column: element e at e * threads), and no phase needs a barrier: a thread only reads what it
 // wrote. Rows are register windows over compile-time widths (Cfg::wmax >= W; level l: lane_wmax(l)),
-// so the k x k convs run as unrolled FMAs on registers with one load per input element.
+// so the k x k convs run as unrolled FMAs on registers with one load per input element. With two threads
+// per plane (LaneThread, SPLIT = 2), lanes i and i + 16 share the plane's column (element e at e * 16 in
+// their warp's region) and order their phases with lane_pair_sync.
 #pragma once
 #include "wtconv/common.cuh"
 
@@ -48,7 +50,7 @@ struct LaneThread {
 // Element offsets of a plane's level images: level l (1..L) holds 4 subbands of lh[l] x lane_wmax(l),
 // subband s at off[l] + s * sp[l], sp[l] = lh[l] * lane_wmax(l), rounded up to odd where kOddPitch (two
 // threads on subbands s and s+1 then hit distinct banks). off[L+1] is the total (the host's
-// lane_plane_floats).
+// lane_plane_floats for the forward; the backward's Y images follow, bwd_lane.cuh).
 template <int L, int WMAX, bool kOddPitch = false>
 struct LaneLevels {
   int off[L + 2], sp[L + 1];
