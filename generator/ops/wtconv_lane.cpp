@@ -1,5 +1,5 @@
-// The WTConv lane kernels (templates/wtconv/{fwd,bwd}_lane.cuh): one thread per (b,c) plane
-// or two), for small planes of channels-innermost (NHWC) activations at stride 1. tile_w is the widest
+// The WTConv lane kernels (templates/wtconv/{fwd,bwd}_lane.cuh): one thread per (b,c) plane (or two),
+// for small planes of channels-innermost (NHWC) activations at stride 1. tile_w is the widest
 // plane a binary takes (its register rows); H is free. planes: 0 = one thread per plane, threads / 2 =
 // two. Shared-memory formulas mirror the templates' headers.
 #include "generator/ops/wtconv_common.h"
