@@ -47,6 +47,11 @@ const std::string& worse(const std::string& a, const std::string& b) {
 
 // The layout a call's activations are in, for the plan: NHWC when x's channels are adjacent.
 Layout act_layout(const WTConvStrides& st, int64_t C) { return C > 1 && st.x[1] == 1 ? Layout::kNHWC : Layout::kNCHW; }
+// The layer's options as the planner sees a call in layout act.
+WTConvOptions with_layout(WTConvOptions o, Layout act) {
+  o.layout = act;
+  return o;
+}
 
 // Blocks a planned kernel launches, computed in floating point so it cannot wrap.
 double launch_blocks(const PlannedKernel& pk, const Shape& sh) {
@@ -115,9 +120,7 @@ std::vector<PlannedKernel> WTConv::plan(int64_t B, int64_t H, int64_t W, bool ba
 // entries change here, so a tuned tile never moves a shape to the other path.
 std::vector<PlannedKernel> WTConv::choose_tiles(const Shape& sh, const DeviceInfo& dev, bool backward,
                                                 Layout act) const {
-  WTConvOptions o_act = opt_;
-  o_act.layout = act;
-  auto pl = wtconv_plan(o_act, sh, dev.limits, backward, path_);
+  auto pl = wtconv_plan(with_layout(opt_, act), sh, dev.limits, backward, path_);
   TuneOptions o = tune_;
   o.mode = resolve_tune_mode(tune_.mode, TuneMode::kCached);
   const Tuner tuner(o);
@@ -142,10 +145,8 @@ std::vector<PlannedKernel> WTConv::choose_tiles(const Shape& sh, const DeviceInf
 }
 
 bool WTConv::runs_lane(int64_t B, int64_t H, int64_t W, bool backward) const {
-  const Shape sh = shape_of(B, H, W);
-  WTConvOptions o = opt_;
-  o.layout = Layout::kNHWC;
-  const auto pl = wtconv_plan(o, sh, impl_ ? impl_->dev.limits : device_info(opt_.device).limits, backward, path_);
+  const auto pl = wtconv_plan(with_layout(opt_, Layout::kNHWC), shape_of(B, H, W),
+                              impl_ ? impl_->dev.limits : device_info(opt_.device).limits, backward, path_);
   return std::any_of(pl.begin(), pl.end(), [](const PlannedKernel& pk) {
     return pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane;
   });
@@ -232,9 +233,7 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
     if (!which.empty()) {
       TuneOptions o = tune_;
       o.mode = mode;
-      WTConvOptions o_act = opt_;
-      o_act.layout = act;
-      const auto rep = wtconv_tune(WTConvTuneProblem{o_act, B, H, W, backward, path_}, which, o);
+      const auto rep = wtconv_tune(WTConvTuneProblem{with_layout(opt_, act), B, H, W, backward, path_}, which, o);
       if (!rep.save_error.empty()) rt::log_line("warning: " + rep.save_error);
       for (const auto& kr : rep.kernels)
         for (auto& pk : pl)

@@ -98,10 +98,7 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
   using Thread = LaneThread<NT, SPLIT>;
   constexpr int CS = Thread::CS;
   extern __shared__ float lane_smem[];
-  const Thread th;
-  const int role = th.role;
-  const unsigned pair = th.pair;
-  const long long plane = th.plane;
+  const auto [role, pair, plane] = Thread();
   if (plane >= (long long)p.B * p.C) return;  // a pair leaves together; no block-wide barriers
   const int c = (int)(plane % p.C), H = p.H, W = p.W;
   const LaneLevels<L, N0, true> dz(p.lh);  // dZ_l, then dY_l
@@ -112,7 +109,7 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
 #pragma unroll
   for (int l = 2; l <= L + 1; ++l) yo[l] = yo[1] + h1 * N1 + dz.off[l] - dz.off[2];
   const int floats = L >= 1 ? yo[L + 1] : 0;  // the plane's column: yo[L+1] is the end of its last image
-  const LaneMem<CS> m = th.mem(lane_smem, floats);
+  const LaneMem<CS> m = Thread::mem(lane_smem, floats);
   const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
   const T* __restrict__ g = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
   const long long xsy = p.x_st[2], xsx = p.x_st[3], gsy = p.g_st[2], gsx = p.g_st[3];

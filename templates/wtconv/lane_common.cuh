@@ -23,25 +23,24 @@ struct LaneMem {
   __device__ __forceinline__ float& operator[](int e) const { return p[e * CS]; }
 };
 
-// A thread's place in a lane block of NT threads, SPLIT = 1 or 2 threads per plane: its block plane bp
-// and role (bp = tid, role 0; or lanes i and i + 16 of warp w on plane 16w + i, roles 0 and 1, pair their
-// lane mask), its plane in the launch, and the plane's shared-memory column.
+// A thread's place in a lane block of NT threads, SPLIT = 1 or 2 threads per plane: its role (0; or lanes
+// i and i + 16 of warp w on the block's plane 16w + i, roles 0 and 1, pair their lane mask), its plane in
+// the launch, and the plane's shared-memory column (mem).
 template <int NT, int SPLIT>
 struct LaneThread {
   static_assert(SPLIT == 1 || (SPLIT == 2 && NT % 32 == 0), "one thread per plane, or two in one warp");
   static constexpr int CS = SPLIT == 1 ? NT : 16;  // LaneMem's column stride
-  int role, bp;
+  int role;
   unsigned pair;
   long long plane;
   __device__ LaneThread() {
     const int tid = threadIdx.x, lane = tid & 31;
     role = SPLIT == 1 ? 0 : lane >> 4;
-    bp = SPLIT == 1 ? tid : (tid >> 5) * 16 + (lane & 15);
     pair = SPLIT == 1 ? 0u : 0x10001u << (lane & 15);
-    plane = (long long)blockIdx.x * (NT / SPLIT) + bp;
+    plane = (long long)blockIdx.x * (NT / SPLIT) + (SPLIT == 1 ? tid : (tid >> 5) * 16 + (lane & 15));
   }
   // The column of a plane of `floats` elements: the thread's own, or its warp's 16-plane region.
-  __device__ LaneMem<CS> mem(float* smem, int floats) const {
+  static __device__ LaneMem<CS> mem(float* smem, int floats) {
     const int tid = threadIdx.x;
     return {SPLIT == 1 ? smem + tid : smem + (tid >> 5) * 16 * floats + (tid & 15)};
   }
