@@ -85,6 +85,12 @@ void synchronize(Stream s) {
   else LKJIT_CU(cuCtxSynchronize());
 }
 
+bool stream_capturing(Stream s) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return rt::driver().cuStreamIsCapturing(static_cast<CUstream>(s), &st) == CUDA_SUCCESS &&
+         st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 void copy_async(void* dst, const void* src, size_t bytes, Stream s) {
   LKJIT_CU(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes,
                              static_cast<CUstream>(s)));

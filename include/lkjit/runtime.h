@@ -83,6 +83,9 @@ class DeviceBuffer {
 };
 
 void synchronize(Stream s = nullptr);
+// Whether s is capturing into a CUDA graph (cuStreamIsCapturing); false for a stream the driver
+// cannot query.
+bool stream_capturing(Stream s);
 void copy_async(void* dst, const void* src, size_t bytes, Stream s = nullptr);
 
 // CUDA-event timer on a stream.

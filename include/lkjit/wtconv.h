@@ -135,6 +135,12 @@ class WTConv {
 
   // Folds scales into the weights on the device (Eq. 8). Call once per weight update; forward and
   // backward read the folded copy. Keeps the raw pointers for the backward's Eq. 9.
+  //
+  // CUDA graphs: set_weights, forward and backward may be captured (stream-ordered, no host sync), once
+  // each has run outside capture for the layer and shape: a first call compiles, loads and allocates,
+  // which capture forbids, so under capture it throws SpecError instead. Scratch a captured graph may
+  // use is never freed while the layer lives. Capture set_weights with the calls, so that a replay
+  // folds whatever the parameters hold then.
   void set_weights(const WTConvWeights& w, Stream s = nullptr);
 
   // out = WTConv(x). Shape (B, C, H, W) with C == options.C, B in [1, 2^31-1], H and W in [1, 2^30],
@@ -190,6 +196,9 @@ class WTConv {
   void ensure_impl();
   // act: the activations' layout, which picks the lane or plane kernels (kAuto).
   const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act);
+  // launch_list for a call on stream s; refuses a first call of a shape under CUDA graph capture.
+  const WTConvLaunchList& call_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act, Stream s);
+  [[noreturn]] static void throw_first_call_captured(const std::string& what);
   void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
                 const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings = nullptr);
   struct TileOverride {

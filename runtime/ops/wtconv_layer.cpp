@@ -88,8 +88,15 @@ struct WTConv::Impl {
   std::map<std::tuple<int64_t, int64_t, int64_t, int, bool, Layout>, WTConvLaunchList> lists;
   DeviceBuffer wfold;
   DeviceBuffer scratch;
+  // Scratch buffers outgrown after a launch under CUDA graph capture: a graph may still hold their
+  // addresses, so they live as long as the layer.
+  std::vector<DeviceBuffer> retired;
+  bool captured = false;  // some launch ran under stream capture
   WTConvWeights raw;
   bool have_weights = false;
+  // The fold kernel, loaded once: set_weights runs after every optimizer step.
+  const LoadedKernel* fold = nullptr;
+  LaunchGeometry fold_geometry;
 };
 
 WTConv::WTConv(const WTConvOptions& options) : opt_(options) { detail::validate_options(opt_); }
@@ -191,6 +198,7 @@ void WTConv::prepare(int64_t B, int64_t H, int64_t W, bool backward) {
 void WTConv::set_weights(const WTConvWeights& w, Stream s) {
   detail::check_weights(opt_, w);
   ensure_impl();
+  if (!impl_->fold && stream_capturing(s)) throw_first_call_captured("set_weights");
   // Two copies (WTConvParams::wfold): channel-major for the plane and tiled kernels, value-major for the lane ones.
   const int64_t n = 2 * (opt_.C * opt_.k * opt_.k * (1 + 4 * int64_t(opt_.L)) + opt_.C);
   if (impl_->wfold.bytes() < size_t(n) * 4) impl_->wfold = DeviceBuffer(size_t(n) * 4, opt_.device);
@@ -198,10 +206,13 @@ void WTConv::set_weights(const WTConvWeights& w, Stream s) {
   if (!opt_.bias) impl_->raw.base_b = nullptr;
   impl_->have_weights = true;
 
-  const OpSpec fold{Kernel::kWTConvFold, DType::kF32, opt_.k, opt_.L, true, impl_->dev.arch};
-  const Shape sh{1, opt_.C, 1, 1, 1};
-  const Tile t = default_tile(fold, sh, impl_->dev.limits);
-  const auto& k = load_kernel(compile_kernel(fold, t), opt_.device);
+  if (!impl_->fold) {
+    const OpSpec fold{Kernel::kWTConvFold, DType::kF32, opt_.k, opt_.L, true, impl_->dev.arch};
+    const Shape sh{1, opt_.C, 1, 1, 1};
+    const Tile t = default_tile(fold, sh, impl_->dev.limits);
+    impl_->fold = &load_kernel(compile_kernel(fold, t), opt_.device);
+    impl_->fold_geometry = launch_geometry(fold, t, sh);
+  }
   WTConvParams p;
   std::memset(&p, 0, sizeof(p));
   p.wfold = static_cast<const float*>(impl_->wfold.data());
@@ -213,7 +224,7 @@ void WTConv::set_weights(const WTConvWeights& w, Stream s) {
     p.level_s[l] = w.level_s[l];
   }
   p.C = static_cast<int>(opt_.C);
-  launch(k, launch_geometry(fold, t, sh), &p, sizeof(p), s);
+  launch(*impl_->fold, impl_->fold_geometry, &p, sizeof(p), s);
 }
 
 const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act) {
@@ -375,8 +386,13 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
 
 void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
                       const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings) {
-  if (impl_->scratch.bytes() < list.scratch_floats * 4)
+  const bool capturing = stream_capturing(s);
+  impl_->captured = impl_->captured || capturing;
+  if (impl_->scratch.bytes() < list.scratch_floats * 4) {
+    if (capturing) throw_first_call_captured("a call of a larger shape");
+    if (impl_->captured) impl_->retired.push_back(std::move(impl_->scratch));
     impl_->scratch = DeviceBuffer(list.scratch_floats * 4 + 256, opt_.device);
+  }
   float* scratch = static_cast<float*>(impl_->scratch.data());
   auto ref = [&](int64_t o) { return o >= 0 ? scratch + o : nullptr; };
   for (const auto& l : list.launches) {
@@ -434,12 +450,26 @@ std::vector<KernelTiming> WTConv::profile(const void* x, const void* dout, void*
   return t;
 }
 
+const WTConvLaunchList& WTConv::call_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act, Stream s) {
+  const auto key = std::make_tuple(B, H, W, static_cast<int>(path_), backward, act);
+  if (impl_->lists.find(key) == impl_->lists.end() && stream_capturing(s))
+    throw_first_call_captured(fmt::format("the first {} of B={} H={} W={}", backward ? "backward" : "forward", B, H, W));
+  return launch_list(B, H, W, backward, act);
+}
+
+// Compiling, loading and allocating are not allowed while a stream captures a CUDA graph.
+void WTConv::throw_first_call_captured(const std::string& what) {
+  throw SpecError(fmt::format("lkjit: error: wtconv: {} runs under CUDA graph capture, but it compiles kernels or "
+                              "allocates device memory, which capture does not allow: run it once before capturing "
+                              "(warm-up)", what));
+}
+
 void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, Stream s,
                      const WTConvStrides* strides) {
   detail::check_activations(x, nullptr, out, false);
   const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, false);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv forward: call set_weights() first");
-  run_list(launch_list(B, H, W, false, act_layout(st, opt_.C)), x, nullptr, out, st, nullptr, s);
+  run_list(call_list(B, H, W, false, act_layout(st, opt_.C), s), x, nullptr, out, st, nullptr, s);
 }
 
 void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
@@ -448,7 +478,7 @@ void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGra
   const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, true);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv backward: call set_weights() first");
   detail::check_gradients(opt_, grads);
-  run_list(launch_list(B, H, W, true, act_layout(st, opt_.C)), x, dout, dx, st, &grads, s);
+  run_list(call_list(B, H, W, true, act_layout(st, opt_.C), s), x, dout, dx, st, &grads, s);
 }
 
 }  // namespace lkjit
