@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from . import _lib
-from ._state_dict import remap_keys
+from ._state_dict import own_keys, remap_keys
 
 __all__ = ["WTConv2d", "wtconv_fwd", "wtconv_bwd"]
 
@@ -61,11 +61,13 @@ class _Entry:
     """An lkjit layer and the parameter tensors it folded last (kept alive: the C++ layer keeps their
     pointers for the backward's Eq. 9, and holding them means a new tensor never reuses their address)."""
 
-    __slots__ = ("layer", "key", "refs", "lane")
+    __slots__ = ("layer", "key", "refs", "lane", "grad_offsets", "grad_numel")
 
     def __init__(self, layer):
         self.layer, self.key, self.refs = layer, None, None
         self.lane = {}  # (H, W, backward) -> whether channels_last maps of that size run a lane kernel
+        # The refs' gradients packed in one fp32 buffer (the eager backward): byte offsets, total floats.
+        self.grad_offsets, self.grad_numel = None, 0
 
 
 class _State:
@@ -90,37 +92,72 @@ def _new_state(owner):
     return layer_id
 
 
-def _entry(layer_id, x, device, k, L, bias, stride):
+def _param_key(params):
+    """[(address, version counter)] of the flat parameter list; None for inference tensors (no counter)."""
+    try:
+        return [(t.data_ptr(), t._version) for t in params]
+    except RuntimeError:
+        return None
+
+
+if hasattr(torch._C, "_cuda_isCurrentStreamCapturing"):
+    _capturing = torch._C._cuda_isCurrentStreamCapturing  # what torch.cuda.is_current_stream_capturing calls
+else:  # a PyTorch built without CUDA
+    def _capturing():
+        return False
+
+
+def _layer(x, params, L, layer_id, stride, where):
+    """(entry, params, stream) for a call: the module's lkjit layer for x's (dtype, device), the flat
+    parameter list as the kernels read it (checked, contiguous), folded into the layer's weights (Eq. 8)
+    on the device's current stream when it changed since the last fold, and that stream.
+
+    A change is another tensor or address (checked again: device, dtype, shapes) or an in-place update
+    (the version counter: an optimizer step; only refolded). The fold is skipped when nothing changed,
+    unless ``always_refold`` is set or the stream is capturing a CUDA graph: a replay runs the captured
+    fold, so it folds whatever the parameters hold then."""
     st = _STATES.get(layer_id)
     if st is None:
         raise RuntimeError(f"lkjit: error: {_WHERE}: layer id {layer_id} is not registered (its module was "
                            f"deleted while its autograd graph or compiled code was still in use)")
-    key = (x.dtype, device, x.shape[1], k, L, bias, stride)
+    device = x.get_device()
+    stream = _current_stream(device)
+    key = (x.dtype, device, x.shape[1], params[0].shape[-1], L, len(params) > 2 + 2 * L, stride)
     ent = st.entries.get(key)  # a dict read is atomic; the lock only guards creation
+    if ent is not None and ent.key is not None and len(params) == len(ent.refs) and \
+            all(p is r for p, r in zip(params, ent.refs)):
+        now = _param_key(params)
+        if now == ent.key and not st.always_refold and not _capturing():
+            return ent, ent.refs, stream
+        if now is not None and all(a[0] == b[0] for a, b in zip(now, ent.key)):  # same storage
+            _fold(ent, ent.refs, now, L, stream)
+            return ent, ent.refs, stream
+    _check_params(x, params, L, where)
+    params = [p.contiguous() for p in params]
     if ent is None:
         with st.lock:
             ent = st.entries.get(key)
             if ent is None:
-                ent = _Entry(_lib.WTConvLayer(x.shape[1], k, L, _DTYPE_CODES[x.dtype], bias, stride, device))
+                ent = _Entry(_lib.WTConvLayer(x.shape[1], key[3], L, _DTYPE_CODES[x.dtype], key[5], stride, device))
                 st.entries[key] = ent
-    return st, ent
+    _fold(ent, params, _param_key(params), L, stream)
+    return ent, params, stream
 
 
-def _fold(st, ent, params, L, stream):
-    """set_weights when the parameters (the flat list) changed since the last fold: another tensor
-    (address) or an in-place update (its version counter). ``always_refold`` folds every call."""
-    try:
-        key = [(t.data_ptr(), t._version) for t in params]
-    except RuntimeError:  # inference tensors have no version counter
-        key = None
-    if key is not None and not st.always_refold and key == ent.key:
-        return
+def _fold(ent, params, key, L, stream):
+    """set_weights: the layer folds the scales into the weights (Eq. 8) and keeps the parameters'
+    addresses for the backward (Eq. 9); ent keeps the tensors alive, so no other tensor takes them."""
     base_b = params[2 + 2 * L].data_ptr() if len(params) > 2 + 2 * L else 0
     ent.layer.set_weights(params[0].data_ptr(), base_b, params[1].data_ptr(),
                           [t.data_ptr() for t in params[2:2 + L]], [t.data_ptr() for t in params[2 + L:2 + 2 * L]],
                           stream)
     ent.key = key
     ent.refs = params
+    offsets, n = [], 0
+    for t in params:
+        offsets.append(4 * n)
+        n += t.numel()
+    ent.grad_offsets, ent.grad_numel = offsets, n
 
 
 if hasattr(torch._C, "_cuda_getCurrentRawStream"):
@@ -217,19 +254,17 @@ def _layout_mode():
     return mode
 
 
-def _nchw_only():
-    """LKJIT_TORCH_LAYOUT=nchw: copy every non-NCHW activation to NCHW with PyTorch and return NCHW
-    outputs (the old way to get coalesced plane loads; kept for comparison)."""
-    return _layout_mode() == "nchw"
+# The functions below take the mode a call read once (``mode``; None: read it now). LKJIT_TORCH_LAYOUT=nchw
+# copies every non-NCHW activation to NCHW with PyTorch and returns NCHW outputs (the old way to get
+# coalesced plane loads; kept for comparison).
 
-
-def _transposing(x, ent, backward):
+def _transposing(x, ent, backward, mode):
     """Whether this call runs the kernels on lkjit-transposed NCHW copies: LKJIT_TORCH_LAYOUT=auto and x
     channels_last (not also NCHW contiguous) with H*W >= _TRANSPOSE_MIN_HW, unless the pass runs a lane
     kernel, which reads channels_last directly (small maps: W <= 16 at stride 1 for k <= 5; the C++
     planner decides)."""
-    if not (not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
-            and x.shape[2] * x.shape[3] >= _TRANSPOSE_MIN_HW and _layout_mode() == "auto"):
+    if not (mode == "auto" and x.shape[2] * x.shape[3] >= _TRANSPOSE_MIN_HW and not x.is_contiguous()
+            and x.is_contiguous(memory_format=torch.channels_last)):
         return False
     B, _, H, W = x.shape
     lane = ent.lane.get((H, W, backward))
@@ -253,12 +288,12 @@ def _as_nchw(t, device, stream):
     return out
 
 
-def _dense(t):
+def _dense(t, mode=None):
     """Whether t is non-overlapping and dense in some order of its dims (NCHW contiguous, channels_last,
     or any other permutation): the kernels then address it through its strides, with no copy."""
     if t.is_contiguous():
         return True
-    if _nchw_only():
+    if (mode or _layout_mode()) == "nchw":
         return False
     if t.is_contiguous(memory_format=torch.channels_last):
         return True
@@ -271,16 +306,22 @@ def _dense(t):
     return True
 
 
-def _out_format(x):
+def _out_format(x, mode=None):
     """Memory format of the forward output: channels_last for a channels_last input, else contiguous."""
-    if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last) and not _nchw_only():
+    if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last) and \
+            (mode or _layout_mode()) != "nchw":
         return torch.channels_last
     return torch.contiguous_format
 
 
-def _new_out(x, stride):
+def _new_out(x, stride, mode=None):
     B, C, H, W = x.shape
-    return torch.empty((B, C, *_out_hw(H, W, stride)), dtype=x.dtype, device=x.device, memory_format=_out_format(x))
+    return torch.empty((B, C, *_out_hw(H, W, stride)), dtype=x.dtype, device=x.device,
+                       memory_format=_out_format(x, mode))
+
+
+# Views of a flat buffer with the shapes of a list of tensors, packed in order (one C++ call).
+_unflatten = getattr(torch._C._nn, "unflatten_dense_tensors", None) or torch._utils._unflatten_dense_tensors
 
 
 def _strides(t):
@@ -290,28 +331,28 @@ def _strides(t):
 
 # ---- the implementation (both paths) ---------------------------------------------------------------
 
-def _fwd_impl(x, params, L, layer_id, stride, where=_FWD, keep_nchw=None):
+def _fwd_impl(x, params, L, layer_id, stride, where=_FWD, keep_nchw=None, mode=None):
     """WTConv forward: out (B, C, ceil(H/stride), ceil(W/stride)) in x's dtype, channels_last when x is,
     else NCHW contiguous (x is read through its strides; copied only if not dense). ``params``: the flat
     list (fp32, the reference shapes); ``L``: the number of levels; layer_id names the module whose lkjit
-    layer (folded weights, workspace) runs it. Checks its arguments (the shape check once per shape set).
+    layer (folded weights, workspace) runs it. Checks its arguments (the parameters' when they change).
     keep_nchw: a list that gets the NCHW copy of x when the call transposes (_transposing), so that the
-    backward can run on it instead of transposing x again."""
-    _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
-    _check_params(x, params, L, where)
-    _layout_mode()  # a bad LKJIT_TORCH_LAYOUT fails every call, whatever the input's layout
-    out = _new_out(x, stride)
-    if not _dense(x):
+    backward can run on it instead of transposing x again.
+    mode: LKJIT_TORCH_LAYOUT as the caller read it, after checking x with _check_input (the module's
+    eager path); None: check x and read the mode here."""
+    if mode is None:
+        _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
+        mode = _layout_mode()  # a bad LKJIT_TORCH_LAYOUT fails every call, whatever the input's layout
+    out = _new_out(x, stride, mode)
+    if not _dense(x, mode):
         x = x.contiguous()
     B, C, H, W = x.shape
     if out.numel() == 0:
+        _check_params(x, params, L, where)
         return out
-    params = [p.contiguous() for p in params]
+    ent, params, stream = _layer(x, params, L, layer_id, stride, where)
     device = x.get_device()
-    st, ent = _entry(layer_id, x, device, params[0].shape[-1], L, len(params) > 2 + 2 * L, stride)
-    stream = _current_stream(device)
-    _fold(st, ent, params, L, stream)
-    if _transposing(x, ent, False):
+    if _transposing(x, ent, False, mode):
         xn, on = _as_nchw(x, device, stream), torch.empty(out.shape, dtype=out.dtype, device=out.device)
         ent.layer.forward(xn.data_ptr(), on.data_ptr(), B, H, W, stream, None, None)
         _copy_layout(on, out, device, stream)
@@ -322,55 +363,70 @@ def _fwd_impl(x, params, L, layer_id, stride, where=_FWD, keep_nchw=None):
     return out
 
 
-def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x_is_nchw_copy=False):
-    """WTConv backward: [dX, then one gradient per entry of the flat parameter list]; dX in x's dtype, shape
+def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x_is_nchw_copy=False, mode=None):
+    """_bwd_run's [dX, one gradient per parameter], each in its own allocation (what the custom op returns)."""
+    dx, grads, _ = _bwd_run(grad_out, x, params, L, layer_id, stride, check, where, x_is_nchw_copy, mode)
+    return [dx] + grads
+
+
+def _bwd_run(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x_is_nchw_copy=False, mode=None,
+             packed=False):
+    """WTConv backward: (dX, [one gradient per entry of the flat parameter list], flat); dX in x's dtype, shape
     and strides (NCHW contiguous if x is not dense), parameter gradients fp32 in the parameters' shapes;
     deterministic. x and grad_out are read through their strides (copied only if not dense).
     check=False skips the argument checks (for arguments _fwd_impl checked: the autograd.Function's
     saved tensors, whose shapes autograd keeps and whose in-place changes autograd refuses).
     x_is_nchw_copy: x is the forward's NCHW copy of a channels_last input (keep_nchw): the call runs as a
     transposing one on it, and dX gets the dense channels_last strides (x's, but for the strides of any
-    size-1 dims, which PyTorch ignores)."""
+    size-1 dims, which PyTorch ignores). mode: LKJIT_TORCH_LAYOUT as the forward read it; None: read it.
+    packed: the parameter gradients are views of one fp32 buffer, ``flat`` (else None), packed in the list's
+    order (one allocation instead of 2L+3; a custom op may not return aliasing tensors)."""
     if check:
         _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
-        _check_params(x, params, L, where)
-        _layout_mode()
-    if not _dense(x):
+    if mode is None:
+        mode = _layout_mode()
+    if not _dense(x, mode):
         x = x.contiguous()
     B, C, H, W = x.shape
     if check:
         want = (B, C, *_out_hw(H, W, stride))
         if tuple(grad_out.shape) != want:
             raise ValueError(f"{where}: grad_out has shape {tuple(grad_out.shape)}; expected {want}")
-    grad_out = grad_out.to(x.dtype)
-    if not _dense(grad_out):  # e.g. the expanded gradient of out.sum()
+    if grad_out.dtype != x.dtype:
+        grad_out = grad_out.to(x.dtype)
+    if not _dense(grad_out, mode):  # e.g. the expanded gradient of out.sum()
         grad_out = grad_out.contiguous()
-    params = [p.contiguous() for p in params]
+    if x.numel() == 0:
+        if check:
+            _check_params(x, params, L, where)
+        grads = [torch.zeros(p.shape, dtype=p.dtype, device=p.device) for p in params]
+        flat = torch.cat([g.reshape(-1) for g in grads]) if packed else None
+        return torch.zeros_like(x), grads, flat
+    ent, params, stream = _layer(x, params, L, layer_id, stride, where)
+    device = x.get_device()
     # x is dense here: dx gets its strides (a forward copy's: those of the channels_last original)
     dx = torch.empty_like(x, memory_format=torch.channels_last) if x_is_nchw_copy else torch.empty_like(x)
-    grads = [torch.empty_like(p) for p in params]
-    if x.numel() == 0:
-        dx.zero_()
-        for g in grads:
-            g.zero_()
-        return [dx] + grads
-    has_bias = len(params) > 2 + 2 * L
-    device = x.get_device()
-    st, ent = _entry(layer_id, x, device, params[0].shape[-1], L, has_bias, stride)
-    stream = _current_stream(device)
-    _fold(st, ent, params, L, stream)
-    gb = grads[2 + 2 * L].data_ptr() if has_bias else 0
-    gw = ([g.data_ptr() for g in grads[2:2 + L]], [g.data_ptr() for g in grads[2 + L:2 + 2 * L]])
-    if x_is_nchw_copy or _transposing(x, ent, True):
+    if packed:
+        flat = torch.empty(ent.grad_numel, dtype=torch.float32, device=x.device)
+        grads = list(_unflatten(flat, params))
+        base = flat.data_ptr()
+        ptrs = [base + o for o in ent.grad_offsets]
+    else:
+        flat = None
+        grads = [torch.empty_like(p) for p in params]
+        ptrs = [g.data_ptr() for g in grads]
+    gb = ptrs[2 + 2 * L] if len(params) > 2 + 2 * L else 0
+    gw = (ptrs[2:2 + L], ptrs[2 + L:2 + 2 * L])
+    if x_is_nchw_copy or _transposing(x, ent, True, mode):
         xn, gn = _as_nchw(x, device, stream), _as_nchw(grad_out, device, stream)
         dxn = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        ent.layer.backward(xn.data_ptr(), gn.data_ptr(), dxn.data_ptr(), grads[0].data_ptr(), gb,
-                           grads[1].data_ptr(), *gw, B, H, W, stream, None, None, None)
+        ent.layer.backward(xn.data_ptr(), gn.data_ptr(), dxn.data_ptr(), ptrs[0], gb, ptrs[1], *gw, B, H, W, stream,
+                           None, None, None)
         _copy_layout(dxn, dx, device, stream)
-        return [dx] + grads
-    ent.layer.backward(x.data_ptr(), grad_out.data_ptr(), dx.data_ptr(), grads[0].data_ptr(), gb,
-                       grads[1].data_ptr(), *gw, B, H, W, stream, _strides(x), _strides(grad_out), _strides(dx))
-    return [dx] + grads
+        return dx, grads, flat
+    ent.layer.backward(x.data_ptr(), grad_out.data_ptr(), dx.data_ptr(), ptrs[0], gb, ptrs[1], *gw, B, H, W, stream,
+                       _strides(x), _strides(grad_out), _strides(dx))
+    return dx, grads, flat
 
 
 # ---- eager path: autograd.Function -----------------------------------------------------------------
@@ -378,17 +434,18 @@ def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, 
 class _WTConvFunction(torch.autograd.Function):
     """WTConv2d's eager forward/backward: the same _fwd_impl / _bwd_impl as the custom ops, without their
     Python dispatch (about 1 ms of CPU time per training step). Inputs:
-        apply(layer_id, stride, L, x, base_w, base_s, *level_w, *level_s[, base_b])
-    (the flat parameter list as separate tensors, so that autograd gives each its gradient)."""
+        apply(layer_id, stride, L, mode, x, base_w, base_s, *level_w, *level_s[, base_b])
+    (the flat parameter list as separate tensors, so that autograd gives each its gradient; x checked by
+    the caller, mode: LKJIT_TORCH_LAYOUT as it read it)."""
 
     @staticmethod
-    def forward(ctx, layer_id, stride, L, x, *params):
+    def forward(ctx, layer_id, stride, L, mode, x, *params):
         # A transposing forward keeps its NCHW copy of x, which the backward reads instead of x: one layout
         # copy less per training step. The copy replaces x among the saved tensors (x can be freed unless
         # something else holds it; then the copy costs one activation until the backward).
         keep = []
-        out = _fwd_impl(x, params, L, layer_id, stride, keep_nchw=keep)
-        ctx.layer_id, ctx.stride, ctx.L, ctx.x_is_nchw_copy = layer_id, stride, L, bool(keep)
+        out = _fwd_impl(x, params, L, layer_id, stride, keep_nchw=keep, mode=mode)
+        ctx.layer_id, ctx.stride, ctx.L, ctx.mode, ctx.x_is_nchw_copy = layer_id, stride, L, mode, bool(keep)
         ctx.save_for_backward(keep[0] if keep else x, *params)
         return out
 
@@ -398,18 +455,43 @@ class _WTConvFunction(torch.autograd.Function):
         x, *params = ctx.saved_tensors
         # The kernel computes every gradient at once, so needs_input_grad saves nothing; autograd drops
         # the gradients of inputs that do not require one.
-        grads = _bwd_impl(grad_out, x, params, ctx.L, ctx.layer_id, ctx.stride, check=False,
-                          x_is_nchw_copy=ctx.x_is_nchw_copy)
-        return (None, None, None, *grads)
+        dx, grads, _ = _bwd_run(grad_out, x, params, ctx.L, ctx.layer_id, ctx.stride, check=False,
+                                x_is_nchw_copy=ctx.x_is_nchw_copy, mode=ctx.mode, packed=True)
+        return (None, None, None, None, dx, *grads)
+
+
+class _WTConvPackedFunction(torch.autograd.Function):
+    """The eager path of a module with packed_params=True: one autograd input, ``packed``, for every
+    parameter (autograd's work per step grows with its inputs: ~30 us of host time each, measured).
+        apply(layer_id, stride, L, mode, views, x, packed)
+    views: the flat parameter list as no-grad views of packed (shapes and addresses for the kernels)."""
+
+    @staticmethod
+    def forward(ctx, layer_id, stride, L, mode, views, x, packed):
+        keep = []
+        out = _fwd_impl(x, views, L, layer_id, stride, keep_nchw=keep, mode=mode)
+        ctx.layer_id, ctx.stride, ctx.L, ctx.mode, ctx.x_is_nchw_copy = layer_id, stride, L, mode, bool(keep)
+        ctx.views = views  # no-grad views of an input: not saved tensors (packed's saving checks versions)
+        ctx.save_for_backward(keep[0] if keep else x, packed)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        x, _ = ctx.saved_tensors
+        dx, _, flat = _bwd_run(grad_out, x, ctx.views, ctx.L, ctx.layer_id, ctx.stride, check=False,
+                               x_is_nchw_copy=ctx.x_is_nchw_copy, mode=ctx.mode, packed=True)
+        return None, None, None, None, None, dx, flat
 
 
 # ---- custom ops (torch.compile, torch.export, tracing) ---------------------------------------------
-# cudagraph_unsafe: a CUDA-graph replay would skip the Python that refolds the weights after a parameter
-# update (and the layer may allocate its workspace on a first call), so inductor keeps these ops out of
-# CUDA graphs (mode="reduce-overhead" splits the graph around them). needs_fixed_stride_order: inductor
-# passes the inputs in the stride order they were traced with, so the output layout the fake
-# implementation chose from them (channels_last or not) is the one the kernels produce.
-_TAGS = tuple(getattr(torch.Tag, t) for t in ("cudagraph_unsafe", "needs_fixed_stride_order") if hasattr(torch.Tag, t))
+# CUDA graphs (mode="reduce-overhead", torch.cuda.graph): the ops are capturable. Under capture they always
+# refold (_layer), so a replay folds the parameters' values at replay time; the C++ layer keeps any scratch
+# a graph may use, and refuses a shape's first call under capture (it compiles and allocates: warm up
+# first, as inductor and torch.cuda.make_graphed_callables do). needs_fixed_stride_order: inductor passes
+# the inputs in the stride order they were traced with, so the output layout the fake implementation
+# chose from them (channels_last or not) is the one the kernels produce.
+_TAGS = tuple(getattr(torch.Tag, t) for t in ("needs_fixed_stride_order",) if hasattr(torch.Tag, t))
 
 
 @torch.library.custom_op("lkjit::wtconv_fwd", mutates_args=(), tags=_TAGS)
@@ -510,6 +592,40 @@ class _Params(nn.Module):
         return f"weight={tuple(self.weight.shape)}" + (f", bias={tuple(self.bias.shape)}" if self.bias is not None else "")
 
 
+def _unpack_state_dict(module, state_dict, prefix, local_metadata):
+    """state_dict hook of a module with packed_params=True: the reference module's keys (views of
+    ``packed``) in place of ``packed``, so that checkpoints do not depend on the packing."""
+    t = state_dict.pop(prefix + "packed", None)
+    if t is None:
+        return
+    where = {name: (shape, off) for name, shape, off in module._packed_layout}
+    for name in own_keys(module.wt_levels, module.base_conv.bias is not None):
+        shape, off = where[name]
+        state_dict[prefix + name] = t.narrow(0, off, math.prod(shape)).view(shape)
+
+
+class _PackedSlot:
+    """What stands for base_conv, base_scale, wavelet_convs[i], wavelet_scale[i] in a module built with
+    packed_params=True: ``weight`` (and ``bias``) are views of the module's ``packed`` parameter, made on
+    each access (they carry gradients into it; in-place writes under no_grad change it)."""
+
+    __slots__ = ("_owner", "_w", "_b")
+
+    def __init__(self, owner, w, b=None):
+        self._owner, self._w, self._b = owner, w, b
+
+    @property
+    def weight(self):
+        return self._owner._packed_view(self._w)
+
+    @property
+    def bias(self):
+        return None if self._b is None else self._owner._packed_view(self._b)
+
+    def __repr__(self):
+        return f"_PackedSlot(weight={tuple(self.weight.shape)})"
+
+
 class WTConv2d(nn.Module):
     """Depthwise wavelet convolution (WTConv, Finder et al., ECCV 2024, Algorithm 1; Haar filters) on
     lkjit's fused CUDA kernels (Aflalo et al. 2026, Eq. 7-9). A drop-in for the reference module:
@@ -541,6 +657,23 @@ class WTConv2d(nn.Module):
     (and jit tracing, torch.func transforms, tensor subclasses) the module calls the custom ops
     ``lkjit::wtconv_fwd`` / ``lkjit::wtconv_bwd`` instead. Both run the same code and kernels (identical
     results); the custom op's Python dispatch would cost about 1 ms of CPU time per eager training step.
+    The eager backward's parameter gradients are views of one buffer per call (one allocation).
+
+    packed_params=True keeps all 2L+3 parameters in one fp32 Parameter, ``packed`` (the flat order: base
+    weight, base scale, level weights, level scales, bias), for speed: autograd's host work per training
+    step grows with the number of parameter tensors (about 30 us each on an H200 host, against 200 us for
+    a whole call), and small eager steps are bound by it. The reference names stay: ``m.base_conv.weight``
+    etc. are views of ``packed`` (differentiable; in-place writes under no_grad update it), and state_dict
+    saves and loads the reference keys as above. What changes is ``parameters()``: one 1-D tensor, so
+    optimizer settings by parameter name or dimension (e.g. no weight decay on 1-D tensors) treat all of
+    the layer's parameters alike.
+
+    CUDA graphs (torch.cuda.graph, make_graphed_callables, torch.compile mode="reduce-overhead") capture
+    the layer: under capture it always refolds, so each replay folds the parameters' current values. Run
+    each input shape once before capturing it (the first call compiles kernels and allocates scratch, which
+    capture forbids: lkjit.SpecError says so). Each parameter tensor costs the host autograd work per
+    training step, 2L+3 of them here against dw conv's 2, so small eager steps can be bound by the host;
+    a captured step is not (bench/RESULTS.md, section 3).
 
     Raises ValueError: in_channels != out_channels, wt_type other than 'db1', kernel_size / wt_levels /
     stride out of range (odd k in [1, 31], levels in [0, 8], stride in [1, 64]); on forward: input not
@@ -548,7 +681,8 @@ class WTConv2d(nn.Module):
     bfloat16. lkjit.LibraryNotFoundError: liblkjit.so not found; lkjit.DriverError: no usable GPU.
     """
 
-    def __init__(self, in_channels, out_channels, kernel_size=5, stride=1, bias=True, wt_levels=1, wt_type="db1"):
+    def __init__(self, in_channels, out_channels, kernel_size=5, stride=1, bias=True, wt_levels=1, wt_type="db1",
+                 packed_params=False):
         super().__init__()
         errors = []
         if in_channels != out_channels:
@@ -569,10 +703,28 @@ class WTConv2d(nn.Module):
         C, k = in_channels, kernel_size
         self.in_channels, self.out_channels, self.kernel_size = C, C, k
         self.stride, self.wt_levels, self.wt_type = stride, wt_levels, wt_type
-        self.base_conv = _Params((C, 1, k, k), (C,) if bias else None)
-        self.base_scale = _Params((1, C, 1, 1))
-        self.wavelet_convs = nn.ModuleList(_Params((4 * C, 1, k, k)) for _ in range(wt_levels))
-        self.wavelet_scale = nn.ModuleList(_Params((1, 4 * C, 1, 1)) for _ in range(wt_levels))
+        self.packed_params = bool(packed_params)
+        if self.packed_params:
+            # The flat list's order ([base_w, base_s, level_w..., level_s..., (base_b)]), one tensor.
+            L = wt_levels
+            names = (["base_conv.weight", "base_scale.weight"] + [f"wavelet_convs.{i}.weight" for i in range(L)]
+                     + [f"wavelet_scale.{i}.weight" for i in range(L)] + (["base_conv.bias"] if bias else []))
+            shapes = ([(C, 1, k, k), (1, C, 1, 1)] + [(4 * C, 1, k, k)] * L + [(1, 4 * C, 1, 1)] * L
+                      + ([(C,)] if bias else []))
+            offsets = list(itertools.accumulate([0] + [math.prod(sh) for sh in shapes]))
+            self._packed_layout = list(zip(names, shapes, offsets))
+            self._packed_cache = None  # (packed tensor, its address, no-grad views of it)
+            self.packed = nn.Parameter(torch.empty(offsets[-1]))
+            self.base_conv = _PackedSlot(self, 0, 2 + 2 * L if bias else None)
+            self.base_scale = _PackedSlot(self, 1)
+            self.wavelet_convs = [_PackedSlot(self, 2 + i) for i in range(L)]
+            self.wavelet_scale = [_PackedSlot(self, 2 + L + i) for i in range(L)]
+            self._register_state_dict_hook(_unpack_state_dict)
+        else:
+            self.base_conv = _Params((C, 1, k, k), (C,) if bias else None)
+            self.base_scale = _Params((1, C, 1, 1))
+            self.wavelet_convs = nn.ModuleList(_Params((4 * C, 1, k, k)) for _ in range(wt_levels))
+            self.wavelet_scale = nn.ModuleList(_Params((1, 4 * C, 1, 1)) for _ in range(wt_levels))
         self.reset_parameters()
         self._lkjit_id = _new_state(self)
 
@@ -588,7 +740,13 @@ class WTConv2d(nn.Module):
                 nn.init.kaiming_uniform_(conv.weight, a=math.sqrt(5))
                 scale.weight.fill_(0.1)
 
-    # A copy (deepcopy, pickle) gets its own lkjit layers.
+    # A copy (deepcopy, pickle) gets its own lkjit layers (and its own views of its packed parameter).
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        if "_packed_cache" in state:
+            state["_packed_cache"] = None
+        return state
+
     def __setstate__(self, state):
         super().__setstate__(state)
         self._lkjit_id = _new_state(self)
@@ -603,31 +761,74 @@ class WTConv2d(nn.Module):
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"bias={self.base_conv.bias is not None}, wt_levels={self.wt_levels}, wt_type={self.wt_type!r}")
+                f"bias={self.base_conv.bias is not None}, wt_levels={self.wt_levels}, wt_type={self.wt_type!r}"
+                + (", packed_params=True" if self.packed_params else ""))
 
     def forward(self, x):
         _check_input(x, self.in_channels)
         dt = _autocast_dtype()
-        if dt is not None:
+        if dt is not None and x.dtype != dt:
             x = x.to(dt)
-        if not _dense(x):  # gaps or overlaps: one NCHW copy, which autograd then saves
+        mode = _layout_mode()  # read once per call: every helper below takes it
+        if not _dense(x, mode):  # gaps or overlaps: one NCHW copy, which autograd then saves
             x = x.contiguous()
-        bw, bs, b = _f32(self.base_conv.weight), _f32(self.base_scale.weight), self.base_conv.bias
-        lw = [_f32(m.weight) for m in self.wavelet_convs]
-        ls = [_f32(m.weight) for m in self.wavelet_scale]
-        if b is not None:
-            b = _f32(b)
         # Two paths, one implementation (see the module docstring): the custom op where torch.compile /
         # export / tracing need an op (_is_compiling first: under dynamo the rest is never traced), else
         # the autograd.Function, whose CPU cost is a fraction of the custom op's Python dispatch.
         if _is_compiling() or type(x) is not Tensor or _is_tracing() or _functorch_active():
-            return wtconv_fwd(x, bw, b, bs, lw, ls, self._lkjit_id, self.stride)
-        params = [bw, bs, *lw, *ls]
+            bw, bs, b = _f32(self.base_conv.weight), _f32(self.base_scale.weight), self.base_conv.bias
+            lw = [_f32(m.weight) for m in self.wavelet_convs]
+            ls = [_f32(m.weight) for m in self.wavelet_scale]
+            return wtconv_fwd(x, bw, None if b is None else _f32(b), bs, lw, ls, self._lkjit_id, self.stride)
+        if self.packed_params and self._parameters["packed"].dtype == torch.float32:
+            # One autograd input for all parameters: the views only give the kernels shapes and addresses.
+            views = self._packed_views()
+            if not torch.is_grad_enabled():
+                return _fwd_impl(x, views, self.wt_levels, self._lkjit_id, self.stride, mode=mode)
+            return _WTConvPackedFunction.apply(self._lkjit_id, self.stride, self.wt_levels, mode, views, x,
+                                               self._parameters["packed"])
+        params = self._flat_params()
+        if not torch.is_grad_enabled():  # no_grad / inference_mode: no autograd node to build
+            return _fwd_impl(x, params, self.wt_levels, self._lkjit_id, self.stride, mode=mode)
+        return _WTConvFunction.apply(self._lkjit_id, self.stride, self.wt_levels, mode, x, *params)
+
+    def _packed_view(self, i):
+        """Tensor i of the flat list as a view of ``packed`` (differentiable)."""
+        _, shape, off = self._packed_layout[i]
+        return self.packed.narrow(0, off, math.prod(shape)).view(shape)
+
+    def _packed_views(self):
+        """The flat list as no-grad views of ``packed`` (for shapes and addresses only: the autograd input
+        is ``packed`` itself), made once per packed tensor and address. Views share its version counter, so
+        an optimizer step still triggers the refold."""
+        p = self._parameters["packed"]
+        c = self._packed_cache
+        if c is None or c[0] is not p or c[1] != p.data_ptr():
+            with torch.no_grad():
+                views = [p.narrow(0, off, math.prod(shape)).view(shape) for _, shape, off in self._packed_layout]
+            c = self._packed_cache = (p, p.data_ptr(), views)
+        return c[2]
+
+    def _flat_params(self):
+        """[base_w, base_s, level_w..., level_s..., (base_b)] as fp32 tensors, read from the submodules'
+        parameter dicts: nn.Module.__getattr__ would cost a Python call per lookup, 2L+3 times a call."""
+        mods = self._modules
+        try:
+            base = mods["base_conv"]._parameters
+            params = [base["weight"], mods["base_scale"]._parameters["weight"]]
+            params += [m._parameters["weight"] for m in mods["wavelet_convs"]._modules.values()]
+            params += [m._parameters["weight"] for m in mods["wavelet_scale"]._modules.values()]
+            b = base["bias"]
+        except KeyError:  # a parameter replaced by a plain attribute: take the slow way
+            params = [self.base_conv.weight, self.base_scale.weight, *[m.weight for m in self.wavelet_convs],
+                      *[m.weight for m in self.wavelet_scale]]
+            b = self.base_conv.bias
         if b is not None:
             params.append(b)
-        if not torch.is_grad_enabled():  # no_grad / inference_mode: no autograd node to build
-            return _fwd_impl(x, params, len(lw), self._lkjit_id, self.stride)
-        return _WTConvFunction.apply(self._lkjit_id, self.stride, len(lw), x, *params)
+        for p in params:
+            if p.dtype != torch.float32:
+                return [_f32(p) for p in params]
+        return params
 
     # ---- lkjit introspection ----
     def lkjit_plan(self, B, H, W, dtype=torch.float32, backward=False, arch=0, device=0):
@@ -646,6 +847,24 @@ class WTConv2d(nn.Module):
         return sum(e.layer.workspace_bytes() for e in st.entries.values()) if st else 0
 
     # ---- state_dict compatibility ----
+    def _pack_state_dict(self, state_dict, prefix, missing_keys, error_msgs):
+        """Loading into packed_params=True: the reference module's keys become one ``packed`` tensor.
+        Tensors not given keep their values and are reported missing; shape mismatches are errors."""
+        flat = self.packed.detach().clone()
+        for name, shape, off in self._packed_layout:
+            key = prefix + name
+            if key not in state_dict:
+                missing_keys.append(key)
+                continue
+            t = state_dict.pop(key)
+            if tuple(t.shape) != shape:
+                error_msgs.append(f"size mismatch for {key}: copying a param with shape {tuple(t.shape)} from "
+                                  f"checkpoint, the shape in current model is {shape}.")
+                continue
+            with torch.no_grad():
+                flat.narrow(0, off, math.prod(shape)).copy_(t.detach().reshape(-1))
+        state_dict[prefix + "packed"] = flat
+
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
         try:
@@ -667,13 +886,18 @@ class WTConv2d(nn.Module):
             t = state_dict.pop(key)
             if tuple(t.shape) != (C, 1, 1, 1) or not bool((t.detach().float().cpu() == 1).all()):
                 error_msgs.append(f"{key}: expected ones of shape ({C}, 1, 1, 1); got shape {tuple(t.shape)}")
-        shapes = {prefix + n: tuple(p.shape) for n, p in self.named_parameters()}
+        if self.packed_params:
+            shapes = {prefix + name: shape for name, shape, _ in self._packed_layout}
+        else:
+            shapes = {prefix + n: tuple(p.shape) for n, p in self.named_parameters()}
         for old, new in renames.items():
             t = state_dict.pop(old)
             want = shapes.get(new)
             if want is not None and tuple(t.shape) != want and t.numel() == math.prod(want):
                 t = t.reshape(want)  # e.g. a (C,) scale for (1, C, 1, 1)
             state_dict[new] = t
+        if self.packed_params and prefix + "packed" not in state_dict:
+            self._pack_state_dict(state_dict, prefix, missing_keys, error_msgs)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 

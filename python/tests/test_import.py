@@ -310,3 +310,71 @@ def test_torch_state_dict_loading():
     assert torch.equal(outer[0].wavelet_convs[1].weight, sd["wavelet_convs.1.weight"])
     with pytest.raises(RuntimeError, match="wt_filter.*db1"):
         dst.load_state_dict(dict(sd, wt_filter=torch.randn(16, 1, 4, 4)))
+
+
+def test_torch_packed_params_on_cpu():
+    """packed_params=True: one `packed` Parameter, the reference module's attribute names as views of it,
+    and the same state_dict keys, values and loading as the default module."""
+    torch = pytest.importorskip("torch")
+    import copy
+    import io
+
+    from lkjit.torch import WTConv2d
+
+    torch.manual_seed(3)
+    sep = WTConv2d(4, 4, 3, wt_levels=2)
+    with torch.no_grad():
+        for p in sep.parameters():
+            p.uniform_(-1, 1)
+    pk = WTConv2d(4, 4, 3, wt_levels=2, packed_params=True)
+    assert [n for n, _ in pk.named_parameters()] == ["packed"]
+    assert pk.packed.shape == (sum(p.numel() for p in sep.parameters()),)
+    assert torch.all(pk.base_scale.weight == 1.0) and torch.all(pk.wavelet_scale[1].weight == 0.1)
+    assert "packed_params=True" in repr(pk)
+    pk.load_state_dict(sep.state_dict())  # strict: every reference key is taken
+    assert list(pk.state_dict()) == list(sep.state_dict()) == _state_dict.own_keys(2, True)
+    for k, v in sep.state_dict().items():
+        assert torch.equal(pk.state_dict()[k], v), k
+    assert torch.equal(pk.wavelet_convs[1].weight, sep.wavelet_convs[1].weight)
+    assert torch.equal(pk.base_conv.bias, sep.base_conv.bias)
+    back = WTConv2d(4, 4, 3, wt_levels=2)
+    back.load_state_dict(pk.state_dict())
+    for k, v in sep.state_dict().items():
+        assert torch.equal(back.state_dict()[k], v), k
+    fused = {"base_weight": sep.base_conv.weight, "base_bias": sep.base_conv.bias,
+             "base_scale": sep.base_scale.weight.reshape(4)}
+    for i in range(2):
+        fused[f"wt_weights.{i}"] = sep.wavelet_convs[i].weight
+        fused[f"wt_scales.{i}"] = sep.wavelet_scale[i].weight
+    other = WTConv2d(4, 4, 3, wt_levels=2, packed_params=True)
+    other.load_state_dict({k: v.detach() for k, v in fused.items()})
+    assert torch.equal(other.packed, pk.packed)
+    # The views write through and carry gradients into packed.
+    with torch.no_grad():
+        other.base_scale.weight.fill_(2.0)
+    assert torch.all(other.state_dict()["base_scale.weight"] == 2.0)
+    other.wavelet_convs[0].weight.sum().backward()
+    grad = other.packed.grad
+    assert grad.sum().item() == other.wavelet_convs[0].weight.numel() and grad.abs().max().item() == 1
+    # Missing and misshapen tensors are reported by name.
+    sd = sep.state_dict()
+    del sd["wavelet_scale.1.weight"]
+    with pytest.raises(RuntimeError, match="Missing key.*wavelet_scale.1.weight"):
+        WTConv2d(4, 4, 3, wt_levels=2, packed_params=True).load_state_dict(sd)
+    sd = dict(sep.state_dict(), **{"base_conv.weight": torch.zeros(4, 1, 5, 5)})
+    with pytest.raises(RuntimeError, match="size mismatch for base_conv.weight.*\\(4, 1, 3, 3\\)"):
+        WTConv2d(4, 4, 3, wt_levels=2, packed_params=True).load_state_dict(sd)
+    # Copies own their parameter, and their views point into it.
+    for dup in (copy.deepcopy(pk), _reload(torch, io, pk)):
+        assert dup.packed.data_ptr() != pk.packed.data_ptr() and torch.equal(dup.packed, pk.packed)
+        with torch.no_grad():
+            dup.base_conv.weight.zero_()
+        assert torch.all(dup.state_dict()["base_conv.weight"] == 0)
+        assert torch.equal(pk.base_conv.weight, sep.base_conv.weight)
+
+
+def _reload(torch, io, module):
+    buf = io.BytesIO()
+    torch.save(module, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=False)

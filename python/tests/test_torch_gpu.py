@@ -589,7 +589,8 @@ def test_torch_compile_channels_last():
 
 
 def test_cuda_graph_compile_sees_parameter_updates():
-    """mode="reduce-overhead": the ops are tagged cudagraph_unsafe, so replays never skip the refold."""
+    """mode="reduce-overhead": the ops run inside the CUDA graphs, and each replay refolds the weights it
+    captured the fold of, so the compiled model follows the optimizer's updates."""
     torch._dynamo.reset()
     torch.manual_seed(13)
     model = nn.Sequential(nn.Conv2d(3, 8, 1), WTConv2d(8, 8, 5, wt_levels=2)).to(DEV)
@@ -604,3 +605,149 @@ def test_cuda_graph_compile_sees_parameter_updates():
         out.square().mean().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+
+
+def test_cuda_graph_of_a_training_step_follows_the_updates():
+    """A whole training step (forward, backward, SGD) captured with torch.cuda.graph: every replay folds the
+    parameters the previous replay updated, and matches the same steps run eagerly on a copy."""
+    torch.manual_seed(21)
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), WTConv2d(8, 8, 5, wt_levels=2), nn.GELU(), nn.Conv2d(8, 4, 1)).to(DEV)
+    twin = copy.deepcopy(model)
+    x = torch.randn(2, 3, 24, 20, device=DEV)
+
+    def stepper(m):
+        opt = torch.optim.SGD(m.parameters(), lr=0.5)
+
+        def step():
+            opt.zero_grad(set_to_none=False)  # a graph keeps its gradient buffers
+            loss = m(x).square().mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    step, twin_step = stepper(model), stepper(twin)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: compiles and allocates outside the capture
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    for _ in range(2):
+        twin_step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss = step()
+    for i in range(3):
+        graph.replay()
+        want = twin_step()
+        assert_close(loss, want, 1e-6, 1e-5, f"replay {i}: loss")
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        assert_close(p, q, 1e-6, 1e-5, f"after 3 replays: {name}")
+
+
+def test_cuda_graph_keeps_scratch_a_larger_shape_outgrew():
+    """A graph captured at one shape still replays correctly after an eager call of a larger shape made the
+    layer grow its scratch (the old buffer, which the graph writes, stays allocated)."""
+    m = make_layer(6, 5, 3, 1, True, seed=22)
+    x = torch.randn(1, 6, 40, 40, device=DEV)
+    with torch.no_grad():
+        want = m(x).clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            m(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = m(x)
+        big = torch.randn(4, 6, 300, 300, device=DEV)
+        m(big)  # the tiled path: a much larger scratch (a freed old one would make the replay fault)
+        graph.replay()
+        torch.cuda.synchronize()
+    assert_close(out, want, 0, 0, "replay after the scratch grew")
+
+
+def test_first_call_of_a_shape_under_capture_is_refused():
+    """Compiling and allocating are not capturable: the first call of a shape inside a capture is a clear
+    error (warm up first), and the layer works afterwards."""
+    m = make_layer(4, 5, 2, 1, True, seed=23)
+    x = torch.randn(1, 4, 9, 11, device=DEV)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(lkjit.SpecError, match="under CUDA graph capture.*run it once before capturing"):
+        with torch.no_grad(), torch.cuda.graph(graph):
+            m(x)
+    torch.cuda.synchronize()
+    got = m(x)
+    want = reference(m, x, torch.ones_like(got), 1)[0]
+    assert_close(got, want.to(got.dtype), *TOL[F32], "eager call after the refused capture")
+
+
+def packed_twin(m):
+    """A packed_params=True copy of m (same values)."""
+    pk = WTConv2d(m.in_channels, m.in_channels, m.kernel_size, stride=m.stride, bias=m.base_conv.bias is not None,
+                  wt_levels=m.wt_levels, packed_params=True).to(DEV)
+    pk.load_state_dict(m.state_dict())
+    return pk
+
+
+def run_packed(m, x, g):
+    """run() for a packed module: its gradients as views of packed.grad, in the flat list's order."""
+    x = x.detach().requires_grad_()
+    m.zero_grad(set_to_none=True)
+    out = m(x)
+    assert type(out.grad_fn).__name__ == "_WTConvPackedFunctionBackward", f"grad_fn {out.grad_fn!r}"
+    out.backward(g)
+    grads = [m.packed.grad.narrow(0, off, math.prod(shape)).view(shape) for _, shape, off in m._packed_layout]
+    return out, x.grad, grads
+
+
+@pytest.mark.parametrize("shape,dt", [pytest.param(SHAPES[i], dt, id=f"{str(dt)[6:]}-{i}")
+                                      for i in (1, 2, 3, 5) for dt in (F32, BF16)])
+@pytest.mark.parametrize("cl", [False, True], ids=["nchw", "channels_last"])
+def test_packed_params_match_the_default_module(shape, dt, cl):
+    """packed_params=True runs the same kernels on the same values: bit-identical output and gradients, for
+    both layouts (lane, transposed and plane paths), and against the float64 reference."""
+    m, x, g = layer_and_inputs(shape, dt, layer_seed=31, input_seed=32)
+    if cl:
+        x, g = x.to(memory_format=torch.channels_last), g.to(memory_format=torch.channels_last)
+    pk = packed_twin(m)
+    got = run_packed(pk, x, g)
+    assert_identical(got, run(m, x, g), "packed vs default")
+    r_out, r_dx, r_grads = reference(m, x, g, shape[6])
+    assert_close(got[0], r_out, *TOL[dt], "packed out")
+    assert_close(got[1], r_dx, *TOL[dt], "packed dX")
+    for i, (a, b) in enumerate(zip(got[2], r_grads)):
+        assert_close(a, b, GRAD_REL[dt] * (b.abs().max().item() + 1e-3), GRAD_REL[dt], f"packed grad {i}")
+
+
+def test_packed_params_follow_optimizer_steps():
+    """SGD on packed: each step refolds (the views share packed's version counter), and the module tracks
+    the default module stepped the same way."""
+    m, x, g = layer_and_inputs((2, 6, 12, 10, 5, 2, 1, True), F32, layer_seed=33, input_seed=34)
+    pk = packed_twin(m)
+    opt_m, opt_p = torch.optim.SGD(m.parameters(), lr=0.3), torch.optim.SGD(pk.parameters(), lr=0.3)
+    for i in range(3):
+        for mod, opt in ((m, opt_m), (pk, opt_p)):
+            opt.zero_grad(set_to_none=True)
+            mod(x).backward(g)
+            opt.step()
+        with torch.no_grad():
+            assert torch.equal(pk(x), m(x)), f"step {i}"
+
+
+def test_packed_params_compile():
+    """torch.compile of a packed module takes the custom op on views of packed: same output and gradient."""
+    torch._dynamo.reset()
+    torch.manual_seed(35)
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), WTConv2d(8, 8, 5, wt_levels=2, packed_params=True)).to(DEV)
+    x = torch.randn(2, 3, 20, 18, device=DEV)
+    want = model(x)
+    want.square().mean().backward()
+    want_grad = model[1].packed.grad.clone()
+    model.zero_grad(set_to_none=True)
+    got = torch.compile(model, backend="aot_eager", fullgraph=True)(x)
+    got.square().mean().backward()
+    assert_close(got, want, 1e-5, 1e-5, "compiled out")
+    assert_close(model[1].packed.grad, want_grad, 1e-5 * (want_grad.abs().max().item() + 1e-3), 1e-4, "compiled grad")
+    torch._dynamo.reset()
