@@ -13,7 +13,10 @@
    cuDNN's 7x7 depthwise conv in the same layout (torch.profiler kernel times; `--only kernels`).
 4. End to end: a training step (SGD, cross-entropy) of timm's convnext_tiny, batch 64, 224x224, as is and
    with every block's 7x7 depthwise conv_dw replaced by WTConv2d(k=5, L = 5, 4, 3, 2 by stage), in fp32
-   and under bf16 autocast: images/s and peak memory (max_memory_allocated + lkjit workspaces).
+   and under bf16 autocast: images/s and peak memory (max_memory_allocated + lkjit workspaces). Each step
+   runs eagerly (the host can bound it) and as one CUDA graph replayed (GPU time).
+5. Host: CPU time per call of each WTConvNeXt-T layer against dw7 (batch 1), and per training step of both
+   networks at batch 8, where the GPU waits for the host (`--only host`).
 
     PYTHONPATH=python LKJIT_LIBRARY=build/liblkjit.so python3 bench/bench_torch.py [--quick] [--json out.json]
 
@@ -206,42 +209,60 @@ def bench_memory():
 
 # ---- 3. convnext_tiny -----------------------------------------------------------------------------------
 
-def convnext(with_wtconv):
+def convnext(with_wtconv, packed=False):
     import timm
     model = timm.create_model("convnext_tiny", pretrained=False)
     if with_wtconv:
         for stage, (*_, L) in zip(model.stages, NET_LAYERS):
             for blk in stage.blocks:
                 C = blk.conv_dw.in_channels
-                blk.conv_dw = WTConv2d(C, C, 5, stride=1, bias=blk.conv_dw.bias is not None, wt_levels=L)
+                blk.conv_dw = WTConv2d(C, C, 5, stride=1, bias=blk.conv_dw.bias is not None, wt_levels=L,
+                                       packed_params=packed)
     return model.cuda()
 
 
-def network_step(args, amp, with_wt, B=64):
+def network_step(args, amp, with_wt, B=64, graph=False, packed=False):
+    """One training step's median time. graph: the whole step (forward, backward, SGD) captured once in a
+    CUDA graph after the warm-up and replayed (PyTorch's whole-network capture), which takes the host out.
+    packed: WTConv2d(packed_params=True)."""
     torch.manual_seed(0)
-    model = convnext(with_wt).train()
+    model = convnext(with_wt, packed).train()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     x = torch.randn(B, 3, 224, 224, device="cuda")
     y = torch.randint(0, 1000, (B,), device="cuda")
     losses = []
 
     def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+        opt.zero_grad(set_to_none=not graph)  # a graph keeps its gradient buffers
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=not graph):
             loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-        losses.append(loss.detach())
+        return loss
 
-    first = first_call_s(step)
-    for _ in range(max(args.net_warmup - 1, 0)):
-        step()
+    run = lambda: losses.append(step().detach())  # noqa: E731
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as graph capture asks
+        first = first_call_s(run)
+        for _ in range(max(args.net_warmup - 1, 0)):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_loss = step()
+
+        def run():
+            g.replay()
+            losses.append(static_loss.clone())
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    ms = median_ms(step, 0, args.net_iters)
+    ms = median_ms(run, 0, args.net_iters)
     peak = torch.cuda.max_memory_allocated()
     ws = lkjit_workspace(model)
     return {"model": "convnext_tiny" + (" + WTConv2d" if with_wt else ""), "amp": "bf16" if amp else "fp32",
+            "mode": ("CUDA graph" if graph else "eager") + (", packed_params" if packed else ""),
             "batch": B, "step_ms": ms, "images_per_s": B / (ms / 1000), "first_step_s": first,
             "peak_MiB": (peak + ws) / MIB, "torch_peak_MiB": peak / MIB, "lkjit_workspace_MiB": ws / MIB,
             "losses_finite": bool(torch.isfinite(torch.stack(losses)).all())}
@@ -331,13 +352,73 @@ def bench_kernels(args):
 
 def bench_network(args):
     out = []
+    # (WTConv2d, CUDA graph, packed_params)
+    runs = [(False, False, False), (True, False, False), (True, False, True), (False, True, False), (True, True, False)]
     for amp in (False, True):
-        for with_wt in (False, True):
-            r = network_step(args, amp, with_wt)
+        for with_wt, graph, packed in runs:
+            r = network_step(args, amp, with_wt, graph=graph, packed=packed)
             torch.cuda.empty_cache()
             out.append(r)
-            print(f"  {r['model']} {r['amp']}: {r['images_per_s']:.0f} img/s, {r['peak_MiB']:.0f} MiB", file=sys.stderr)
+            print(f"  {r['model']} {r['amp']} {r['mode']}: {r['images_per_s']:.0f} img/s, {r['peak_MiB']:.0f} MiB",
+                  file=sys.stderr)
     return out
+
+
+# ---- 5. host time per call --------------------------------------------------------------------------------
+
+def host_us(fn, n):
+    """CPU time of one call (us): n calls back to back, timed on the host. The maps are small enough that the
+    GPU keeps up, so this is the time the host spends per call (argument checks, allocations, autograd,
+    launches)."""
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    dt = time.perf_counter() - t
+    torch.cuda.synchronize()
+    return dt / n * 1e6
+
+
+def bench_host(args):
+    """Host time per call of each WTConvNeXt-T layer (batch 1, channels_last, bf16 autocast, as in the network)
+    against dw7, and per training step of both networks at batch 8 (where the GPU waits for the host)."""
+    n = 100 if args.quick else 300
+    layers = []
+    for _, C, H, L in NET_LAYERS:
+        torch.manual_seed(0)
+        x = torch.randn(1, C, H, H, device="cuda").contiguous(memory_format=torch.channels_last).requires_grad_()
+        g = torch.randn(1, C, H, H, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+        row = {"C": C, "H": H, "L": L}
+        for name, m in (("lkjit", WTConv2d(C, C, 5, wt_levels=L).cuda()),
+                        ("packed", WTConv2d(C, C, 5, wt_levels=L, packed_params=True).cuda()),
+                        ("dw7", depthwise(C, 7, torch.float32))):
+            def fwd():
+                with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+                    m(x)
+
+            def train():
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    y = m(x)
+                y.backward(g)
+            # median of 3 runs: the host's timing noise is larger than the GPU's
+            row[f"{name}_fwd_us"] = statistics.median(host_us(fwd, n) for _ in range(3))
+            row[f"{name}_train_us"] = statistics.median(host_us(train, n) for _ in range(3))
+        layers.append(row)
+        print(f"  1x{C}x{H}x{H} L={L}: train lkjit {row['lkjit_train_us']:.0f} us, packed {row['packed_train_us']:.0f} us, "
+              f"dw7 {row['dw7_train_us']:.0f} us", file=sys.stderr)
+    nets = []
+    try:
+        import timm  # noqa: F401
+    except ImportError:
+        return {"layers": layers, "network_b8": []}
+    for with_wt, packed in ((False, False), (True, False), (True, True)):
+        r = network_step(argparse.Namespace(net_warmup=3, net_iters=10 if args.quick else 20), True, with_wt, B=8,
+                         packed=packed)
+        nets.append(r)
+        torch.cuda.empty_cache()
+    return {"layers": layers, "network_b8": nets}
 
 
 # ---- report -----------------------------------------------------------------------------------------------
@@ -390,24 +471,39 @@ def print_tables(res):
               "the device memory lkjit's layer owns.")
     if res.get("network"):
         print(f"\n### convnext_tiny training step, batch 64, 224x224 ({res['iters']['network']})\n")
-        print("| model | precision | step ms | images/s | peak MiB | of which lkjit workspace | 1st step s | "
+        print("| model | precision | mode | step ms | images/s | peak MiB | of which lkjit workspace | 1st step s | "
               "losses finite |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in res["network"]:
-            print(f"| {r['model']} | {r['amp']} | {r['step_ms']:.1f} | {r['images_per_s']:.0f} | {r['peak_MiB']:.0f} | "
-                  f"{r['lkjit_workspace_MiB']:.0f} | {r['first_step_s']:.1f} | {r['losses_finite']} |")
+            print(f"| {r['model']} | {r['amp']} | {r['mode']} | {r['step_ms']:.1f} | {r['images_per_s']:.0f} | "
+                  f"{r['peak_MiB']:.0f} | {r['lkjit_workspace_MiB']:.0f} | {r['first_step_s']:.1f} | "
+                  f"{r['losses_finite']} |")
         print("\nWTConv2d: k=5, L = 5, 4, 3, 2 by stage, replacing each block's 7x7 depthwise conv_dw. Peak = "
               "max_memory_allocated + lkjit workspaces. fp32 runs with PyTorch's default TF32 settings "
               f"(cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
-              f"matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}).")
+              f"matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}). eager: the step as written, which "
+              "the host can bound; CUDA graph: the same step captured once and replayed (GPU time).")
+    h = res.get("host")
+    if h:
+        print("\n### Host time per call (us; batch 1, channels_last, bf16 autocast; median of 3 runs)\n")
+        print("| C x H=W | L | lkjit fwd | packed fwd | dw7 fwd | lkjit fwd+bwd | packed fwd+bwd | dw7 fwd+bwd |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in h["layers"]:
+            print(f"| {r['C']}x{r['H']} | {r['L']} | {r['lkjit_fwd_us']:.0f} | {r['packed_fwd_us']:.0f} | "
+                  f"{r['dw7_fwd_us']:.0f} | {r['lkjit_train_us']:.0f} | {r['packed_train_us']:.0f} | "
+                  f"{r['dw7_train_us']:.0f} |")
+        print("\npacked: WTConv2d(packed_params=True), one autograd input for all 2L+3 parameters.")
+        if h["network_b8"]:
+            print("\nbf16 AMP training step at batch 8, where the GPU waits for the host: "
+                  + ", ".join(f"{r['model']} ({r['mode']}) {r['step_ms']:.1f} ms" for r in h["network_b8"]) + ".")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations (10 + 20 per layer, 3 + 10 network steps)")
     ap.add_argument("--json", help="write the results to this JSON file")
-    ap.add_argument("--only", default="layers,memory,network,kernels",
-                    help="comma-separated: layers, memory, network, kernels")
+    ap.add_argument("--only", default="layers,memory,network,kernels,host",
+                    help="comma-separated: layers, memory, network, kernels, host")
     ap.add_argument("--profile", action="store_true",
                     help="only print the per-kernel CUDA time of one bf16 AMP step of each network (torch.profiler)")
     ap.add_argument("--profile-rows", type=int, default=25, help="rows of the --profile tables")
@@ -452,6 +548,9 @@ def main():
             print(f"(timm not importable: {e}; network benchmark skipped)", file=sys.stderr)
         else:
             res["network"] = bench_network(args)
+    if "host" in only:
+        print("host:", file=sys.stderr)
+        res["host"] = bench_host(args)
     res["total_s"] = time.perf_counter() - t0
     print_tables(res)
     print(f"\nTotal {res['total_s']:.0f} s.")
