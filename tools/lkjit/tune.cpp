@@ -191,12 +191,23 @@ int list_main(const WTConvTuneProblem& p) {
       std::cout << fmt::format("  {:>5}  {:<16} {:<9} {:>8} {:>10}  {}\n", i, cands[i].to_string(),
                                cands[i] == def ? "default" : "ok", g.smem_bytes, g.grid[0], kernel_name(pk.spec, cands[i]));
     }
+    // Points no shape could run (e.g. the lane kernels' planes that are neither 0 nor threads/2) make one
+    // line; the ones this shape rejects are listed with their reasons.
+    size_t never = 0;
+    std::string example;
     for (const auto& t : all)
       if (std::find(cands.begin(), cands.end(), t) == cands.end()) {
+        if (const auto r0 = reject_reason(pk.spec, t, lim, nullptr)) {
+          if (never++ == 0) example = fmt::format("{}: {}", t.to_string(), *r0);
+          continue;
+        }
         const auto r = reject_reason(pk.spec, t, lim, &pk.shape);
         std::cout << fmt::format("  {:>5}  {:<16} {:<9} {:>8} {:>10}  {}\n", "-", t.to_string(), "rejected", "", "",
                                  r ? *r : "not a candidate");
       }
+    if (never)
+      std::cout << fmt::format("  {:>5}  {} more rejected on {} whatever the shape, e.g. {}\n", "-", never,
+                               arch_name(lim.arch), example);
     if (kCompile) {
       const auto res = precompile_candidates(pk.spec, pk.shape, lim, cands, static_cast<int>(kJobs));
       double secs = 0;
