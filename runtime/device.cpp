@@ -87,8 +87,10 @@ void synchronize(Stream s) {
 
 bool stream_capturing(Stream s) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  return rt::driver().cuStreamIsCapturing(static_cast<CUstream>(s), &st) == CUDA_SUCCESS &&
-         st != CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = rt::driver().cuStreamIsCapturing(static_cast<CUstream>(s), &st);
+  // The legacy stream while another stream captures in global mode: work there would break that capture.
+  if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) return true;
+  return r == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 void copy_async(void* dst, const void* src, size_t bytes, Stream s) {

@@ -83,8 +83,8 @@ class DeviceBuffer {
 };
 
 void synchronize(Stream s = nullptr);
-// Whether s is capturing into a CUDA graph (cuStreamIsCapturing); false for a stream the driver
-// cannot query.
+// Whether s is capturing into a CUDA graph (cuStreamIsCapturing), or is the legacy stream while another
+// stream captures in global mode (where work would break that capture); false if the driver cannot say.
 bool stream_capturing(Stream s);
 void copy_async(void* dst, const void* src, size_t bytes, Stream s = nullptr);
 

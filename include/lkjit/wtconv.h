@@ -139,8 +139,9 @@ class WTConv {
   // CUDA graphs: set_weights, forward and backward may be captured (stream-ordered, no host sync), once
   // each has run outside capture for the layer and shape: a first call compiles, loads and allocates,
   // which capture forbids, so under capture it throws SpecError instead. Scratch a captured graph may
-  // use is never freed while the layer lives. Capture set_weights with the calls, so that a replay
-  // folds whatever the parameters hold then.
+  // use is never freed while the layer lives (workspace_bytes counts it). Once a call has been captured,
+  // every forward and backward folds first (captured ones too), so replays and the calls between them
+  // read the parameters' current values even when a replay changed them behind the caller's back.
   void set_weights(const WTConvWeights& w, Stream s = nullptr);
 
   // out = WTConv(x). Shape (B, C, H, W) with C == options.C, B in [1, 2^31-1], H and W in [1, 2^30],
@@ -199,6 +200,7 @@ class WTConv {
   // launch_list for a call on stream s; refuses a first call of a shape under CUDA graph capture.
   const WTConvLaunchList& call_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act, Stream s);
   [[noreturn]] static void throw_first_call_captured(const std::string& what);
+  void launch_fold(Stream s);  // Eq. 8 from the parameters set_weights last gave
   void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
                 const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings = nullptr);
   struct TileOverride {

@@ -108,7 +108,12 @@ Shape WTConv::shape_of(int64_t B, int64_t H, int64_t W) const {
   return sh;
 }
 
-size_t WTConv::workspace_bytes() const { return impl_ ? impl_->wfold.bytes() + impl_->scratch.bytes() : 0; }
+size_t WTConv::workspace_bytes() const {
+  if (!impl_) return 0;
+  size_t n = impl_->wfold.bytes() + impl_->scratch.bytes();
+  for (const auto& b : impl_->retired) n += b.bytes();
+  return n;
+}
 
 void WTConv::ensure_impl() {
   if (!impl_) {
@@ -202,10 +207,6 @@ void WTConv::set_weights(const WTConvWeights& w, Stream s) {
   // Two copies (WTConvParams::wfold): channel-major for the plane and tiled kernels, value-major for the lane ones.
   const int64_t n = 2 * (opt_.C * opt_.k * opt_.k * (1 + 4 * int64_t(opt_.L)) + opt_.C);
   if (impl_->wfold.bytes() < size_t(n) * 4) impl_->wfold = DeviceBuffer(size_t(n) * 4, opt_.device);
-  impl_->raw = w;
-  if (!opt_.bias) impl_->raw.base_b = nullptr;
-  impl_->have_weights = true;
-
   if (!impl_->fold) {
     const OpSpec fold{Kernel::kWTConvFold, DType::kF32, opt_.k, opt_.L, true, impl_->dev.arch};
     const Shape sh{1, opt_.C, 1, 1, 1};
@@ -213,15 +214,22 @@ void WTConv::set_weights(const WTConvWeights& w, Stream s) {
     impl_->fold = &load_kernel(compile_kernel(fold, t), opt_.device);
     impl_->fold_geometry = launch_geometry(fold, t, sh);
   }
+  impl_->raw = w;
+  if (!opt_.bias) impl_->raw.base_b = nullptr;
+  impl_->have_weights = true;
+  launch_fold(s);
+}
+
+void WTConv::launch_fold(Stream s) {
   WTConvParams p;
   std::memset(&p, 0, sizeof(p));
   p.wfold = static_cast<const float*>(impl_->wfold.data());
-  p.base_w = w.base_w;
+  p.base_w = impl_->raw.base_w;
   p.base_b = impl_->raw.base_b;
-  p.base_s = w.base_s;
+  p.base_s = impl_->raw.base_s;
   for (int l = 0; l < opt_.L; ++l) {
-    p.level_w[l] = w.level_w[l];
-    p.level_s[l] = w.level_s[l];
+    p.level_w[l] = impl_->raw.level_w[l];
+    p.level_s[l] = impl_->raw.level_s[l];
   }
   p.C = static_cast<int>(opt_.C);
   launch(*impl_->fold, impl_->fold_geometry, &p, sizeof(p), s);
@@ -393,6 +401,9 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
     if (impl_->captured) impl_->retired.push_back(std::move(impl_->scratch));
     impl_->scratch = DeviceBuffer(list.scratch_floats * 4 + 256, opt_.device);
   }
+  // A graph replay may have changed the parameters without the caller knowing (a captured optimizer
+  // step), so once the layer has been captured every call folds first, captured calls included.
+  if (impl_->captured) launch_fold(s);
   float* scratch = static_cast<float*>(impl_->scratch.data());
   auto ref = [&](int64_t o) { return o >= 0 ? scratch + o : nullptr; };
   for (const auto& l : list.launches) {
