@@ -61,10 +61,13 @@ class _Entry:
     """An lkjit layer and the parameter tensors it folded last (kept alive: the C++ layer keeps their
     pointers for the backward's Eq. 9, and holding them means a new tensor never reuses their address)."""
 
-    __slots__ = ("layer", "key", "refs", "lane", "grad_offsets", "grad_numel")
+    __slots__ = ("layer", "key", "refs", "pins", "lane", "grad_offsets", "grad_numel")
 
     def __init__(self, layer):
         self.layer, self.key, self.refs = layer, None, None
+        # Their storages, held too: a `.data` swap (e.g. model.half().float()) then cannot hand the new
+        # storage the old address, which with an unchanged version counter would skip the refold.
+        self.pins = None
         self.lane = {}  # (H, W, backward) -> whether channels_last maps of that size run a lane kernel
         # The refs' gradients packed in one fp32 buffer (the eager backward): byte offsets, total floats.
         self.grad_offsets, self.grad_numel = None, 0
@@ -100,13 +103,6 @@ def _param_key(params):
         return None
 
 
-if hasattr(torch._C, "_cuda_isCurrentStreamCapturing"):
-    _capturing = torch._C._cuda_isCurrentStreamCapturing  # what torch.cuda.is_current_stream_capturing calls
-else:  # a PyTorch built without CUDA
-    def _capturing():
-        return False
-
-
 def _layer(x, params, L, layer_id, stride, where):
     """(entry, params, stream) for a call: the module's lkjit layer for x's (dtype, device), the flat
     parameter list as the kernels read it (checked, contiguous), folded into the layer's weights (Eq. 8)
@@ -114,8 +110,8 @@ def _layer(x, params, L, layer_id, stride, where):
 
     A change is another tensor or address (checked again: device, dtype, shapes) or an in-place update
     (the version counter: an optimizer step; only refolded). The fold is skipped when nothing changed,
-    unless ``always_refold`` is set or the stream is capturing a CUDA graph: a replay runs the captured
-    fold, so it folds whatever the parameters hold then."""
+    unless ``always_refold`` is set. (CUDA graphs: once a call has been captured, the C++ layer folds
+    before every call itself, since a replay can change the parameters without touching the counters.)"""
     st = _STATES.get(layer_id)
     if st is None:
         raise RuntimeError(f"lkjit: error: {_WHERE}: layer id {layer_id} is not registered (its module was "
@@ -127,7 +123,7 @@ def _layer(x, params, L, layer_id, stride, where):
     if ent is not None and ent.key is not None and len(params) == len(ent.refs) and \
             all(p is r for p, r in zip(params, ent.refs)):
         now = _param_key(params)
-        if now == ent.key and not st.always_refold and not _capturing():
+        if now == ent.key and not st.always_refold:
             return ent, ent.refs, stream
         if now is not None and all(a[0] == b[0] for a, b in zip(now, ent.key)):  # same storage
             _fold(ent, ent.refs, now, L, stream)
@@ -153,6 +149,7 @@ def _fold(ent, params, key, L, stream):
                           stream)
     ent.key = key
     ent.refs = params
+    ent.pins = [t.detach() for t in params]
     offsets, n = [], 0
     for t in params:
         offsets.append(4 * n)
@@ -485,10 +482,10 @@ class _WTConvPackedFunction(torch.autograd.Function):
 
 
 # ---- custom ops (torch.compile, torch.export, tracing) ---------------------------------------------
-# CUDA graphs (mode="reduce-overhead", torch.cuda.graph): the ops are capturable. Under capture they always
-# refold (_layer), so a replay folds the parameters' values at replay time; the C++ layer keeps any scratch
-# a graph may use, and refuses a shape's first call under capture (it compiles and allocates: warm up
-# first, as inductor and torch.cuda.make_graphed_callables do). needs_fixed_stride_order: inductor passes
+# CUDA graphs (mode="reduce-overhead", torch.cuda.graph): the ops are capturable. Once a call has been
+# captured, the C++ layer folds before each call, captured ones included, so a replay folds the parameters'
+# values at replay time; it keeps any scratch a graph may use, and refuses a shape's first call under
+# capture (it compiles and allocates: warm up first, as inductor and torch.cuda.make_graphed_callables do). needs_fixed_stride_order: inductor passes
 # the inputs in the stride order they were traced with, so the output layout the fake implementation
 # chose from them (channels_last or not) is the one the kernels produce.
 _TAGS = tuple(getattr(torch.Tag, t) for t in ("needs_fixed_stride_order",) if hasattr(torch.Tag, t))
@@ -593,15 +590,19 @@ class _Params(nn.Module):
 
 
 def _unpack_state_dict(module, state_dict, prefix, local_metadata):
-    """state_dict hook of a module with packed_params=True: the reference module's keys (views of
-    ``packed``) in place of ``packed``, so that checkpoints do not depend on the packing."""
+    """state_dict hook of a module with packed_params=True: the reference module's keys in place of
+    ``packed``, so that checkpoints do not depend on the packing. Each is a copy with its own storage
+    (savers such as safetensors refuse tensors that share one); with keep_vars=True, views of the
+    Parameter (they carry gradients to it, but are not Parameters themselves)."""
     t = state_dict.pop(prefix + "packed", None)
     if t is None:
         return
+    views = isinstance(t, nn.Parameter)  # keep_vars=True
     where = {name: (shape, off) for name, shape, off in module._packed_layout}
     for name in own_keys(module.wt_levels, module.base_conv.bias is not None):
         shape, off = where[name]
-        state_dict[prefix + name] = t.narrow(0, off, math.prod(shape)).view(shape)
+        v = t.narrow(0, off, math.prod(shape)).view(shape)
+        state_dict[prefix + name] = v if views else v.clone()
 
 
 class _PackedSlot:
@@ -666,10 +667,12 @@ class WTConv2d(nn.Module):
     etc. are views of ``packed`` (differentiable; in-place writes under no_grad update it), and state_dict
     saves and loads the reference keys as above. What changes is ``parameters()``: one 1-D tensor, so
     optimizer settings by parameter name or dimension (e.g. no weight decay on 1-D tensors) treat all of
-    the layer's parameters alike.
+    the layer's parameters alike; and base_conv, base_scale, wavelet_convs[i], wavelet_scale[i] are plain
+    objects holding those views, not modules (no requires_grad_(), not visited by modules() / apply()).
 
     CUDA graphs (torch.cuda.graph, make_graphed_callables, torch.compile mode="reduce-overhead") capture
-    the layer: under capture it always refolds, so each replay folds the parameters' current values. Run
+    the layer: once captured, it refolds before every call, so replays (and the eager calls between them)
+    use the parameters' current values. Run
     each input shape once before capturing it (the first call compiles kernels and allocates scratch, which
     capture forbids: lkjit.SpecError says so). Each parameter tensor costs the host autograd work per
     training step, 2L+3 of them here against dw conv's 2, so small eager steps can be bound by the host;
@@ -780,13 +783,13 @@ class WTConv2d(nn.Module):
             lw = [_f32(m.weight) for m in self.wavelet_convs]
             ls = [_f32(m.weight) for m in self.wavelet_scale]
             return wtconv_fwd(x, bw, None if b is None else _f32(b), bs, lw, ls, self._lkjit_id, self.stride)
-        if self.packed_params and self._parameters["packed"].dtype == torch.float32:
+        if self.packed_params and self.packed.dtype == torch.float32:
             # One autograd input for all parameters: the views only give the kernels shapes and addresses.
             views = self._packed_views()
             if not torch.is_grad_enabled():
                 return _fwd_impl(x, views, self.wt_levels, self._lkjit_id, self.stride, mode=mode)
             return _WTConvPackedFunction.apply(self._lkjit_id, self.stride, self.wt_levels, mode, views, x,
-                                               self._parameters["packed"])
+                                               self.packed)
         params = self._flat_params()
         if not torch.is_grad_enabled():  # no_grad / inference_mode: no autograd node to build
             return _fwd_impl(x, params, self.wt_levels, self._lkjit_id, self.stride, mode=mode)
@@ -801,7 +804,7 @@ class WTConv2d(nn.Module):
         """The flat list as no-grad views of ``packed`` (for shapes and addresses only: the autograd input
         is ``packed`` itself), made once per packed tensor and address. Views share its version counter, so
         an optimizer step still triggers the refold."""
-        p = self._parameters["packed"]
+        p = self.packed  # not _parameters["packed"]: DataParallel replicas hold it as a plain attribute
         c = self._packed_cache
         if c is None or c[0] is not p or c[1] != p.data_ptr():
             with torch.no_grad():
@@ -850,7 +853,14 @@ class WTConv2d(nn.Module):
     def _pack_state_dict(self, state_dict, prefix, missing_keys, error_msgs):
         """Loading into packed_params=True: the reference module's keys become one ``packed`` tensor.
         Tensors not given keep their values and are reported missing; shape mismatches are errors."""
-        flat = self.packed.detach().clone()
+        given = [state_dict[prefix + name] for name, _, _ in self._packed_layout if prefix + name in state_dict]
+        if not given:  # none of the layer's keys: leave packed alone (super() reports it missing)
+            missing_keys.extend(prefix + name for name, _, _ in self._packed_layout)
+            return
+        if self.packed.is_meta:  # built on the meta device (load_state_dict(assign=True) then installs flat)
+            flat = torch.empty(self.packed.shape, dtype=given[0].dtype, device=given[0].device)
+        else:
+            flat = self.packed.detach().clone()
         for name, shape, off in self._packed_layout:
             key = prefix + name
             if key not in state_dict:

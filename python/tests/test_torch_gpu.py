@@ -609,7 +609,9 @@ def test_cuda_graph_compile_sees_parameter_updates():
 
 def test_cuda_graph_of_a_training_step_follows_the_updates():
     """A whole training step (forward, backward, SGD) captured with torch.cuda.graph: every replay folds the
-    parameters the previous replay updated, and matches the same steps run eagerly on a copy."""
+    parameters the previous replay updated (the captured optimizer step changes them without the version
+    counters the eager path watches), and so does every eager call between replays. Both match the same
+    steps run eagerly on a copy."""
     torch.manual_seed(21)
     model = nn.Sequential(nn.Conv2d(3, 8, 1), WTConv2d(8, 8, 5, wt_levels=2), nn.GELU(), nn.Conv2d(8, 4, 1)).to(DEV)
     twin = copy.deepcopy(model)
@@ -632,6 +634,8 @@ def test_cuda_graph_of_a_training_step_follows_the_updates():
     with torch.cuda.stream(side):  # warm-up: compiles and allocates outside the capture
         for _ in range(2):
             step()
+        with torch.no_grad():
+            model(x)  # folds the current parameters: the capture sees nothing changed
     torch.cuda.current_stream().wait_stream(side)
     for _ in range(2):
         twin_step()
@@ -642,45 +646,59 @@ def test_cuda_graph_of_a_training_step_follows_the_updates():
         graph.replay()
         want = twin_step()
         assert_close(loss, want, 1e-6, 1e-5, f"replay {i}: loss")
+        with torch.no_grad():
+            assert_close(model(x), twin(x), 1e-6, 1e-5, f"eager call after replay {i}")
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         assert_close(p, q, 1e-6, 1e-5, f"after 3 replays: {name}")
 
 
 def test_cuda_graph_keeps_scratch_a_larger_shape_outgrew():
-    """A graph captured at one shape still replays correctly after an eager call of a larger shape made the
-    layer grow its scratch (the old buffer, which the graph writes, stays allocated)."""
+    """A captured forward + backward (whose partial gradients live in the layer's scratch) still replays
+    correctly after an eager call of a larger shape made the layer grow its scratch: the graph's buffer
+    stays allocated."""
     m = make_layer(6, 5, 3, 1, True, seed=22)
-    x = torch.randn(1, 6, 40, 40, device=DEV)
-    with torch.no_grad():
-        want = m(x).clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            m(x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = m(x)
-        big = torch.randn(4, 6, 300, 300, device=DEV)
-        m(big)  # the tiled path: a much larger scratch (a freed old one would make the replay fault)
-        graph.replay()
-        torch.cuda.synchronize()
-    assert_close(out, want, 0, 0, "replay after the scratch grew")
+    torch.manual_seed(24)
+    x = torch.randn(1, 6, 40, 40, device=DEV, requires_grad=True)
+    g = torch.randn(1, 6, 40, 40, device=DEV)
+    params = list(m.parameters())
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        m(x).backward(g)
+    torch.cuda.current_stream().wait_stream(side)
+    want = [x.grad.clone()] + [p.grad.clone() for p in params]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for t in [x] + params:
+            t.grad.zero_()
+        m(x).backward(g)
+    big = torch.randn(2, 6, 300, 300, device=DEV, requires_grad=True)
+    m(big).backward(torch.randn_like(big))  # the tiled path: a much larger scratch
+    graph.replay()
+    torch.cuda.synchronize()
+    for i, (got, w) in enumerate(zip([x.grad] + [p.grad for p in params], want)):
+        assert torch.equal(got, w), f"gradient {i} after the scratch grew"
 
 
 def test_first_call_of_a_shape_under_capture_is_refused():
-    """Compiling and allocating are not capturable: the first call of a shape inside a capture is a clear
-    error (warm up first), and the layer works afterwards."""
+    """Compiling and allocating are not capturable: a layer's first call, or the first call of a new shape,
+    inside a capture is a clear error (warm up first), and the layer works afterwards."""
     m = make_layer(4, 5, 2, 1, True, seed=23)
     x = torch.randn(1, 4, 9, 11, device=DEV)
-    graph = torch.cuda.CUDAGraph()
-    with pytest.raises(lkjit.SpecError, match="under CUDA graph capture.*run it once before capturing"):
-        with torch.no_grad(), torch.cuda.graph(graph):
+    with pytest.raises(lkjit.SpecError, match="set_weights runs under CUDA graph capture.*run it once before capturing"):
+        with torch.no_grad(), torch.cuda.graph(torch.cuda.CUDAGraph()):
             m(x)
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        m(x)
+    torch.cuda.synchronize()
+    with pytest.raises(lkjit.SpecError, match="the first forward of B=1 H=13 W=11 runs under CUDA graph capture"):
+        with torch.no_grad(), torch.cuda.graph(torch.cuda.CUDAGraph()):
+            m(torch.randn(1, 4, 13, 11, device=DEV))
     torch.cuda.synchronize()
     got = m(x)
     want = reference(m, x, torch.ones_like(got), 1)[0]
-    assert_close(got, want.to(got.dtype), *TOL[F32], "eager call after the refused capture")
+    assert_close(got, want.to(got.dtype), *TOL[F32], "eager call after the refused captures")
 
 
 def packed_twin(m):
