@@ -429,7 +429,7 @@ def _bwd_run(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x
 # ---- eager path: autograd.Function -----------------------------------------------------------------
 
 class _WTConvFunction(torch.autograd.Function):
-    """WTConv2d's eager forward/backward: the same _fwd_impl / _bwd_impl as the custom ops, without their
+    """WTConv2d's eager forward/backward: the same _fwd_impl / _bwd_run as the custom ops, without their
     Python dispatch (about 1 ms of CPU time per training step). Inputs:
         apply(layer_id, stride, L, mode, x, base_w, base_s, *level_w, *level_s[, base_b])
     (the flat parameter list as separate tensors, so that autograd gives each its gradient; x checked by
@@ -485,9 +485,9 @@ class _WTConvPackedFunction(torch.autograd.Function):
 # CUDA graphs (mode="reduce-overhead", torch.cuda.graph): the ops are capturable. Once a call has been
 # captured, the C++ layer folds before each call, captured ones included, so a replay folds the parameters'
 # values at replay time; it keeps any scratch a graph may use, and refuses a shape's first call under
-# capture (it compiles and allocates: warm up first, as inductor and torch.cuda.make_graphed_callables do). needs_fixed_stride_order: inductor passes
-# the inputs in the stride order they were traced with, so the output layout the fake implementation
-# chose from them (channels_last or not) is the one the kernels produce.
+# capture (it compiles and allocates: warm up first, as inductor and torch.cuda.make_graphed_callables do).
+# needs_fixed_stride_order: inductor passes the inputs in the stride order they were traced with, so the
+# output layout the fake implementation chose from them (channels_last or not) is the one the kernels produce.
 _TAGS = tuple(getattr(torch.Tag, t) for t in ("needs_fixed_stride_order",) if hasattr(torch.Tag, t))
 
 
@@ -672,9 +672,8 @@ class WTConv2d(nn.Module):
 
     CUDA graphs (torch.cuda.graph, make_graphed_callables, torch.compile mode="reduce-overhead") capture
     the layer: once captured, it refolds before every call, so replays (and the eager calls between them)
-    use the parameters' current values. Run
-    each input shape once before capturing it (the first call compiles kernels and allocates scratch, which
-    capture forbids: lkjit.SpecError says so). Each parameter tensor costs the host autograd work per
+    use the parameters' current values. Run each input shape once before capturing it (the first call
+    compiles kernels and allocates scratch, which capture forbids: lkjit.SpecError says so). Each parameter tensor costs the host autograd work per
     training step, 2L+3 of them here against dw conv's 2, so small eager steps can be bound by the host;
     a captured step is not (bench/RESULTS.md, section 3).
 
@@ -858,7 +857,7 @@ class WTConv2d(nn.Module):
             missing_keys.extend(prefix + name for name, _, _ in self._packed_layout)
             return
         if self.packed.is_meta:  # built on the meta device (load_state_dict(assign=True) then installs flat)
-            flat = torch.empty(self.packed.shape, dtype=given[0].dtype, device=given[0].device)
+            flat = torch.empty(self.packed.shape, dtype=self.packed.dtype, device=given[0].device)
         else:
             flat = self.packed.detach().clone()
         for name, shape, off in self._packed_layout:
