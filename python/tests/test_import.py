@@ -364,6 +364,15 @@ def test_torch_packed_params_on_cpu():
     sd = dict(sep.state_dict(), **{"base_conv.weight": torch.zeros(4, 1, 5, 5)})
     with pytest.raises(RuntimeError, match="size mismatch for base_conv.weight.*\\(4, 1, 3, 3\\)"):
         WTConv2d(4, 4, 3, wt_levels=2, packed_params=True).load_state_dict(sd)
+    # Saved tensors own their storage (checkpoint writers such as safetensors refuse shared ones).
+    ptrs = [v.untyped_storage().data_ptr() for v in pk.state_dict().values()]
+    assert len(set(ptrs)) == len(ptrs) and pk.packed.untyped_storage().data_ptr() not in ptrs
+    # Built on the meta device, loaded with assign=True: the values arrive (not a meta tensor).
+    with torch.device("meta"):
+        meta = WTConv2d(4, 4, 3, wt_levels=2, packed_params=True)
+    meta.load_state_dict(sep.state_dict(), assign=True)
+    assert not meta.packed.is_meta and meta.packed.dtype == torch.float32
+    assert torch.equal(meta.packed, pk.packed)
     # Copies own their parameter, and their views point into it.
     for dup in (copy.deepcopy(pk), _reload(torch, io, pk)):
         assert dup.packed.data_ptr() != pk.packed.data_ptr() and torch.equal(dup.packed, pk.packed)
