@@ -109,9 +109,6 @@ LaunchGeometry reduce_geometry(const OpSpec& s, const Tile& t, const Shape& sh) 
   g.smem_bytes = static_cast<unsigned>(reduce_dyn_smem_bytes(s));
   return g;
 }
-std::string reduce_cfg(const OpSpec& s, const Tile& t) {
-  return fmt::format("  static constexpr int k = {}, L = {}, threads = {};\n", s.k, s.L, t.threads);
-}
 std::string reduce_name(const OpSpec& s, const Tile& t) {
   return fmt::format("wtconv_reduce_k{}_L{}_{}", s.k, s.L, t.to_string());
 }

@@ -48,6 +48,10 @@ inline std::string base_cfg(const OpSpec& s, const Tile& t) {
                      ctype(s.dtype), s.k, R(s), s.L, t.vy, t.threads);
 }
 
+// The reduce kernels' (wtconv_reduce, wtconv_reduce_lane) compile-time configuration.
+inline std::string reduce_cfg(const OpSpec& s, const Tile& t) {
+  return fmt::format("  static constexpr int k = {}, L = {}, threads = {};\n", s.k, s.L, t.threads);
+}
 inline std::optional<std::string> reject_threads(const Tile& t, const DeviceLimits& d) {
   if (t.threads < 32 || t.threads > d.max_threads_per_block || t.threads % 32 != 0)
     return fmt::format("threads={} is out of range; supported: a multiple of 32 in [32, {}]", t.threads,

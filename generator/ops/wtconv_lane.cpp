@@ -114,9 +114,6 @@ LaunchGeometry reduce_lane_geometry(const OpSpec& s, const Tile& t, const Shape&
   g.smem_bytes = static_cast<unsigned>(reduce_lane_smem_bytes(s));
   return g;
 }
-std::string reduce_lane_cfg(const OpSpec& s, const Tile& t) {
-  return fmt::format("  static constexpr int k = {}, L = {}, threads = {};\n", s.k, s.L, t.threads);
-}
 std::string reduce_lane_name(const OpSpec& s, const Tile& t) {
   return fmt::format("wtconv_reduce_lane_k{}_L{}_{}", s.k, s.L, t.to_string());
 }
@@ -132,7 +129,7 @@ std::vector<KernelTraits> wtconv_lane_kernels() {
       {Kernel::kWTConvBwdLane, "wtconv/bwd_lane.cuh", "wtconv_bwd_lane", "WTConvParams", validate_common, lane_space,
        lane_reject, lane_default, lane_geometry, lane_cfg, bwd_lane_name},
       {Kernel::kWTConvReduceLane, "wtconv/reduce_lane.cuh", "wtconv_reduce_lane", "WTConvParams", validate_common,
-       reduce_lane_space, reduce_lane_reject, reduce_lane_default, reduce_lane_geometry, reduce_lane_cfg,
+       reduce_lane_space, reduce_lane_reject, reduce_lane_default, reduce_lane_geometry, reduce_cfg,
        reduce_lane_name},
   };
 }

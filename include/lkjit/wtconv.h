@@ -20,6 +20,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -196,9 +197,10 @@ class WTConv {
   Shape shape_of(int64_t B, int64_t H, int64_t W) const;
   void ensure_impl();
   // act: the activations' layout, which picks the lane or plane kernels (kAuto).
-  const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act);
-  // launch_list for a call on stream s; refuses a first call of a shape under CUDA graph capture.
-  const WTConvLaunchList& call_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act, Stream s);
+  // call: the stream of the call the list is for; a first call of a shape under CUDA graph capture is
+  // refused (SpecError) before it compiles anything.
+  const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act,
+                                      std::optional<Stream> call = std::nullopt);
   [[noreturn]] static void throw_first_call_captured(const std::string& what);
   void launch_fold(Stream s);  // Eq. 8 from the parameters set_weights last gave
   void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,

@@ -673,9 +673,8 @@ class WTConv2d(nn.Module):
     CUDA graphs (torch.cuda.graph, make_graphed_callables, torch.compile mode="reduce-overhead") capture
     the layer: once captured, it refolds before every call, so replays (and the eager calls between them)
     use the parameters' current values. Run each input shape once before capturing it (the first call
-    compiles kernels and allocates scratch, which capture forbids: lkjit.SpecError says so). Each parameter tensor costs the host autograd work per
-    training step, 2L+3 of them here against dw conv's 2, so small eager steps can be bound by the host;
-    a captured step is not (bench/RESULTS.md, section 3).
+    compiles kernels and allocates scratch, which capture forbids: lkjit.SpecError says so). A captured
+    step is not bound by the host time per call (bench/RESULTS.md, section 3).
 
     Raises ValueError: in_channels != out_channels, wt_type other than 'db1', kernel_size / wt_levels /
     stride out of range (odd k in [1, 31], levels in [0, 8], stride in [1, 64]); on forward: input not

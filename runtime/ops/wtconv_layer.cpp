@@ -235,9 +235,12 @@ void WTConv::launch_fold(Stream s) {
   launch(*impl_->fold, impl_->fold_geometry, &p, sizeof(p), s);
 }
 
-const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act) {
+const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act,
+                                             std::optional<Stream> call) {
   const auto key = std::make_tuple(B, H, W, static_cast<int>(path_), backward, act);
   if (auto it = impl_->lists.find(key); it != impl_->lists.end()) return it->second;
+  if (call && stream_capturing(*call))
+    throw_first_call_captured(fmt::format("the first {} of B={} H={} W={}", backward ? "backward" : "forward", B, H, W));
 
   const Shape sh = shape_of(B, H, W);
   auto pl = choose_tiles(sh, impl_->dev, backward, act);
@@ -461,13 +464,6 @@ std::vector<KernelTiming> WTConv::profile(const void* x, const void* dout, void*
   return t;
 }
 
-const WTConvLaunchList& WTConv::call_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act, Stream s) {
-  const auto key = std::make_tuple(B, H, W, static_cast<int>(path_), backward, act);
-  if (impl_->lists.find(key) == impl_->lists.end() && stream_capturing(s))
-    throw_first_call_captured(fmt::format("the first {} of B={} H={} W={}", backward ? "backward" : "forward", B, H, W));
-  return launch_list(B, H, W, backward, act);
-}
-
 // Compiling, loading and allocating are not allowed while a stream captures a CUDA graph.
 void WTConv::throw_first_call_captured(const std::string& what) {
   throw SpecError(fmt::format("lkjit: error: wtconv: {} runs under CUDA graph capture, but it compiles kernels or "
@@ -480,7 +476,7 @@ void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, 
   detail::check_activations(x, nullptr, out, false);
   const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, false);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv forward: call set_weights() first");
-  run_list(call_list(B, H, W, false, act_layout(st, opt_.C), s), x, nullptr, out, st, nullptr, s);
+  run_list(launch_list(B, H, W, false, act_layout(st, opt_.C), s), x, nullptr, out, st, nullptr, s);
 }
 
 void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
@@ -489,7 +485,7 @@ void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGra
   const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, true);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv backward: call set_weights() first");
   detail::check_gradients(opt_, grads);
-  run_list(call_list(B, H, W, true, act_layout(st, opt_.C), s), x, dout, dx, st, &grads, s);
+  run_list(launch_list(B, H, W, true, act_layout(st, opt_.C), s), x, dout, dx, st, &grads, s);
 }
 
 }  // namespace lkjit
