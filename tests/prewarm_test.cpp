@@ -90,10 +90,10 @@ TEST_F(Prewarm, CompilesForSm80AndSm90WithoutAGpu) {
   const CommandResult list = run("cache ls");
   for (const char* name : {"lkjit_wtconv_fwd_plane_f32_k3_L1_", "lkjit_wtconv_bwd_plane_f32_k3_L1_",
                            "lkjit_wtconv_fwd_level1_f32_", "lkjit_wtconv_bwd_level1_f32_", "lkjit_wtconv_fwd_synth_",
-                           "lkjit_wtconv_bwd_synth_", "lkjit_wtconv_reduce_k3_L1_w512_sm80",
+                           "lkjit_wtconv_bwd_synth_", "lkjit_wtconv_reduce_k3_L1_w128_sm80",
                            "lkjit_wtconv_fold_k3_L1_w256_sm90", "lkjit_wtconv_fwd_lane_f32_k3_L1_t0x8_w64_sm80",
                            "lkjit_wtconv_fwd_lane_f32_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm80",
-                           "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_reduce_lane_k3_L1_w256_sm80"})
+                           "lkjit_wtconv_bwd_lane_f32_k3_L1_t0x8_w64_sm90", "lkjit_wtconv_reduce_lane_k3_L1_w512_sm80"})
     EXPECT_THAT(list.output, HasSubstr(name));
   const CommandResult verify = run("cache verify");
   EXPECT_EQ(verify.code, 0) << verify.output;
@@ -245,7 +245,7 @@ TEST_F(Prewarm, PresetCoversForwardBackwardAndEveryPath) {
                {"fwd", "_k5_L2_t0x8_w64_"},
                {"bwd", "_k5_L2_t0x8_w64_"}})
         EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_" + pass + "_lane_" + dt + rest + arch));
-    for (const char* name : {"reduce_lane_k5_L3_w256_", "reduce_lane_k5_L2_w256_"})
+    for (const char* name : {"reduce_lane_k5_L3_w512_", "reduce_lane_k5_L2_w512_"})
       EXPECT_THAT(r.output, HasSubstr(std::string("lkjit_wtconv_") + name + arch));
   }
   const long n = number(r.output, R"((\d+) kernels\n)");

@@ -792,7 +792,7 @@ TEST(TuneCli, NHWCAndTheLanePathListTheLaneKernels) {
                               HasSubstr("default p32_t0x14_w64"),
                               HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_p32_t0x14_w64_sm90"),
                               HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_t0x14_w32_sm90"),
-                              HasSubstr("lkjit_wtconv_reduce_lane_k5_L3_w256_sm90")));
+                              HasSubstr("lkjit_wtconv_reduce_lane_k5_L3_w512_sm90")));
   // Points no shape could run make one line (with an example), not one each.
   EXPECT_THAT(r.output, AllOf(HasSubstr("96 more rejected on sm_90 whatever the shape, e.g. p16_t0x2_w64: planes=16 "
                                         "with threads=64"),

@@ -1,24 +1,18 @@
 // Deterministic reduction of the backward's partial parameter gradients, then scale-gradient recovery
 // (I/O-aware reformulation, §4.3, Eq. 9): dW = s dW~, db = s0 db~, ds = <dW~, W> (+ db~ b for s0).
-// One block per channel; every sum runs in a fixed order, so two runs give identical bits.
+// One block per (channel, group); every sum runs in a fixed order, so two runs give identical bits.
 #pragma once
 #include "wtconv/common.cuh"
 
 namespace lkjit {
 
-// Chunk j of a channel's flat task list: 32 consecutive values of one group (C0 chunks of the base
-// group, k*k+1 values, then CL chunks of each level, 4*k*k values), so a warp's loads are coalesced.
+// Chunk j of one group's task list: 32 consecutive values of the group (k*k+1 values for the base group
+// g = 0, 4*k*k for a level), so a warp's loads are coalesced.
 template <int KK>
 struct ReduceChunk {
-  static constexpr int C0 = (KK + 1 + 31) / 32, CL = (4 * KK + 31) / 32;
-  int g, i0, nvals, v0;  // group, first value in the group, group size, offset of value i0 in dwt
-  __device__ __forceinline__ explicit ReduceChunk(int j) {
-    const int q = j - C0;
-    g = j < C0 ? 0 : 1 + q / CL;
-    i0 = 32 * (j < C0 ? j : q % CL);
-    nvals = j < C0 ? KK + 1 : 4 * KK;
-    v0 = j < C0 ? i0 : KK + 1 + (g - 1) * 4 * KK + i0;
-  }
+  static constexpr int C0 = (KK + 1 + 31) / 32, CL = (4 * KK + 31) / 32;  // chunks of the base, of a level
+  int i0, nvals;  // first value of the chunk, group size
+  __device__ __forceinline__ ReduceChunk(int g, int j) : i0(32 * j), nvals(g == 0 ? KK + 1 : 4 * KK) {}
 };
 
 // Addresses of rows s, s+S, s+2S, ... of one group's partials (base: the group's value i): row
@@ -49,39 +43,37 @@ struct RowWalk {
   }
 };
 
+// Block (c, g): channel c's group g (0: dW~0 and db~; l >= 1: level l's 4 subbands). A block per channel
+// alone left SMs idle at the channel counts of small maps (96 blocks at 64x96x56x56).
 template <class Cfg>
 __device__ __forceinline__ void wtconv_reduce(const WTConvParams& p) {
   constexpr int K = Cfg::k, KK = K * K, NT = Cfg::threads, NW = NT / 32;
   using Chunk = ReduceChunk<KK>;
-  constexpr int T = Chunk::C0 + Cfg::L * Chunk::CL;  // chunks per channel
   // Rows loaded before they are added: the sums are latency-bound, so each warp keeps U independent
   // loads in flight. 8 at 1024 threads, whose launch bound caps registers at 64.
   constexpr int U = NT > 512 ? 8 : 16;
-  extern __shared__ float dwt[];  // [dW~0 (KK) | db~ | dW~_1 (4KK) | ...]
-  const int c = blockIdx.x, C = p.C, B = p.B, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  extern __shared__ float dwt[];  // this group's dW~ (and db~ after dW~0)
+  const int c = blockIdx.x, g = blockIdx.y, C = p.C, B = p.B, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int T = g == 0 ? Chunk::C0 : Chunk::CL;  // chunks of this group
 
   // Tasks are (chunk j, part s): part s of a chunk sums rows r = s, s+S, s+2S, ... (r = b*tiles + t)
   // in increasing order. S > 1 (a power of two, S*T <= NW, S <= rows) only when warps outnumber the
   // chunks: it spreads each chunk's rows over otherwise idle warps. S depends only on the launch's
   // shape, never on scheduling, so the order of every sum is fixed and the bits reproducible.
-  constexpr bool kSplit = 2 * T <= NW;    // else S = 1 at compile time and red[] is dropped
-  __shared__ float red[kSplit ? NT : 1];  // part sums, one 32-value slot per task (task == warp)
+  constexpr bool kSplit = 2 * Chunk::C0 <= NW;  // else S = 1 in every group and red[] is dropped
+  __shared__ float red[kSplit ? NT : 1];       // part sums, one 32-value slot per task (task == warp)
+  const int tiles = p.part_tiles[g], rows = B * tiles;
   int S = 1;
-  if (kSplit) {
-    int min_rows = B * p.part_tiles[0];
-#pragma unroll
-    for (int g = 1; g <= Cfg::L; ++g) min_rows = min(min_rows, B * p.part_tiles[g]);
-    while (2 * S * T <= NW && 2 * S <= min_rows) S *= 2;
-  }
+  if (kSplit)
+    while (2 * S * T <= NW && 2 * S <= rows) S *= 2;
 
 #pragma unroll 1
   for (int task = warp; task < T * S; task += NW) {
-    const Chunk ch(task % T);
+    const Chunk ch(g, task % T);
     const int s = task / T, i = ch.i0 + lane;
     float sum = 0.f;
     if (i < ch.nvals) {
-      const int tiles = p.part_tiles[ch.g], rows = B * tiles;
-      RowWalk w(p.partial + p.part_off[ch.g] + i, C, c, tiles, ch.nvals, s, S);
+      RowWalk w(p.partial + p.part_off[g] + i, C, c, tiles, ch.nvals, s, S);
       // Full batches of U rows, loads unconditional; then the last < U rows, loads predicated.
       int r = s;
 #pragma unroll 1
@@ -103,7 +95,7 @@ __device__ __forceinline__ void wtconv_reduce(const WTConvParams& p) {
         if (r + u * S < rows) sum += v[u];
     }
     if (!kSplit || S == 1) {
-      if (i < ch.nvals) dwt[ch.v0 + lane] = sum;
+      if (i < ch.nvals) dwt[i] = sum;
     } else {
       red[task * 32 + lane] = sum;
     }
@@ -112,27 +104,20 @@ __device__ __forceinline__ void wtconv_reduce(const WTConvParams& p) {
     // Part slots are task = s*T + j: thread (warp j, lane) adds chunk j's parts in order s = 0..S-1.
     __syncthreads();
     if (warp < T) {
-      const Chunk ch(warp);
-      if (ch.i0 + lane < ch.nvals) {
+      const int i = Chunk(g, warp).i0 + lane;
+      if (i < (g == 0 ? KK + 1 : 4 * KK)) {
         float sum = red[warp * 32 + lane];
         for (int s = 1; s < S; ++s) sum += red[(s * T + warp) * 32 + lane];
-        dwt[ch.v0 + lane] = sum;
+        dwt[i] = sum;
       }
     }
   }
   __syncthreads();
 
-  const float s0 = p.base_s[c];
-  for (int i = tid; i < KK; i += NT) p.grad_base_w[(long long)c * KK + i] = s0 * dwt[i];
-  for (int l = 1; l <= Cfg::L; ++l)
-    for (int i = tid; i < 4 * KK; i += NT) {
-      const long long o = (4LL * c) * KK + i;
-      p.grad_level_w[l - 1][o] = p.level_s[l - 1][4 * c + i / KK] * dwt[KK + 1 + (l - 1) * 4 * KK + i];
-    }
-  // Scale gradients: one thread per (level, subband), taps summed in order.
-  const int nscale = 1 + 4 * Cfg::L;
-  for (int j = tid; j < nscale; j += NT) {
-    if (j == 0) {
+  if (g == 0) {
+    const float s0 = p.base_s[c];
+    for (int i = tid; i < KK; i += NT) p.grad_base_w[(long long)c * KK + i] = s0 * dwt[i];
+    if (tid == 0) {  // taps summed in order
       const float dbt = dwt[KK];
       float ds = 0.f;
       for (int i = 0; i < KK; ++i) ds += dwt[i] * p.base_w[(long long)c * KK + i];
@@ -141,14 +126,18 @@ __device__ __forceinline__ void wtconv_reduce(const WTConvParams& p) {
         if (p.grad_base_b) p.grad_base_b[c] = s0 * dbt;
       }
       p.grad_base_s[c] = ds;
-    } else {
-      const int l = 1 + (j - 1) / 4, s = (j - 1) % 4;
-      const float* wt = dwt + KK + 1 + (l - 1) * 4 * KK + s * KK;
-      const float* wr = p.level_w[l - 1] + (4LL * c + s) * KK;
-      float ds = 0.f;
-      for (int i = 0; i < KK; ++i) ds += wt[i] * wr[i];
-      p.grad_level_s[l - 1][4 * c + s] = ds;
     }
+    return;
+  }
+  const int l = g;
+  for (int i = tid; i < 4 * KK; i += NT)
+    p.grad_level_w[l - 1][4LL * c * KK + i] = p.level_s[l - 1][4 * c + i / KK] * dwt[i];
+  if (tid < 4) {  // one thread per subband, taps summed in order
+    const int s = tid;
+    const float* wr = p.level_w[l - 1] + (4LL * c + s) * KK;
+    float ds = 0.f;
+    for (int i = 0; i < KK; ++i) ds += dwt[s * KK + i] * wr[i];
+    p.grad_level_s[l - 1][4 * c + s] = ds;
   }
 }
 

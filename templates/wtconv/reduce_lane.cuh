@@ -10,10 +10,24 @@
 
 namespace lkjit {
 
+// acc += src[b * step] for b = b0, b0+1, ... in batches of U rows, loads first (latency-bound: each
+// thread keeps U loads in flight), adds in b order; returns the first b not taken (< U rows left).
+template <int U>
+__device__ __forceinline__ int sum_rows(float& acc, const float* __restrict__ src, long long step, int b, int B) {
+#pragma unroll 1
+  for (; b + U <= B; b += U) {
+    float v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = __ldg(src + (b + u) * step);
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc += v[u];
+  }
+  return b;
+}
+
 template <class Cfg>
 __device__ __forceinline__ void wtconv_reduce_lane(const WTConvParams& p) {
   constexpr int KK = Cfg::k * Cfg::k, NT = Cfg::threads, NW = NT / 32;
-  constexpr int U = 8;  // loads in flight per thread: the sums are latency-bound
   extern __shared__ float sums[];  // [value][channel], value i of channel cl at i * 33 + cl (padded: the
                                    // epilogue reads down a column)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, C = p.C, B = p.B;
@@ -26,18 +40,12 @@ __device__ __forceinline__ void wtconv_reduce_lane(const WTConvParams& p) {
   for (int i = warp; i < n; i += NW) {
     float acc = 0.f;
     if (c < C) {
+      // A grid of (C/32) x (1+4L) blocks leaves few warps per SM: each keeps up to 32 loads in flight,
+      // then 8, then one. The order of the adds is b's either way.
       const float* __restrict__ src = p.partial + p.part_off[l] + (long long)(v0 + i) * C + c;
-      int b = 0;
-#pragma unroll 1
-      for (; b + U <= B; b += U) {
-        float v[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) v[u] = __ldg(src + (b + u) * step);
-#pragma unroll
-        for (int u = 0; u < U; ++u) acc += v[u];  // in b order
-      }
-#pragma unroll 1
-      for (; b < B; ++b) acc += __ldg(src + b * step);
+      int b = sum_rows<32>(acc, src, step, 0, B);
+      b = sum_rows<8>(acc, src, step, b, B);
+      sum_rows<1>(acc, src, step, b, B);
     }
     sums[i * 33 + lane] = acc;
   }

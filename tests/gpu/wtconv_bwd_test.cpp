@@ -24,15 +24,16 @@ struct BwdResult {
   std::vector<uint8_t> dx_bits;
 };
 
-// plane_tile: run the backward plane kernel with this tile (no tuning) instead of the layer's choice.
+// plane_tile, reduce_tile: run the backward plane kernel, the reduce kernel with this tile (no tuning)
+// instead of the layer's choice.
 BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
-                       const std::vector<float>& x, const std::vector<float>& g, const Tile* plane_tile = nullptr) {
+                       const std::vector<float>& x, const std::vector<float>& g, const Tile* plane_tile = nullptr,
+                       const Tile* reduce_tile = nullptr) {
   WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
   layer.set_path(path);
-  if (plane_tile) {
-    layer.set_tune_mode(TuneMode::kOff);
-    layer.set_tile_override(Kernel::kWTConvBwdPlane, 0, *plane_tile);
-  }
+  if (plane_tile || reduce_tile) layer.set_tune_mode(TuneMode::kOff);
+  if (plane_tile) layer.set_tile_override(Kernel::kWTConvBwdPlane, 0, *plane_tile);
+  if (reduce_tile) layer.set_tile_override(Kernel::kWTConvReduce, 0, *reduce_tile);
   auto dp = upload_params(params, /*with_grads=*/true);
   layer.set_weights(dp.weights);
   const auto xb = encode(dt, x), gb = encode(dt, g);
@@ -133,6 +134,36 @@ TEST_F(WTConvBackwardPlaneTiles, EveryTileMatchesTheReference) {
     ++tested;
   }
   EXPECT_GE(tested, 10) << "too few tiles fit";
+}
+
+// Every tile of the reduce kernel, after the plane kernel (one partial row per image: with 1024 threads the
+// base group's rows split 32 ways, beyond B) and after the tiled path (several tile rows per image).
+TEST_F(WTConvBackwardPlaneTiles, EveryReduceTileMatchesTheReference) {
+  const Problem pb{19, 3, 23, 17, 5, 3, 1, true};
+  const DType dt = DType::kF32;
+  const DeviceInfo dev = device_info(0);
+  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 21);
+  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
+  const auto x = random_tensor(size_t(s4.numel()), dt, 22);
+  const auto g = random_tensor(x.size(), dt, 23);
+  const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
+                                         std::vector<double>(g.begin(), g.end()), pb.stride);
+  int tested = 0;
+  for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled})
+    for (const Tile& t : plane_tiles(Kernel::kWTConvReduce, pb, dt, dev.arch, dev.limits)) {
+      SCOPED_TRACE(std::string(path == WTConvPath::kPlane ? "plane " : "tiled ") + t.to_string());
+      const auto r = run_backward(pb, dt, path, params, x, g, nullptr, &t);
+      EXPECT_TRUE(compare(r.dx, want.dx, tolerance(dt)).ok);
+      expect_grad_close(r.grads.base_w, want.base_w, "base_w", dt);
+      expect_grad_close(r.grads.base_b, want.base_b, "base_b", dt);
+      expect_grad_close(r.grads.base_s, want.base_s, "base_s", dt);
+      for (int l = 0; l < pb.L; ++l) {
+        expect_grad_close(r.grads.level_w[l], want.level_w[l], "level_w", dt);
+        expect_grad_close(r.grads.level_s[l], want.level_s[l], "level_s", dt);
+      }
+      ++tested;
+    }
+  EXPECT_EQ(tested, 8) << "threads 128..1024, on each path";
 }
 
 }  // namespace

@@ -87,12 +87,14 @@ void check_forward(const Problem& pb, DType dt, const Tile* tile = nullptr) {
   EXPECT_TRUE(cmp.ok) << "out: " << cmp.to_string();
 }
 
-void check_backward(const Problem& pb, DType dt, const Tile* tile = nullptr) {
+// reduce_tile: the reduce_lane kernel's tile instead of its default.
+void check_backward(const Problem& pb, DType dt, const Tile* tile = nullptr, const Tile* reduce_tile = nullptr) {
   const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 41);
   const size_t n = size_t(pb.B * pb.C * pb.H * pb.W);
   const auto x = random_tensor(n, dt, 42), g = random_tensor(n, dt, 43);
   auto lp = make_layer(pb, dt, WTConvPath::kLane, tile, true);
   WTConv& layer = *lp;
+  if (reduce_tile) layer.set_tile_override(Kernel::kWTConvReduceLane, 0, *reduce_tile);
   ASSERT_TRUE(plans_kernel(layer, pb, true, Kernel::kWTConvBwdLane));
   auto dp = upload_params(params, /*with_grads=*/true);
   layer.set_weights(dp.weights);
@@ -198,6 +200,20 @@ TEST_F(WTConvLaneTiles, EveryTileMatchesTheReference) {
     ++tested;
   }
   EXPECT_GE(tested, 24) << "tile_w 10..16 x threads 32..128 at least, one or two threads per plane";
+}
+
+// Every reduce_lane tile at B = 41 (one 32-batch, one 8-batch and one single step of its sums) and C = 33
+// (a second block of one channel).
+TEST_F(WTConvLaneTiles, EveryReduceTileMatchesTheReference) {
+  const Problem pb{41, 33, 7, 6, 5, 2, 1, true};
+  const DeviceInfo dev = device_info(0);
+  int tested = 0;
+  for (const Tile& t : plane_tiles(Kernel::kWTConvReduceLane, pb, DType::kF32, dev.arch, dev.limits)) {
+    SCOPED_TRACE("reduce_lane " + t.to_string());
+    check_backward(pb, DType::kF32, nullptr, &t);
+    ++tested;
+  }
+  EXPECT_GE(tested, 4) << "threads 64..512";
 }
 
 // kAuto: NHWC activations of a small plane take the lane kernels, forward and backward, NCHW ones the plane

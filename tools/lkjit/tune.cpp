@@ -189,7 +189,8 @@ int list_main(const WTConvTuneProblem& p) {
     for (size_t i = 0; i < cands.size(); ++i) {
       const auto g = launch_geometry(pk.spec, cands[i], pk.shape);
       std::cout << fmt::format("  {:>5}  {:<16} {:<9} {:>8} {:>10}  {}\n", i, cands[i].to_string(),
-                               cands[i] == def ? "default" : "ok", g.smem_bytes, g.grid[0], kernel_name(pk.spec, cands[i]));
+                               cands[i] == def ? "default" : "ok", g.smem_bytes,
+                               uint64_t(g.grid[0]) * g.grid[1] * g.grid[2], kernel_name(pk.spec, cands[i]));
     }
     // Points no shape could run (e.g. the lane kernels' planes that are neither 0 nor threads/2) make one
     // line; the ones this shape rejects are listed with their reasons.
