@@ -229,7 +229,8 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
   }
   for (auto& pk : plan) pk.bytes = traffic_bytes(pk, o, sh);
   if (backward) {  // the lane backward writes its partials channel-innermost (reduce_lane.cuh)
-    const bool lane_bwd = plan[1].spec.kernel == Kernel::kWTConvBwdLane;
+    const bool lane_bwd = std::any_of(plan.begin(), plan.end(),
+                                      [](const PlannedKernel& pk) { return pk.spec.kernel == Kernel::kWTConvBwdLane; });
     const OpSpec red{lane_bwd ? Kernel::kWTConvReduceLane : Kernel::kWTConvReduce, DType::kF32, o.k, o.L, true, lim.arch};
     plan.push_back({red, default_tile(red, sh, lim), sh});
   }
