@@ -316,10 +316,13 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
   WTConvLaunchList list;
   for (const auto& pk : pl)
     if (pk.spec.kernel == Kernel::kWTConvFwdLevel || pk.spec.kernel == Kernel::kWTConvBwdLevel) list.tiled = true;
-  // Partial-gradient layout (backward): group 0 = base, group l = level l; tiles per plane each.
+  // Partial-gradient layout (backward): group 0 = base, group l = level l; tiles per plane each. The lane
+  // backward's partials come in blocks of 32 channels (reduce_lane.cuh): C rounded up to 32.
   int64_t part = 0;
   if (backward) {
+    int64_t part_planes = BC;
     for (const auto& pk : pl) {
+      if (pk.spec.kernel == Kernel::kWTConvBwdLane) part_planes = B * ((opt_.C + 31) / 32 * 32);
       int tiles = 0, g = -1;
       if (pk.spec.kernel == Kernel::kWTConvBwdPlane || pk.spec.kernel == Kernel::kWTConvBwdLane) {
         for (int l = 0; l <= L; ++l) p.part_tiles[l] = 1;
@@ -334,7 +337,7 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
     }
     for (int g = 0; g <= L; ++g) {
       p.part_off[g] = part;
-      part += BC * p.part_tiles[g] * (g == 0 ? KK + 1 : 4 * KK);
+      part += part_planes * p.part_tiles[g] * (g == 0 ? KK + 1 : 4 * KK);
     }
   }
   list.partial_off = list.tiled ? tiled_end : 0;

@@ -42,8 +42,9 @@ struct WTConvParams {
   // Per-block partial parameter gradients (backward), fp32. Group g = 0 (base: dW~0 then db~, k*k+1
   // values) or g = l (level l: dW~_l for the 4 subbands, 4*k*k values); the value idx of plane pl,
   // tile t is at partial[part_off[g] + (pl * part_tiles[g] + t) * nvals(g) + idx]; the lane backward's
-  // (one tile) channel-innermost at part_off[g] + (b * nvals(g) + idx) * C + c. Reduced in a fixed order
-  // (no float atomics; reduce.cuh, reduce_lane.cuh), then Eq. 9 gives the parameter gradients below.
+  // (one tile) in blocks of 32 channels at part_off[g] + ((c/32 * B + b) * nvals(g) + idx) * 32 + c%32
+  // (C rounded up to 32). Reduced in a fixed order (no float atomics; reduce.cuh, reduce_lane.cuh), then
+  // Eq. 9 gives the parameter gradients below.
   float* partial;
   long long part_off[kWTConvMaxLevels + 1];
   int part_tiles[kWTConvMaxLevels + 1];

@@ -7,7 +7,7 @@
 //   1. dZ_l = Haar(LL of dZ_{l-1}) from G, and Y_l = Haar(LL of Y_{l-1}) from X, into the thread's images.
 //      Y_1 keeps its LL only: its other subbands are recomputed from X, row by row, where the wgrad needs them.
 //   2. Per level and subband: dW~_l[s,u,v] = sum_{i,j} Y_l[s][i+u-R, j+v-R] dZ_l[s][i, j] (written as this
-//      plane's partial, channel-innermost for reduce_lane.cuh), then dY_l = dw^T(dZ_l, W~_l) in place of dZ_l.
+//      plane's partial, lane_partial), then dY_l = dw^T(dZ_l, W~_l) in place of dZ_l.
 //   3. Synthesis of dY, coarse to fine (as the forward's output).
 //   4. Row by row: dX = dw^T(G, W~0) + the level-1 synthesis of dY_1.
 //   5. dW~0[u,v] = sum_{y,x} X[y+u-R, x+v-R] G[y, x] and db~ = sum G, as partials.
@@ -53,9 +53,9 @@ __device__ __forceinline__ void bwd_lane_levels(LaneMem<CS> m, const int* dz, co
     constexpr int N = lane_wmax(Cfg::wmax, l), N1 = lane_wmax(Cfg::wmax, 1), NW = N + K - 1;
     const int h = p.lh[l], H = p.H, W = p.W;
     const long long xsy = p.x_st[2], xsx = p.x_st[3];
-    // Partials channel-innermost (reduce_lane.cuh): value v of (b, c) at ((b * 4KK + v) * C + c), so a
-    // warp's stores are runs over consecutive channels.
-    float* part = p.partial + p.part_off[l] + (plane / p.C) * (4LL * KK * p.C) + c;
+    // Partials channel-innermost in blocks of 32 channels (lane_partial), so a warp's stores are runs
+    // over consecutive channels.
+    float* part = lane_partial(p, l, 4 * KK, plane / p.C, c);
 #pragma unroll 1
     for (int s = role; s < 4; s += Cfg::split) {
       const int dzs = dz[l] + s * sp[l], ys = yo[l] + s * sp[l];
@@ -83,7 +83,7 @@ __device__ __forceinline__ void bwd_lane_levels(LaneMem<CS> m, const int* dz, co
         lane_slide(win);
       }
 #pragma unroll
-      for (int r = 0; r < KK; ++r) part[(long long)(s * KK + r) * p.C] = acc[r];
+      for (int r = 0; r < KK; ++r) part[(s * KK + r) * 32] = acc[r];
       lane_conv_image<K, N, CS>(m, dzs, h, wf);
     }
     bwd_lane_levels<Cfg, l + 1, CS>(m, dz, yo, sp, p, plane, c, x, role);
@@ -180,12 +180,12 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
       for (int r = 0; r < KK; ++r) acc[r] += __shfl_xor_sync(pair, acc[r], 16);
       db += __shfl_xor_sync(pair, db, 16);
     }
-    // Value r of (b, c) at ((b * (KK + 1) + r) * C + c); the two threads of a plane store alternate values.
-    float* part0 = p.partial + p.part_off[0] + (plane / p.C) * ((KK + 1LL) * p.C) + c;
+    // Values 0..KK-1 dW~0, KK db~ (lane_partial); the two threads of a plane store alternate values.
+    float* part0 = lane_partial(p, 0, KK + 1, plane / p.C, c);
 #pragma unroll
     for (int r = 0; r < KK; ++r)
-      if (r % SPLIT == role) part0[(long long)r * p.C] = acc[r];
-    if (KK % SPLIT == role) part0[(long long)KK * p.C] = db;
+      if (r % SPLIT == role) part0[r * 32] = acc[r];
+    if (KK % SPLIT == role) part0[KK * 32] = db;
   }
 }
 

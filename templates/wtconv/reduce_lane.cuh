@@ -1,10 +1,10 @@
 // Deterministic reduction of the lane backward's partial gradients (bwd_lane.cuh), then scale-gradient
-// recovery as in reduce.cuh (§4.3, Eq. 9). The lane kernel writes partials channel-innermost, so a warp's
-// stores (consecutive channels) coalesce: value v of group g (0: W~0 then b~, k*k + 1 values; l >= 1:
-// level l, 4 k*k values, subband-major) of plane (b, c) at partial[part_off[g] + (b * nvals(g) + v) * C + c].
-// Block (x, y) takes channels 32x..32x+31 and tap set y (0: W~0 and b~; 1 + 4(l-1) + s: subband s of
-// level l): warps over the set's values, lanes over channels, each sum over b = 0..B-1 in order, so loads
-// coalesce and two runs give identical bits.
+// recovery as in reduce.cuh (§4.3, Eq. 9). The lane kernel writes partials channel-innermost in blocks
+// of 32 channels (lane_partial, common.cuh; group g: 0 W~0 then b~, k*k + 1 values; l >= 1: level l, 4 k*k
+// values, subband-major). Block (x, y) takes channels 32x..32x+31 and tap set y (0: W~0 and b~;
+// 1 + 4(l-1) + s: subband s of level l): warps over the set's values, lanes over channels, each sum over
+// b = 0..B-1 in order, so loads coalesce, the block's warps read one contiguous run per b, and two runs
+// give identical bits.
 #pragma once
 #include "wtconv/common.cuh"
 
@@ -35,14 +35,14 @@ __device__ __forceinline__ void wtconv_reduce_lane(const WTConvParams& p) {
   const int l = set == 0 ? 0 : 1 + (set - 1) / 4, s = set == 0 ? 0 : (set - 1) % 4;
   const int nvals = l == 0 ? KK + 1 : 4 * KK, n = l == 0 ? KK + 1 : KK, v0 = l == 0 ? 0 : s * KK;
   const int c = c0 + lane;
-  const long long step = (long long)nvals * C;  // one batch element further
+  const long long step = nvals * 32LL;  // one batch element further
 #pragma unroll 1
   for (int i = warp; i < n; i += NW) {
     float acc = 0.f;
     if (c < C) {
       // A grid of (C/32) x (1+4L) blocks leaves few warps per SM: each keeps up to 32 loads in flight,
       // then 8, then one. The order of the adds is b's either way.
-      const float* __restrict__ src = p.partial + p.part_off[l] + (long long)(v0 + i) * C + c;
+      const float* __restrict__ src = lane_partial(p, l, nvals, 0, c) + (v0 + i) * 32;
       int b = sum_rows<32>(acc, src, step, 0, B);
       b = sum_rows<8>(acc, src, step, b, B);
       sum_rows<1>(acc, src, step, b, B);
