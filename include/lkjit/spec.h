@@ -33,7 +33,7 @@ enum class Kernel {
   kWTConvReduce,     // deterministic reduction of per-block partials + scale-gradient recovery (Eq. 9)
   kWTConvTranspose,  // activation layout copy, NHWC <-> NCHW (wtconv_transpose in wtconv.h; not planned)
   kWTConvFwdLane,    // one or two threads per small (b,c) plane of NHWC activations: register rows, per-plane smem images
-  kWTConvBwdLane,    // the same for dX and per-plane partial parameter gradients (channel-innermost)
+  kWTConvBwdLane,    // the same for dX and per-plane partial parameter gradients (channel-innermost, 32-channel blocks)
   kWTConvReduceLane, // kWTConvReduce for the lane backward's channel-innermost partials
 };
 const char* to_string(Kernel k);
