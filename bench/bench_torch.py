@@ -268,31 +268,43 @@ def network_step(args, amp, with_wt, B=64, graph=False, packed=False):
             "losses_finite": bool(torch.isfinite(torch.stack(losses)).all())}
 
 
-def profile_network(args, B=64):
-    """Per-kernel CUDA time of one bf16 AMP training step of each model (torch.profiler), top rows."""
+def profile_network(args, B=64, steps=3):
+    """Per-kernel CUDA time of a bf16 AMP training step of each model (torch.profiler, mean of `steps`): the
+    same step as network_step (zero_grad, forward, backward, SGD), so no gradient accumulates. Prints lkjit's
+    and cuDNN's depthwise kernels one by one (us and calls per step), then the top rows of all kernels."""
     from torch.profiler import ProfilerActivity, profile
     for with_wt in (False, True):
         torch.manual_seed(0)
         model = convnext(with_wt).train()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
         x = torch.randn(B, 3, 224, 224, device="cuda")
         y = torch.randint(0, 1000, (B,), device="cuda")
 
         def step():
+            opt.zero_grad(set_to_none=True)
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = F.cross_entropy(model(x), y)
             loss.backward()
+            opt.step()
 
         for _ in range(3):
             step()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            step()
+            for _ in range(steps):
+                step()
             torch.cuda.synchronize()
         name = "WTConvNeXt-T (lkjit)" if with_wt else "convnext_tiny"
-        total = sum(e.self_device_time_total for e in prof.key_averages()) / 1000
-        print(f"\n#### {name}, bf16 AMP, one step: {total:.2f} ms of kernels\n")
+        events = sorted(prof.key_averages(), key=lambda e: -e.self_device_time_total)
+        total = sum(e.self_device_time_total for e in events) / 1000 / steps
+        print(f"\n#### {name}, bf16 AMP training step: {total:.2f} ms of kernels (mean of {steps} steps)\n")
+        print("| us/step | calls/step | kernel |\n|---|---|---|")
+        for e in events:
+            if e.key.startswith("lkjit_") or "c1_k1_nhwc" in e.key:  # lkjit, or cuDNN's depthwise kernels
+                print(f"| {e.self_device_time_total / steps:.1f} | {e.count / steps:g} | {e.key} |")
+        print()
         print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=args.profile_rows, max_name_column_width=70))
-        del model
+        model = opt = None  # freed before the next model
 
 
 def step_kernels_us(m, x, g, steps=10):
@@ -505,7 +517,7 @@ def main():
     ap.add_argument("--only", default="layers,memory,network,kernels,host",
                     help="comma-separated: layers, memory, network, kernels, host")
     ap.add_argument("--profile", action="store_true",
-                    help="only print the per-kernel CUDA time of one bf16 AMP step of each network (torch.profiler)")
+                    help="only print the per-kernel CUDA time of a bf16 AMP training step of each network (torch.profiler)")
     ap.add_argument("--profile-rows", type=int, default=25, help="rows of the --profile tables")
     ap.add_argument("--prewarm", default="off",
                     help="compile every kernel first, in parallel, with the lkjit CLI: off (kernels compile on first "
