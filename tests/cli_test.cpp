@@ -162,6 +162,19 @@ TEST_F(Cli, CompileIntoAnUnwritableCacheFailsWithTheCacheCode) {
   EXPECT_EQ(cache_entries(), 0u);
 }
 
+TEST_F(Cli, CompileDefaultTilesFitTheKernelSize) {
+  // The lane kernels' default tile_w shrinks where k's register rows would not fit (k = 7: 8 columns).
+  for (const char* kernel : {"wtconv_fwd_lane", "wtconv_bwd_lane"}) {
+    const CommandResult r = run(std::string("compile --kernel ") + kernel + " -k 7 -L 2 --emit-source");
+    EXPECT_EQ(r.code, 0) << kernel << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("wmax = 8")) << kernel;
+  }
+  // A kernel size no lane tile fits: the error names the default tile and points to --tile.
+  const CommandResult r = run("compile --kernel wtconv_fwd_lane -k 11 -L 2 --emit-source");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("k=11"), HasSubstr("the default tile"), HasSubstr("--tile")));
+}
+
 TEST_F(Cli, CompileChecksEveryArchBeforeCompilingAny) {
   CommandResult r = run("compile --kernel wtconv_fold --k 3 --L 1 --arch sm_90,sm_999");
   EXPECT_EQ(r.code, 2) << r.output;
@@ -207,6 +220,17 @@ TEST_F(Cli, RunWithoutGpuCompilesThePlannedKernels) {
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"((\d+) kernels ready for sm_90)"))) << r.output;
   EXPECT_GE(std::stoul(m[1].str()), 2u);
   EXPECT_EQ(cache_entries(), std::stoul(m[1].str()));
+}
+
+TEST_F(Cli, RunWithoutGpuIntoAnUnwritableCacheFailsWithTheCacheCode) {
+  std::string why;
+  if (lkjit::gpu_available(&why)) GTEST_SKIP() << "a GPU is present: `lkjit run` would execute, not just compile";
+  const auto dir = lkjit::test::make_unwritable_dir(cache_);
+  const CommandResult r = run("run --dtypes f32 --shapes 1:8:8:8:2", dir.prefix);
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("(not cached)"), HasSubstr("lkjit: error: " + cache_),
+                              HasSubstr("could not be stored"), Not(HasSubstr("kernels ready"))));
+  EXPECT_EQ(cache_entries(), 0u);
 }
 
 }  // namespace

@@ -387,8 +387,11 @@ TEST_F(Prewarm, RefusesWhenTheDiskCacheIsDisabled) {
 
 TEST_F(Prewarm, BadInputsNameTheValue) {
   CommandResult r = run("prewarm --preset wtconvnext-xl --list");
-  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.code, 2) << r.output;  // well-formed but unknown: bad input, as an unknown --passes
   EXPECT_THAT(r.output, AllOf(HasSubstr("'wtconvnext-xl'"), HasSubstr("wtconvnext-t, wtconvnext-s, wtconvnext-b")));
+  r = run("prewarm --preset wtconvnext-t --list --progress sometimes");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--progress 'sometimes' is unknown; supported: auto, always, never"));
   r = run("prewarm --arch sm_70 --preset wtconvnext-t --list");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("sm_70"));
@@ -410,6 +413,19 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
   r = run("prewarm --manifest " + shell_quote(manifest));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("layers[0]"), HasSubstr("\"L\""), HasSubstr("[0, 8]")));
+  // A misspelt layer key is refused, not replaced by its default; so are strings and even k.
+  const std::vector<std::pair<std::string, std::string>> layers = {
+      {R"({"C": 8, "H": 8, "W": 8, "l": 5})", "layers[0]: unknown key \"l\"; known: B, C, H, W, k, L, stride"},
+      {R"({"C": 8, "H": 8, "W": 8, "L": 2, "stirde": 2})", "unknown key \"stirde\""},
+      {R"({"C": "96", "H": 8, "W": 8})", "layers[0]: \"C\" is not an integer (\"96\"); supported: an integer in [1, 16777216]"},
+      {R"({"C": 8, "H": 8, "W": 8, "k": 4})", "layers[0]: \"k\" is 4; supported: an odd integer in [1, 31]"},
+  };
+  for (const auto& [layer, msg] : layers) {
+    write_file(manifest, R"({"layers": [)" + layer + "]}");
+    r = run("prewarm --list --manifest " + shell_quote(manifest));
+    EXPECT_EQ(r.code, 2) << layer << ": " << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr(manifest), HasSubstr(msg))) << layer;
+  }
 }
 
 TEST_F(Prewarm, OutOfRangeValuesExitWith2) {

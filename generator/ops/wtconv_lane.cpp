@@ -66,8 +66,13 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
 // (registers allow 8-12): measured on an H200, bf16 k=5, 64x384x14x14 L=3 (4 warps of the backward's,
 // 6 of the forward's): backward 198 us against 232, forward 41 against 50; 64x768x7x7 L=2 (14 warps):
 // backward 93 us against 119 for two threads.
+// tile_w is also capped where the register rows would not fit (k = 7: 8), so the default is valid for any
+// k the kernels can run; a wider plane then fails lane_reject's W check, as it failed the register one.
 Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
-  Tile t{0, static_cast<int>(std::min<int64_t>(std::max<int64_t>((sh.W + 1) / 2 * 2, 2), kLaneMaxW)), 0, 0, 64};
+  int wcap = kLaneMaxW;
+  while (wcap > 1 && s.k * (wcap + s.k - 1) + wcap + s.k * s.k > kLaneMaxRegs) wcap -= wcap > 2 ? 2 : 1;
+  Tile t{0, static_cast<int>(std::min<int64_t>(std::max<int64_t>((sh.W + 1) / 2 * 2, 2), std::min(kLaneMaxW, wcap))),
+         0, 0, 64};
   if (d.smem_per_sm / (32 * 4 * std::max<int64_t>(lane_plane_floats(s, t, sh), 1)) < 8) t.planes = t.threads / 2;
   if (lane_smem_bytes(s, t, sh) > d.smem_per_sm / 4) {
     t.threads = 32;

@@ -69,7 +69,13 @@ int compile_main() {
     OpSpec s{parse_kernel(kKernel), parse_dtype(kDtype), kK, kL, !kDeeper, parse_arch(a)};
     validate(s);
     const Tile t = kTile.empty() ? default_tile(s, Shape{64, 96, 56, 56, 1}, DeviceLimits::for_arch(s.arch)) : parse_tile(s);
-    validate(s, t, DeviceLimits::for_arch(s.arch));
+    try {
+      validate(s, t, DeviceLimits::for_arch(s.arch));
+    } catch (const SpecError& e) {
+      if (!kTile.empty()) throw;
+      throw SpecError(fmt::format("{} (the default tile; pass another with --tile: `lkjit tune --list` lists the "
+                                  "valid ones, if any)", e.what()));
+    }
     jobs.emplace_back(s, t);
   }
   if (kEmit) {

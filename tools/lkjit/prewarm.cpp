@@ -165,8 +165,8 @@ bool prewarm_cmd() { return static_cast<bool>(kCmd); }
 
 int prewarm_main() {
   if (kProgress != "auto" && kProgress != "always" && kProgress != "never")
-    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never",
-                                               std::string(kProgress)));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, "
+                                                         "always, never", std::string(kProgress)));
   // Without the disk cache every compile would be thrown away at exit.
   if (!kList && !disk_cache_enabled())
     throw CacheError(fmt::format("lkjit: error: prewarm: the on-disk cache is disabled by LKJIT_CACHE_DISABLE=1, so "

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include <optional>
 #include <set>
@@ -49,9 +50,14 @@ int64_t integer(const llvm::json::Object& o, const char* key, std::optional<int6
     return *fallback;
   }
   auto n = v->getAsInteger();
-  if (!n || *n < lo || *n > hi)
+  if (!n || *n < lo || *n > hi) {
+    std::string got;
+    llvm::raw_string_ostream os(got);
+    os << *v;
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("lkjit: error: {}: \"{}\" is out of range; supported: an integer in [{}, {}]", where, key, lo, hi));
+                fmt::format("lkjit: error: {}: \"{}\" is {} ({}); supported: an integer in [{}, {}]", where, key,
+                            n ? "out of range" : "not an integer", os.str(), lo, hi));
+  }
   return *n;
 }
 
@@ -106,12 +112,22 @@ void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, 
       const std::string where = fmt::format("{}: layers[{}]", path, i);
       const llvm::json::Object* o = (*a)[i].getAsObject();
       if (!o) throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}: not an object", where));
+      // A misspelt key would silently fall back to its default (L = 1, stride = 1): refused instead.
+      static const std::set<std::string> layer_keys = {"B", "C", "H", "W", "k", "L", "stride"};
+      for (const auto& kv : *o)
+        if (!layer_keys.count(kv.first.str()))
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("lkjit: error: {}: unknown key \"{}\"; known: B, C, H, W, k, L, stride", where,
+                                  kv.first.str()));
       PrewarmLayer ly;
       ly.B = integer(*o, "B", 1, 1, int64_t(1) << 31, where);
       ly.C = integer(*o, "C", std::nullopt, 1, int64_t(1) << 24, where);
       ly.H = integer(*o, "H", std::nullopt, 1, int64_t(1) << 20, where);
       ly.W = integer(*o, "W", std::nullopt, 1, int64_t(1) << 20, where);
       ly.k = static_cast<int>(integer(*o, "k", 5, 1, 31, where));
+      if (ly.k % 2 == 0)
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("lkjit: error: {}: \"k\" is {}; supported: an odd integer in [1, 31]", where, ly.k));
       ly.L = static_cast<int>(integer(*o, "L", 1, 0, 8, where));
       ly.stride = static_cast<int>(integer(*o, "stride", 1, 1, 64, where));
       set->layers.push_back(ly);

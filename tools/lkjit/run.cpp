@@ -69,6 +69,7 @@ int run_without_gpu(const std::vector<Layer>& layers, const std::vector<DType>& 
   std::cout << fmt::format("{:<62} {:>9} {:>9}\n", "kernel", "origin", "seconds");
   const DeviceLimits lim = DeviceLimits::for_arch(arch);
   int n = 0;
+  std::string store_error;     // as `lkjit compile`: a kernel not stored is reported, and the run fails
   std::set<std::string> seen;  // layers share kernels (e.g. the fold kernel): list each once
   for (const auto& ly : layers)
     for (DType dt : dtypes) {
@@ -76,10 +77,15 @@ int run_without_gpu(const std::vector<Layer>& layers, const std::vector<DType>& 
       for (const auto& pk : wtconv_plan(o, Shape{ly.B, ly.C, ly.H, ly.W, kStride}, lim, false, parse_path(kPath))) {
         if (!seen.insert(kernel_name(pk.spec, pk.tile)).second) continue;
         const auto ck = compile_kernel(pk.spec, pk.tile);
-        std::cout << fmt::format("{:<62} {:>9} {:>9.3f}\n", ck.kernel_name, ck.origin, ck.seconds);
+        std::cout << fmt::format("{:<62} {:>9} {:>9.3f}{}\n", ck.kernel_name, ck.origin, ck.seconds,
+                                 ck.store_error.empty() ? "" : "  (not cached)");
+        if (store_error.empty()) store_error = ck.store_error;
         ++n;
       }
     }
+  if (!store_error.empty())
+    throw CacheError(fmt::format("lkjit: error: {}: the compiled kernels could not be stored in the cache: {}",
+                                 cache_dir(), store_error));
   std::cout << fmt::format("\n{} kernels ready for {}; run on a GPU to execute and check them.\n", n, arch_name(arch));
   return 0;
 }

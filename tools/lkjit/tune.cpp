@@ -232,7 +232,7 @@ class ProgressBar {
  public:
   explicit ProgressBar(const std::string& mode) {
     if (mode != "auto" && mode != "always" && mode != "never")
-      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never", mode));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never", mode));
     // Not a terminal: a line per kernel and every 10 candidates instead of a redrawn bar.
     tty_ = ::isatty(2) != 0;
     quiet_ = mode == "never";
