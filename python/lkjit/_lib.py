@@ -8,6 +8,7 @@ Where the library is found, first match wins:
 """
 import ctypes
 import glob
+import operator
 import os
 import threading
 
@@ -59,17 +60,116 @@ class LibraryNotFoundError(LkjitError, OSError):
 _ERRORS = {1: LkjitError, 2: SpecError, 3: CompileError, 4: DriverError, 5: CacheError, 6: LkjitError}
 
 
-def dtype_code(dtype):
-    """'f32' | 'fp32' | 'float32' | 'f16' | 'fp16' | 'half' | 'bf16' | 'bfloat16' (or 0, 1, 2) -> 0, 1, 2.
+def _dtype_spellings():
+    # The message lists what dtype_code accepts, grouped by code, from the alias table itself.
+    groups = {}
+    for alias, name in _DTYPE_ALIASES.items():
+        groups.setdefault(name, []).append(repr(alias))
+    return "; ".join(f"{' | '.join(v)} (code {DTYPE_CODES[k]})" for k, v in groups.items())
 
-    Raises SpecError naming the value otherwise."""
-    if isinstance(dtype, int) and not isinstance(dtype, bool) and dtype in DTYPE_CODES.values():
-        return dtype
-    name = _DTYPE_ALIASES.get(str(dtype).lower().replace("torch.", ""))
+
+def dtype_code(dtype):
+    """'f32' | 'fp32' | 'float32' | 'float' | 'f16' | 'fp16' | 'float16' | 'half' | 'bf16' | 'bfloat16',
+    the matching torch dtypes, or the codes 0, 1, 2 -> 0, 1, 2.
+
+    Raises SpecError naming the value and listing the accepted spellings otherwise."""
+    if not isinstance(dtype, (bool, str)) and hasattr(type(dtype), "__index__"):
+        code = operator.index(dtype)
+        if code in DTYPE_CODES.values():
+            return code
+        name = None
+    else:
+        name = _DTYPE_ALIASES.get(str(dtype).lower().replace("torch.", ""))
     if name is None:
         raise SpecError(f"lkjit: error: wtconv: dtype={dtype!r} is not supported; supported: "
-                        f"float32, float16, bfloat16")
+                        f"{_dtype_spellings()}; or torch.float32, torch.float16, torch.bfloat16")
     return DTYPE_CODES[name]
+
+
+# ---- integer arguments ---------------------------------------------------------------------------------
+# ctypes converts a Python int to a C integer modulo 2^bits without a word (2**64 -> 0), so the library
+# would report a value the caller never passed. Every integer argument is therefore taken with
+# operator.index (ints, numpy integers; not float, str or bool) and checked against its C type first.
+
+_INT = 31    # value bits of the C ABI's int
+_INT64 = 63  # and of its int64_t
+
+# The library's own range for each value, for the message about a value it would never see.
+_SUPPORTED = {
+    "wtconv": {"C": "[1, 2^24]", "k": "odd k in [1, 31]", "L": f"L in [0, {MAX_LEVELS}]", "stride": "[1, 64]",
+               "device": "[0, 2^31-1]", "B": "[1, 2^31-1]", "H": "[1, 2^30]", "W": "[1, 2^30]"},
+    "wtconv_transpose": {"B": "[1, 2^63-1]", "C": "[1, 2^31-65]", "H": "[1, 2^31-65] (H*W too)",
+                         "W": "[1, 2^31-65] (H*W too)", "device": "[0, 2^31-1]"},
+}
+
+
+def as_int(value, name, where="lkjit: error: wtconv"):
+    """``value`` as a Python int (operator.index: ints and int-like objects such as numpy integers).
+    Raises TypeError naming ``name`` for anything else, bool included (True is no size)."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{where}: {name} must be an int, got {value!r} ({type(value).__name__})")
+    return operator.index(value)
+
+
+def _c_ints(where, *args):
+    """(name, value, bits) triples -> the values as ints that fit their C type (``bits`` value bits,
+    signed). TypeError for a non-integer; SpecError naming every value that does not fit, with the
+    library's range for it (or the C type's, where the library states none)."""
+    out, errors = [], []
+    for name, value, bits in args:
+        v = as_int(value, name, f"lkjit: error: {where}")
+        if not -(1 << bits) <= v < 1 << bits:
+            rng = _SUPPORTED.get(where, {}).get(name)
+            errors.append(f"{name}={v} is out of range; supported: "
+                          + (rng or f"[-2^{bits}, 2^{bits}-1] ({'int64_t' if bits == _INT64 else 'int'})"))
+        out.append(v)
+    if errors:
+        raise SpecError(f"lkjit: error: {where}: " + "; ".join(errors))
+    return out
+
+
+_I64_LO, _I64_HI = -(1 << _INT64), (1 << _INT64) - 1
+
+
+def _bhw(B, H, W):
+    """A shape's (B, H, W) for the C ABI's int64_t. Plain ints in range (every call from lkjit.torch: tensor
+    sizes) take two comparisons each; anything else gets the full check."""
+    if type(B) is int and type(H) is int and type(W) is int and \
+            _I64_LO <= B <= _I64_HI and _I64_LO <= H <= _I64_HI and _I64_LO <= W <= _I64_HI:
+        return B, H, W
+    return _c_ints("wtconv", ("B", B, _INT64), ("H", H, _INT64), ("W", W, _INT64))
+
+
+# The forms of describe's arch, as the CLI's --arch takes them (generator/spec.cpp, parse_arch).
+_ARCH_FORMS = "0 (this layer's GPU), or sm_80 and newer as 90, 'sm_90', 'sm90', '90' or '9.0'"
+
+
+def arch_code(arch):
+    """describe's ``arch`` as the C ABI's int: 0, or a compute capability of sm_80 and newer given as 90,
+    'sm_90', 'sm90', '90' or '9.0'. Raises TypeError for other types, SpecError for other values. Archs of
+    that form without a limits table (e.g. 85) are left to the library, whose message lists them."""
+    if isinstance(arch, str):
+        v = arch.strip().lower()
+        v = v[3:] if v.startswith("sm_") else v[2:] if v.startswith("sm") else v
+        if len(v) >= 3 and v[-2] == "." and v[-1].isdigit():
+            v = v[:-2] + v[-1]  # "9.0" -> "90", "10.0" -> "100"
+        if not (1 <= len(v) <= 3 and v.isascii() and v.isdigit()):
+            raise SpecError(f"lkjit: error: wtconv: arch={arch!r} is not an arch; accepted: {_ARCH_FORMS}")
+        a = int(v)
+    else:
+        if isinstance(arch, bool) or not hasattr(type(arch), "__index__"):
+            raise TypeError(f"lkjit: error: wtconv: arch must be an int or a string such as 'sm_90', got "
+                            f"{arch!r} ({type(arch).__name__})")
+        a = operator.index(arch)
+        if a == 0:
+            return 0
+        if not 0 < a <= 999:
+            raise SpecError(f"lkjit: error: wtconv: arch={a} is out of range; supported: {_ARCH_FORMS}")
+    if a < 80:  # the CLI's words (parse_arch); the C ABI would say only that sm_52 has no limits table
+        raise SpecError(f"lkjit: error: arch sm_{a} is too old; supported: sm_80 and newer")
+    return a
 
 
 def _candidates():
@@ -169,6 +269,9 @@ def _strides(s, name):
     if len(s) != 4:
         raise SpecError(f"lkjit: error: wtconv: {name} has {len(s)} entries; expected 4 element strides in "
                         f"(B, C, H, W) order")
+    for i, v in enumerate(s):
+        if type(v) is not int or not _I64_LO <= v <= _I64_HI:  # torch's strides pass at once
+            _c_ints("wtconv", (f"{name}[{i}]", v, _INT64))
     return (ctypes.c_int64 * 4)(*s)
 
 
@@ -188,6 +291,8 @@ def transpose(src, src_strides, dst, dst_strides, dtype, B, C, H, W, device=0, s
     for s, name in ((src_strides, "src_strides"), (dst_strides, "dst_strides")):
         if s is None:
             raise SpecError(f"lkjit: error: wtconv_transpose: {name} is None; expected 4 element strides")
+    B, C, H, W, device = _c_ints("wtconv_transpose", ("B", B, _INT64), ("C", C, _INT64), ("H", H, _INT64),
+                                 ("W", W, _INT64), ("device", device, _INT))
     _check(lib.lkjit_wtconv_transpose(src, _strides(src_strides, "src_strides"), dst, _strides(dst_strides, "dst_strides"),
                                       dtype_code(dtype), B, C, H, W, device, stream or None))
 
@@ -227,14 +332,20 @@ class WTConvLayer:
     ``*_strides`` arguments: 4 element strides (not bytes) in (B, C, H, W) order, e.g. ``tensor.stride()``
     of a channels_last tensor; None = NCHW contiguous. Parameters and their gradients: fp32, the
     reference module's shapes (see include/lkjit/wtconv.h).
-    Raises SpecError for out-of-range options, LibraryNotFoundError without liblkjit.so."""
+    Sizes (C, k, L, stride, device, B, H, W, strides) are ints or int-like (operator.index): TypeError
+    naming the argument otherwise (float, str, bool). Raises SpecError for out-of-range options, checked
+    in Python for values that do not fit the C ABI's integer types, LibraryNotFoundError without
+    liblkjit.so."""
 
     def __init__(self, C, k=5, L=1, dtype="f32", bias=True, stride=1, device=0):
+        self._h = None  # before anything can raise: __del__ reads it
+        self.C, self.k, self.L, self.stride, self.device = _c_ints(
+            "wtconv", ("C", C, _INT64), ("k", k, _INT), ("L", L, _INT), ("stride", stride, _INT),
+            ("device", device, _INT))
+        self.bias = bool(bias)
+        self.dtype = dtype_code(dtype)
         lib = load()
         self._lib = lib
-        self._h = None
-        self.C, self.k, self.L, self.bias, self.stride, self.device = int(C), int(k), int(L), bool(bias), int(stride), int(device)
-        self.dtype = dtype_code(dtype)
         h = ctypes.c_void_p()
         _check(lib.lkjit_wtconv_create(self.C, self.k, self.L, self.dtype, int(self.bias), self.stride,
                                        self.device, ctypes.byref(h)))
@@ -265,6 +376,7 @@ class WTConvLayer:
     def forward(self, x, out, B, H, W, stream=0, x_strides=None, out_strides=None):
         """out (B, C, ceil(H/stride), ceil(W/stride)) = WTConv(x (B, C, H, W)). Raises SpecError for bad sizes or
         strides (an out that overlaps itself, a stride < 1 on a dim of size > 1) before any GPU call."""
+        B, H, W = _bhw(B, H, W)
         _check(self._lib.lkjit_wtconv_forward_strided(self._handle(), x, _strides(x_strides, "x_strides"), out,
                                                       _strides(out_strides, "out_strides"), B, H, W, stream or None))
 
@@ -272,6 +384,7 @@ class WTConvLayer:
                  stream=0, x_strides=None, dout_strides=None, dx_strides=None):
         """dX and the parameter gradients (written, deterministic); strides as forward's, dx's checked like out's."""
         self._check_levels(grad_level_w, grad_level_s, "grad_level_w", "grad_level_s")
+        B, H, W = _bhw(B, H, W)
         _check(self._lib.lkjit_wtconv_backward_strided(
             self._handle(), x, _strides(x_strides, "x_strides"), dout, _strides(dout_strides, "dout_strides"), dx,
             _strides(dx_strides, "dx_strides"), grad_base_w, grad_base_b or None, grad_base_s, _ptrs(grad_level_w),
@@ -279,19 +392,24 @@ class WTConvLayer:
 
     def prepare(self, B, H, W, backward=False):
         """Compiles and loads every kernel of a shape."""
+        B, H, W = _bhw(B, H, W)
         _check(self._lib.lkjit_wtconv_prepare(self._handle(), B, H, W, int(bool(backward))))
 
     def runs_lane(self, B, H, W, backward=False):
         """Whether channels_last activations of this shape run a lane kernel in the forward (or backward)
         pass, which reads them in place."""
+        B, H, W = _bhw(B, H, W)
         lane = ctypes.c_int()
         _check(self._lib.lkjit_wtconv_runs_lane(self._handle(), B, H, W, int(bool(backward)), ctypes.byref(lane)))
         return bool(lane.value)
 
     def describe(self, B, H, W, backward=False, arch=0):
-        """The kernels a shape runs, one line each. arch=0: for this layer's GPU; 80, 90, ...: no GPU needed."""
+        """The kernels a shape runs, one line each. arch=0: for this layer's GPU; 90, 'sm_90', 'sm90', '9.0'
+        (sm_80 and newer): from that arch's limits table, no GPU needed."""
+        B, H, W = _bhw(B, H, W)
+        arch = arch_code(arch)
         text = ctypes.c_char_p()
-        _check(self._lib.lkjit_wtconv_describe(self._handle(), B, H, W, int(bool(backward)), int(arch),
+        _check(self._lib.lkjit_wtconv_describe(self._handle(), B, H, W, int(bool(backward)), arch,
                                                ctypes.byref(text)))
         return (text.value or b"").decode()
 

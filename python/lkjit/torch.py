@@ -37,7 +37,16 @@ import threading
 import typing
 import weakref
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:
+    if e.name != "torch":  # torch is there but broken: its own error says more
+        raise
+    # Still a ModuleNotFoundError for torch, so that `except ModuleNotFoundError` and importorskip work.
+    raise ModuleNotFoundError("lkjit.torch needs PyTorch (torch>=2.4, a CUDA build to run the kernels), "
+                              "which is not installed: pip install torch, or install this package with its "
+                              "torch extra (pip install './python[torch]' in a source checkout). "
+                              "`import lkjit` itself needs no PyTorch.", name="torch") from e
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
@@ -678,26 +687,33 @@ class WTConv2d(nn.Module):
 
     Raises ValueError: in_channels != out_channels, wt_type other than 'db1', kernel_size / wt_levels /
     stride out of range (odd k in [1, 31], levels in [0, 8], stride in [1, 64]); on forward: input not
-    4-D, wrong channel count, not on a CUDA device. TypeError: input dtype other than float32, float16,
-    bfloat16. lkjit.LibraryNotFoundError: liblkjit.so not found; lkjit.DriverError: no usable GPU.
+    4-D, wrong channel count, not on a CUDA device. TypeError: a size (in_channels, out_channels,
+    kernel_size, stride, wt_levels) that is not an int (operator.index: float, str and bool are refused);
+    input dtype other than float32, float16, bfloat16. lkjit.LibraryNotFoundError: liblkjit.so not found;
+    lkjit.DriverError: no usable GPU.
     """
 
     def __init__(self, in_channels, out_channels, kernel_size=5, stride=1, bias=True, wt_levels=1, wt_type="db1",
                  packed_params=False):
         super().__init__()
+        # Sizes by operator.index (ints, numpy integers): a float, str or bool is a TypeError naming it.
+        in_channels, out_channels, kernel_size, stride, wt_levels = (
+            _lib.as_int(v, n, _WHERE) for v, n in ((in_channels, "in_channels"), (out_channels, "out_channels"),
+                                                    (kernel_size, "kernel_size"), (stride, "stride"),
+                                                    (wt_levels, "wt_levels")))
         errors = []
         if in_channels != out_channels:
             errors.append(f"in_channels={in_channels} and out_channels={out_channels} differ; WTConv2d is "
                           f"depthwise: out_channels must equal in_channels")
-        if not isinstance(in_channels, int) or not 1 <= in_channels <= 1 << 24:
+        if not 1 <= in_channels <= 1 << 24:
             errors.append(f"in_channels={in_channels!r} is out of range; supported: [1, 2^24]")
         if wt_type not in ("db1", "haar"):
             errors.append(f"wt_type={wt_type!r} is not supported; supported: 'db1' (Haar)")
-        if not isinstance(kernel_size, int) or not (1 <= kernel_size <= 31 and kernel_size % 2 == 1):
+        if not (1 <= kernel_size <= 31 and kernel_size % 2 == 1):
             errors.append(f"kernel_size={kernel_size!r} is out of range; supported: odd k in [1, 31]")
-        if not isinstance(wt_levels, int) or not 0 <= wt_levels <= _lib.MAX_LEVELS:
+        if not 0 <= wt_levels <= _lib.MAX_LEVELS:
             errors.append(f"wt_levels={wt_levels!r} is out of range; supported: [0, {_lib.MAX_LEVELS}]")
-        if not isinstance(stride, int) or not 1 <= stride <= 64:
+        if not 1 <= stride <= 64:
             errors.append(f"stride={stride!r} is out of range; supported: [1, 64]")
         if errors:
             raise ValueError(f"{_WHERE}: " + "; ".join(errors))
@@ -835,7 +851,7 @@ class WTConv2d(nn.Module):
     def lkjit_plan(self, B, H, W, dtype=torch.float32, backward=False, arch=0, device=0):
         """The lkjit kernels a (B, C, H, W) input runs with, one per line. arch=0 plans for the GPU
         ``device``; arch=80, 90, ... plans without a GPU."""
-        layer = _lib.WTConvLayer(self.in_channels, self.kernel_size, self.wt_levels, _DTYPE_CODES[dtype],
+        layer = _lib.WTConvLayer(self.in_channels, self.kernel_size, self.wt_levels, _lib.dtype_code(dtype),
                                  self.base_conv.bias is not None, self.stride, device)
         try:
             return layer.describe(B, H, W, backward=backward, arch=arch)

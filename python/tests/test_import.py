@@ -198,6 +198,152 @@ def test_transpose_arguments_are_checked_before_the_gpu():
         _lib.transpose(1, (1 << 32, 1 << 32, 65536, 1), 1 << 40, (1 << 32, 1, 1 << 20, 16), "f32", 1, 1, 65536, 65536)
 
 
+class _Index:
+    """An int-like object other than int (as numpy integers are): operator.index takes it."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
+
+
+def test_sizes_too_large_for_the_c_types_are_named():
+    """ctypes wraps a Python int modulo 2^bits (2**64 -> 0): the message must name the value passed."""
+    _library_or_skip()
+    big = 2 ** 70
+    with pytest.raises(lkjit.SpecError, match=rf"C={big} is out of range; supported: \[1, 2\^24\]") as e:
+        lkjit.WTConvLayer(big, 5, 2)
+    assert e.value.code == 2 and isinstance(e.value, ValueError)
+    with pytest.raises(lkjit.SpecError, match=rf"k={2 ** 32 + 5} is out of range; supported: odd k in \[1, 31\]"):
+        lkjit.WTConvLayer(8, 2 ** 32 + 5)  # an int: would wrap to 5
+    with pytest.raises(lkjit.SpecError, match=rf"L={2 ** 32 + 2} is out of range.*stride={2 ** 32 + 1} is out"):
+        lkjit.WTConvLayer(8, 5, 2 ** 32 + 2, stride=2 ** 32 + 1)
+    with pytest.raises(lkjit.SpecError, match=rf"device={2 ** 32} is out of range; supported: \[0, 2\^31-1\]"):
+        lkjit.WTConvLayer(8, device=2 ** 32)
+    layer = lkjit.WTConvLayer(8, 5, 2)
+    with pytest.raises(lkjit.SpecError, match=rf"B={2 ** 64} is out of range; supported: \[1, 2\^31-1\]"):
+        layer.describe(2 ** 64, 56, 56, arch=90)
+    with pytest.raises(lkjit.SpecError, match=rf"H={2 ** 64 + 8} is out of range; supported: \[1, 2\^30\]"):
+        layer.describe(1, 2 ** 64 + 8, 8, arch=90)
+    for call in (lambda: layer.forward(1, 2, 2 ** 64, 56, 56), lambda: layer.prepare(2 ** 64, 56, 56),
+                 lambda: layer.runs_lane(2 ** 64, 56, 56),
+                 lambda: layer.backward(1, 1, 1, 1, 1, 1, [1, 1], [1, 1], 2 ** 64, 56, 56)):
+        with pytest.raises(lkjit.SpecError, match=rf"B={2 ** 64} is out of range"):
+            call()
+    with pytest.raises(lkjit.SpecError, match=rf"W={-2 ** 63 - 1} is out of range"):
+        layer.forward(1, 2, 1, 8, -2 ** 63 - 1)
+    with pytest.raises(lkjit.SpecError, match=rf"x_strides\[2\]={2 ** 64 + 8} is out of range; supported: "
+                                              r"\[-2\^63, 2\^63-1\] \(int64_t\)"):
+        layer.forward(1, 2, 1, 8, 8, x_strides=(512, 64, 2 ** 64 + 8, 1))
+    from lkjit import _lib
+    nchw, nhwc = (48, 16, 4, 1), (48, 1, 12, 3)
+    with pytest.raises(lkjit.SpecError, match=rf"wtconv_transpose: C={2 ** 64 + 3} is out of range; supported: "
+                                              r"\[1, 2\^31-65\]"):
+        _lib.transpose(1, nchw, 2, nhwc, "f32", 1, 2 ** 64 + 3, 4, 4)
+    with pytest.raises(lkjit.SpecError, match=rf"device={2 ** 32} is out of range"):
+        _lib.transpose(1, nchw, 2, nhwc, "f32", 1, 3, 4, 4, device=2 ** 32)
+
+
+@pytest.mark.parametrize("bad", [96.5, 96.0, "96", True, None, b"96"], ids=repr)
+def test_sizes_must_be_integers(bad):
+    """Sizes are taken by operator.index: a float, str, bool or None is a TypeError naming the argument
+    and the value, on every entry point, before anything reaches the C ABI."""
+    _library_or_skip()
+    want = re.escape(f"must be an int, got {bad!r} ({type(bad).__name__})")
+    for name, make in [("C", lambda: lkjit.WTConvLayer(bad, 5, 2)), ("k", lambda: lkjit.WTConvLayer(8, bad)),
+                       ("L", lambda: lkjit.WTConvLayer(8, 5, bad)),
+                       ("stride", lambda: lkjit.WTConvLayer(8, stride=bad)),
+                       ("device", lambda: lkjit.WTConvLayer(8, device=bad))]:
+        with pytest.raises(TypeError, match=rf"wtconv: {name} {want}"):
+            make()
+    layer = lkjit.WTConvLayer(8, 5, 2)
+    for name, call in [("B", lambda: layer.describe(bad, 56, 56, arch=90)),
+                       ("H", lambda: layer.describe(1, bad, 56, arch=90)),
+                       ("W", lambda: layer.forward(1, 2, 1, 56, bad)), ("B", lambda: layer.prepare(bad, 8, 8)),
+                       ("H", lambda: layer.runs_lane(1, bad, 8)),
+                       ("W", lambda: layer.backward(1, 1, 1, 1, 1, 1, [1, 1], [1, 1], 1, 8, bad)),
+                       ("x_strides[1]", lambda: layer.forward(1, 2, 1, 8, 8, x_strides=(512, bad, 8, 1)))]:
+        with pytest.raises(TypeError, match=re.escape(name) + " " + want):
+            call()
+    from lkjit import _lib
+    with pytest.raises(TypeError, match=rf"wtconv_transpose: H {want}"):
+        _lib.transpose(1, (48, 16, 4, 1), 2, (48, 1, 12, 3), "f32", 1, 3, bad, 4)
+
+
+def test_int_like_sizes_are_accepted():
+    """Any object with __index__ (numpy integers, ...) counts as an int."""
+    _library_or_skip()
+    layer = lkjit.WTConvLayer(_Index(96), _Index(5), _Index(5), dtype=_Index(2), stride=_Index(1), device=_Index(0))
+    assert (layer.C, layer.k, layer.L, layer.dtype) == (96, 5, 5, 2) and type(layer.C) is int
+    assert layer.describe(_Index(64), _Index(56), _Index(56), arch=_Index(90)) == layer.describe(64, 56, 56, arch=90)
+    np = pytest.importorskip("numpy")
+    layer = lkjit.WTConvLayer(np.int64(96), np.int32(5), np.uint8(5), dtype="bf16")
+    assert layer.describe(np.int64(64), 56, np.int16(56), arch=90) == layer.describe(64, 56, 56, arch=90)
+
+
+def test_torch_import_without_torch_says_how_to_install(tmp_path):
+    """Without PyTorch, `import lkjit.torch` says what it needs and how to get it (the package's torch
+    extra), chained from the original error; `import lkjit` keeps working."""
+    code = ("import sys\nsys.modules['torch'] = None  # as if torch were not installed\nimport lkjit\n"
+            "try:\n    import lkjit.torch\nexcept ImportError as e:\n"
+            "    assert isinstance(e, ModuleNotFoundError) and e.name == 'torch', (type(e), e.name)\n"
+            "    assert isinstance(e.__cause__, ModuleNotFoundError), repr(e.__cause__)\n    print(e)\n"
+            "else:\n    raise SystemExit('no error')\n")
+    env = dict(os.environ, PYTHONPATH=PKG_SRC)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "lkjit.torch needs PyTorch" in r.stdout and "pip install torch" in r.stdout, r.stdout
+    assert "./python[torch]" in r.stdout, r.stdout
+    text = open(os.path.join(PKG_SRC, "pyproject.toml"), encoding="utf-8").read()
+    assert re.search(r"^torch = \[", text, re.M), "the message names a torch extra that pyproject.toml lacks"
+
+
+def test_describe_arch_forms_and_messages():
+    """describe's arch: 90, 'sm_90', 'sm90', '90', '9.0' alike; too old and malformed values are named with
+    what is supported (the CLI's words for the old ones)."""
+    _library_or_skip()
+    layer = lkjit.WTConvLayer(96, k=5, L=3, dtype="f16")
+    want = layer.describe(8, 56, 56, arch=90)
+    assert "sm90" in want
+    for form in ("sm_90", "sm90", "90", "9.0", "SM_90", " sm_90 "):
+        assert layer.describe(8, 56, 56, arch=form) == want, form
+    assert layer.describe(8, 56, 56, arch="sm_100") == layer.describe(8, 56, 56, arch=100)
+    assert layer.describe(8, 56, 56, arch="10.0") == layer.describe(8, 56, 56, arch=100)
+    for old in (52, "sm_52", "5.2"):
+        with pytest.raises(lkjit.SpecError, match=r"arch sm_52 is too old; supported: sm_80 and newer"):
+            layer.describe(8, 56, 56, arch=old)
+    for bad in ("sm_90a", "hopper", "", "sm_", "9.0.1"):
+        with pytest.raises(lkjit.SpecError, match=re.escape(f"arch={bad!r} is not an arch; accepted: 0 (this")
+                           + r".*'sm_90', 'sm90'"):
+            layer.describe(8, 56, 56, arch=bad)
+    for bad in (-1, 2 ** 40):
+        with pytest.raises(lkjit.SpecError, match=rf"arch={bad} is out of range; supported: 0 "):
+            layer.describe(8, 56, 56, arch=bad)
+    with pytest.raises(TypeError, match=r"arch must be an int or a string such as 'sm_90', got 9.0 \(float\)"):
+        layer.describe(8, 56, 56, arch=9.0)
+    with pytest.raises(lkjit.SpecError, match="sm_85 has no limits table; supported: sm_80"):
+        layer.describe(8, 56, 56, arch="sm_85")  # of the form, no table: the library lists the ones it has
+
+
+def test_dtype_message_lists_the_accepted_spellings():
+    _library_or_skip()
+    with pytest.raises(lkjit.SpecError, match="dtype='f64' is not supported") as e:
+        lkjit.WTConvLayer(8, dtype="f64")
+    msg = str(e.value)
+    from lkjit import _lib
+    for spelling in _lib._DTYPE_ALIASES:  # every spelling the message lists is accepted, and the reverse
+        assert repr(spelling) in msg, (spelling, msg)
+        assert lkjit.WTConvLayer(8, dtype=spelling).dtype == _lib.DTYPE_CODES[_lib._DTYPE_ALIASES[spelling]]
+    listed = re.findall(r"'([a-z0-9]+)'", msg.split("supported:", 1)[1])
+    assert set(listed) == set(_lib._DTYPE_ALIASES), listed
+    for code in (0, 1, 2):
+        assert lkjit.WTConvLayer(8, dtype=code).dtype == code
+    for bad in (3, -1, True, "float64", 1.0):
+        with pytest.raises(lkjit.SpecError, match=re.escape(f"dtype={bad!r} is not supported; supported: 'f32'")):
+            lkjit.WTConvLayer(8, dtype=bad)
+
+
 def test_state_dict_key_mapping():
     keys = ["m.base_weight", "m.base_bias", "m.base_scale", "m.wt_weights.0", "m.wt_scales.0", "m.wt_weights.1",
             "m.wt_scales.1", "m.wt_filter", "m.iwt_filter", "other.base_weight"]
@@ -268,7 +414,7 @@ def test_torch_layout_helpers():
 
 
 def test_torch_module_argument_errors():
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
     from lkjit.torch import WTConv2d
 
     with pytest.raises(ValueError, match="in_channels=8 and out_channels=16"):
@@ -281,6 +427,19 @@ def test_torch_module_argument_errors():
         WTConv2d(8, 8, wt_levels=9)
     with pytest.raises(ValueError, match="stride=0"):
         WTConv2d(8, 8, stride=0)
+    for bad in (8.0, "8", True):
+        with pytest.raises(TypeError, match=re.escape(f"in_channels must be an int, got {bad!r}")):
+            WTConv2d(bad, 8)
+    with pytest.raises(TypeError, match=r"kernel_size must be an int, got 5.5 \(float\)"):
+        WTConv2d(8, 8, kernel_size=5.5)
+    with pytest.raises(TypeError, match=r"wt_levels must be an int, got '2' \(str\)"):
+        WTConv2d(8, 8, wt_levels="2")
+    m = WTConv2d(_Index(8), _Index(8), kernel_size=_Index(3), stride=_Index(2), wt_levels=_Index(2))
+    assert (m.in_channels, m.kernel_size, m.stride, m.wt_levels) == (8, 3, 2, 2) and type(m.stride) is int
+    plan = m.lkjit_plan(_Index(2), 32, 32, arch="sm_90")
+    assert "_k3_L2_" in plan and "sm90" in plan and "shape=2x8x32x32/s2" in plan, plan
+    with pytest.raises(lkjit.SpecError, match="dtype=torch.float64 is not supported"):
+        m.lkjit_plan(2, 32, 32, dtype=torch.float64, arch=90)
 
 
 def test_torch_state_dict_loading():
