@@ -262,17 +262,23 @@ def _check(rc):
         raise _ERRORS.get(rc, LkjitError)(msg or f"lkjit: error: code {rc}", rc)
 
 
+# The C ABI's strides argument. A caller that builds it itself (lkjit.torch, from a tensor's own int64
+# strides) skips the per-element checks below, which cost more than the call's other Python work.
+Strides = ctypes.c_int64 * 4
+
+
 def _strides(s, name):
-    """int64_t[4] of element strides in (B, C, H, W) order for a C ABI call; None -> NULL (NCHW contiguous)."""
-    if s is None:
-        return None
+    """int64_t[4] of element strides in (B, C, H, W) order for a C ABI call; None -> NULL (NCHW contiguous);
+    a Strides array as it is."""
+    if s is None or type(s) is Strides:
+        return s
     if len(s) != 4:
         raise SpecError(f"lkjit: error: wtconv: {name} has {len(s)} entries; expected 4 element strides in "
                         f"(B, C, H, W) order")
     for i, v in enumerate(s):
         if type(v) is not int or not _I64_LO <= v <= _I64_HI:  # torch's strides pass at once
             _c_ints("wtconv", (f"{name}[{i}]", v, _INT64))
-    return (ctypes.c_int64 * 4)(*s)
+    return Strides(*s)
 
 
 def _ptrs(values):
@@ -291,8 +297,10 @@ def transpose(src, src_strides, dst, dst_strides, dtype, B, C, H, W, device=0, s
     for s, name in ((src_strides, "src_strides"), (dst_strides, "dst_strides")):
         if s is None:
             raise SpecError(f"lkjit: error: wtconv_transpose: {name} is None; expected 4 element strides")
-    B, C, H, W, device = _c_ints("wtconv_transpose", ("B", B, _INT64), ("C", C, _INT64), ("H", H, _INT64),
-                                 ("W", W, _INT64), ("device", device, _INT))
+    if not (type(B) is int and type(C) is int and type(H) is int and type(W) is int and type(device) is int and
+            0 <= min(B, C, H, W, device) and max(B, C, H, W) <= _I64_HI and device < 1 << _INT):  # lkjit.torch's
+        B, C, H, W, device = _c_ints("wtconv_transpose", ("B", B, _INT64), ("C", C, _INT64), ("H", H, _INT64),
+                                     ("W", W, _INT64), ("device", device, _INT))
     _check(lib.lkjit_wtconv_transpose(src, _strides(src_strides, "src_strides"), dst, _strides(dst_strides, "dst_strides"),
                                       dtype_code(dtype), B, C, H, W, device, stream or None))
 

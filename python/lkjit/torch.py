@@ -281,8 +281,8 @@ def _transposing(x, ent, backward, mode):
 
 def _copy_layout(src, dst, device, stream):
     """dst[...] = src[...] (same shape and dtype, any dense strides) with lkjit's layout transpose."""
-    _lib.transpose(src.data_ptr(), src.stride(), dst.data_ptr(), dst.stride(), _DTYPE_CODES[src.dtype],
-                   *src.shape, device, stream)
+    _lib.transpose(src.data_ptr(), _lib.Strides(*src.stride()), dst.data_ptr(), _lib.Strides(*dst.stride()),
+                   _DTYPE_CODES[src.dtype], *src.shape, device, stream)
 
 
 def _as_nchw(t, device, stream):
@@ -331,8 +331,9 @@ _unflatten = getattr(torch._C._nn, "unflatten_dense_tensors", None) or torch._ut
 
 
 def _strides(t):
-    """Element strides for the C ABI; None (the ABI's default) for an NCHW-contiguous tensor."""
-    return None if t.is_contiguous() else t.stride()
+    """Element strides for the C ABI, as its int64_t[4] (a tensor's strides need no range check); None (the
+    ABI's default) for an NCHW-contiguous tensor."""
+    return None if t.is_contiguous() else _lib.Strides(*t.stride())
 
 
 # ---- the implementation (both paths) ---------------------------------------------------------------
