@@ -413,6 +413,10 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
   r = run("prewarm --manifest " + shell_quote(manifest));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("layers[0]"), HasSubstr("\"L\""), HasSubstr("[0, 8]")));
+  write_file(manifest, R"({"archs": ["sm_90"], "layers": []})");
+  r = run("prewarm --list --manifest " + shell_quote(manifest));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("nothing to prewarm: " + manifest + " names no \"layers\""));
   // A misspelt layer key is refused, not replaced by its default; so are strings and even k.
   const std::vector<std::pair<std::string, std::string>> layers = {
       {R"({"C": 8, "H": 8, "W": 8, "l": 5})", "layers[0]: unknown key \"l\"; known: B, C, H, W, k, L, stride"},

@@ -103,7 +103,7 @@ TEST(WTConvPlan, NHWCSmallPlanesRunLaneKernels) {
   EXPECT_THAT(refusal(o, Shape{64, 384, 14, 17, 1}), HasSubstr("W=17 exceeds tile_w=16"));
   o.k = 9;  // 9*(14+8) + 14 + 81 registers of rows and taps
   EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
-  EXPECT_THAT(refusal(o, Shape{64, 384, 14, 14, 1}), HasSubstr("k=9 with tile_w=14"));
+  EXPECT_THAT(refusal(o, Shape{64, 384, 14, 14, 1}), HasSubstr("k=9 with W=14 needs tile_w >= 14, which keeps about 293"));
 }
 
 TEST(WTConvPlan, BackwardEndsWithTheDeterministicReduction) {
@@ -146,7 +146,7 @@ TEST(WTConvPlan, NHWCLayoutPlansTheSameKernelsWhereTheLaneForwardDoesNotApply) {
   const Case cases[] = {
       {{4, 5, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 8, 24, 1}, Kernel::kWTConvFwdPlane, "W=24 exceeds tile_w=16"},
       {{4, 5, 2, DType::kF32, true, 2, 0}, Shape{1, 4, 8, 8, 2}, Kernel::kWTConvFwdPlane, "stride=2"},
-      {{4, 9, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 14, 14, 1}, Kernel::kWTConvFwdPlane, "k=9 with tile_w=14"},
+      {{4, 9, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 14, 14, 1}, Kernel::kWTConvFwdPlane, "k=9 with W=14 needs tile_w >= 14"},
       {{4, 5, 1, DType::kF32, true, 1, 0}, Shape{1, 4, 4096, 8, 1}, Kernel::kWTConvFwdLevel, "shared memory"},
       {{64, 5, 3, DType::kBF16, true, 1, 0}, Shape{8, 64, 256, 256, 1}, Kernel::kWTConvFwdLevel, "W=256 exceeds"},
   };

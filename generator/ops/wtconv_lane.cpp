@@ -54,9 +54,15 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
                        "k*(tile_w+k-1) + tile_w + k*k <= {}", s.k, t.tile_w, regs, kLaneMaxRegs);
   if (!sh) return std::nullopt;
   if (sh->stride != 1) return fmt::format("stride={} is not supported by the lane kernels; supported: 1", sh->stride);
-  if (sh->W > t.tile_w)
+  if (sh->W > t.tile_w) {
+    // Where no tile_w >= W fits k's register rows, that is the reason (the default tile_w is capped by it).
+    const int64_t need = s.k * (sh->W + s.k - 1) + sh->W + s.k * s.k;
+    if (sh->W <= kLaneMaxW && need > kLaneMaxRegs)
+      return fmt::format("k={} with W={} needs tile_w >= {}, which keeps about {} registers of rows and taps; supported: "
+                         "k*(tile_w+k-1) + tile_w + k*k <= {}", s.k, sh->W, sh->W, need, kLaneMaxRegs);
     return fmt::format("W={} exceeds tile_w={} (the widest plane of a lane binary); supported: W <= tile_w <= {}", sh->W,
                        t.tile_w, kLaneMaxW);
+  }
   return reject_smem(lane_smem_bytes(s, t, *sh), d);
 }
 

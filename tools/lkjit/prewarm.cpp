@@ -176,6 +176,9 @@ int prewarm_main() {
     if (kTuningDb.getNumOccurrences())
       throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: nothing to prewarm: --tuning-db {} has no tuned kernels; "
                                                  "give also --preset, --shapes or --manifest", std::string(kTuningDb)));
+    if (!kManifest.empty())
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: nothing to prewarm: {} names no \"layers\", "
+                                                 "\"presets\" or \"kernels\"", std::string(kManifest)));
     throw Error(ErrorCode::kUsage, "lkjit: error: nothing to prewarm: give --preset, --shapes, --manifest or --tuning-db");
   }
   const PrewarmPlan plan = expand(set);
