@@ -108,6 +108,24 @@ TEST_F(WTConvBackwardDeterminism, TwoRunsGiveIdenticalBits) {
   }
 }
 
+// A stride-1 problem's random inputs (seeds seed, seed + 1, seed + 2) and its float64 backward, for the
+// tile sweeps below.
+struct BwdCase {
+  ref::WTConvParams params;
+  std::vector<float> x, g;
+  ref::WTConvGrads want;
+};
+BwdCase make_case(const Problem& pb, DType dt, uint64_t seed) {
+  BwdCase c;
+  c.params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
+  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
+  c.x = random_tensor(size_t(s4.numel()), dt, seed + 1);
+  c.g = random_tensor(c.x.size(), dt, seed + 2);
+  c.want = ref::wtconv_backward(std::vector<double>(c.x.begin(), c.x.end()), s4, c.params,
+                                std::vector<double>(c.g.begin(), c.g.end()), pb.stride);
+  return c;
+}
+
 // Every tile of the backward plane kernel's space on one problem: each (planes, threads) pair splits its
 // warp groups differently (level chain vs base wgrad), with its own named barriers.
 class WTConvBackwardPlaneTiles : public GpuTest {};
@@ -116,12 +134,7 @@ TEST_F(WTConvBackwardPlaneTiles, EveryTileMatchesTheReference) {
   const Problem& pb = kTileProblem;
   const DType dt = DType::kF32;
   const DeviceInfo dev = device_info(0);
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 11);
-  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
-  const auto x = random_tensor(size_t(s4.numel()), dt, 12);
-  const auto g = random_tensor(x.size(), dt, 13);
-  const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
-                                         std::vector<double>(g.begin(), g.end()), pb.stride);
+  const auto [params, x, g, want] = make_case(pb, dt, 11);
   int tested = 0;
   for (const Tile& t : plane_tiles(Kernel::kWTConvBwdPlane, pb, dt, dev.arch, dev.limits)) {
     SCOPED_TRACE(t.to_string());
@@ -142,12 +155,7 @@ TEST_F(WTConvBackwardPlaneTiles, EveryReduceTileMatchesTheReference) {
   const Problem pb{19, 3, 23, 17, 5, 3, 1, true};
   const DType dt = DType::kF32;
   const DeviceInfo dev = device_info(0);
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 21);
-  const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
-  const auto x = random_tensor(size_t(s4.numel()), dt, 22);
-  const auto g = random_tensor(x.size(), dt, 23);
-  const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
-                                         std::vector<double>(g.begin(), g.end()), pb.stride);
+  const auto [params, x, g, want] = make_case(pb, dt, 21);
   int tested = 0;
   for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled})
     for (const Tile& t : plane_tiles(Kernel::kWTConvReduce, pb, dt, dev.arch, dev.limits)) {
