@@ -175,6 +175,13 @@ TEST_F(Cli, CompileDefaultTilesFitTheKernelSize) {
   EXPECT_THAT(r.output, AllOf(HasSubstr("k=11"), HasSubstr("the default tile"), HasSubstr("--tile")));
 }
 
+TEST_F(Cli, CompileTakesEachArchOnce) {
+  const CommandResult r = run("compile --kernel wtconv_fold --k 3 --L 1 --arch sm_90,90,sm_80");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "lkjit_wtconv_fold_k3_L1_w256_sm90 "), 1u) << r.output;
+  EXPECT_EQ(count(r.output, "lkjit_wtconv_fold_k3_L1_w256_sm80 "), 1u) << r.output;
+}
+
 TEST_F(Cli, CompileChecksEveryArchBeforeCompilingAny) {
   CommandResult r = run("compile --kernel wtconv_fold --k 3 --L 1 --arch sm_90,sm_999");
   EXPECT_EQ(r.code, 2) << r.output;

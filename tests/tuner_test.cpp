@@ -862,6 +862,10 @@ TEST(TuneCli, OutOfRangeValuesExitWith2) {
       {"--budget -1", 2, "tune: --budget=-1 is out of range; supported: >= 0"},
       {"--reps 0", 2, "tune: --reps=0 is out of range; supported: >= 1"},
       {"--min-noise -0.5", 2, "tune: --min-noise=-0.5 is out of range; supported: >= 0"},
+      {"--progress sometimes", 2, "--progress 'sometimes' is unknown; supported: auto, always, never"},
+      // --list measures nothing: a report file it would leave unwritten is refused.
+      {"--csv out.csv", 1, "tune: --csv writes measured results, and --list measures nothing"},
+      {"--plot out.svg", 1, "tune: --plot writes measured results"},
   };
   for (const auto& [args, code, msg] : cases) {
     const auto r = run_cli("--list --arch sm_90 " + args);

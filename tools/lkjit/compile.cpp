@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <set>
 
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
@@ -65,8 +66,10 @@ int compile_main() {
   // Everything is checked before the first compile, so a bad item fails fast and compiles nothing.
   const std::vector<std::string> items = split_list(kArchs, "--arch");
   std::vector<std::pair<OpSpec, Tile>> jobs;
+  std::set<int> archs;  // sm_90,sm_90 or sm_90,90: one job
   for (const auto& a : items) {
     OpSpec s{parse_kernel(kKernel), parse_dtype(kDtype), kK, kL, !kDeeper, parse_arch(a)};
+    if (!archs.insert(s.arch).second) continue;
     validate(s);
     const Tile t = kTile.empty() ? default_tile(s, Shape{64, 96, 56, 56, 1}, DeviceLimits::for_arch(s.arch)) : parse_tile(s);
     try {

@@ -308,7 +308,17 @@ int tune_main() {
   at_least("final-reps", kFinalReps, 0);
   at_least("min-noise", kMinNoise, 0);
   at_least("budget", kBudget, 0);
-  if (kList) return list_main(p);
+  if (kProgress != "auto" && kProgress != "always" && kProgress != "never")  // checked before --list and the GPU
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, "
+                                                         "always, never", std::string(kProgress)));
+  if (kList) {
+    // Nothing is measured, so a report file would be empty: refused rather than silently not written.
+    for (const auto* f : {&kCsv, &kJson, &kPlot})
+      if (!f->empty())
+        throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: tune: --{} writes measured results, and --list "
+                                                   "measures nothing; drop one of them", f->ArgStr.str()));
+    return list_main(p);
+  }
 
   std::string why;
   if (!gpu_available(&why))
