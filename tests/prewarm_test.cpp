@@ -389,6 +389,12 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
   CommandResult r = run("prewarm --preset wtconvnext-xl --list");
   EXPECT_EQ(r.code, 2) << r.output;  // well-formed but unknown: bad input, as an unknown --passes
   EXPECT_THAT(r.output, AllOf(HasSubstr("'wtconvnext-xl'"), HasSubstr("wtconvnext-t, wtconvnext-s, wtconvnext-b")));
+  r = run("prewarm --preset wtconvnext-t --bundle ''");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--bundle is empty"));
+  r = run("prewarm --preset wtconvnext-t --bundle " + shell_quote(tmp_ + "/no/such/dir/b.lkjit"));
+  EXPECT_EQ(r.code, 2) << r.output;  // before any compile
+  EXPECT_THAT(r.output, AllOf(HasSubstr("does not exist"), Not(HasSubstr("compiled"))));
   r = run("prewarm --preset wtconvnext-t --list --progress sometimes");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--progress 'sometimes' is unknown; supported: auto, always, never"));

@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <random>
 
@@ -167,6 +168,15 @@ int prewarm_main() {
   if (kProgress != "auto" && kProgress != "always" && kProgress != "never")
     throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, "
                                                          "always, never", std::string(kProgress)));
+  // The bundle's folder is checked before anything compiles, not after minutes of compiling.
+  if (kBundle.getNumOccurrences()) {
+    if (kBundle.empty()) throw Error(ErrorCode::kUsage, "lkjit: error: --bundle is empty; supported: a file path");
+    const auto dir = std::filesystem::absolute(std::string(kBundle)).parent_path();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --bundle {}: the folder {} does not exist",
+                                                           std::string(kBundle), dir.string()));
+  }
   // Without the disk cache every compile would be thrown away at exit.
   if (!kList && !disk_cache_enabled())
     throw CacheError(fmt::format("lkjit: error: prewarm: the on-disk cache is disabled by LKJIT_CACHE_DISABLE=1, so "
