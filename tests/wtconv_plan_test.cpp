@@ -339,7 +339,13 @@ TEST(WTConvStrides, LayerCallsCheckStridesFirst) {
 
 TEST(WTConvPlan, PlanePathRefusedWhereThePlanesDoNotFit) {
   const WTConvOptions o{2, 7, 3, DType::kF32, true, 1, 0};
-  EXPECT_THROW(wtconv_plan(o, Shape{1, 2, 128, 128, 1}, kH200, false, WTConvPath::kPlane), SpecError);
+  try {
+    wtconv_plan(o, Shape{1, 2, 128, 128, 1}, kH200, false, WTConvPath::kPlane);
+    ADD_FAILURE() << "the plane path accepted 1x2x128x128";
+  } catch (const SpecError& e) {  // the size it needs, the limit, and the way out
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("1x2x128x128 planes do not fit"), HasSubstr("exceeds the sm_90 limit"),
+                                HasSubstr("the tiled path takes any size")));
+  }
   EXPECT_NO_THROW(wtconv_plan(o, Shape{1, 2, 128, 128, 1}, kH200, false, WTConvPath::kTiled));
 }
 

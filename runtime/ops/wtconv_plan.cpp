@@ -200,9 +200,16 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
   const OpSpec plane{backward ? Kernel::kWTConvBwdPlane : Kernel::kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch};
   Tile pt;
   const bool fits = plane_fits(plane, sh, lim, &pt);
-  if (path == WTConvPath::kPlane && !fits)
-    throw SpecError(fmt::format("lkjit: error: wtconv: {} planes do not fit in shared memory for the plane path",
-                                sh.to_string()));
+  if (path == WTConvPath::kPlane && !fits) {
+    const auto why = reject_reason(plane, pt, lim, &sh);
+    throw SpecError(fmt::format(
+        "lkjit: error: wtconv: {} planes do not fit in shared memory for the plane path: {}; supported: planes whose "
+        "block takes at most half of {}'s {} B of shared memory per block (the tiled path takes any size)",
+        sh.to_string(),
+        why ? *why : fmt::format("one block of tile {} takes {} B", pt.to_string(),
+                                 launch_geometry(plane, pt, sh).smem_bytes),
+        arch_name(lim.arch), lim.max_smem_per_block));
+  }
   // kAuto runs the lane kernels on NHWC activations, forward and backward (bf16 k=5 on an H200: the lane
   // backward 198 us at 64x384x14x14 L=3 against the plane kernel's 204 plus 26 of transposes; 93 at
   // 64x768x7x7 L=2 against 165). It also wants at least 4 of its blocks per SM (tall planes can need a
