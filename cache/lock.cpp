@@ -77,12 +77,15 @@ FileLock& FileLock::operator=(FileLock&& o) noexcept {
   return *this;
 }
 
-void FileLock::release() {
-  if (fd_ < 0) return;
-  ::unlink(path_.c_str());  // while still held: nobody can be between "locked" and "checked the path"
+bool FileLock::release(std::string* why) {
+  if (fd_ < 0) return true;
+  // Unlinked while still held: nobody can be between "locked" and "checked the path".
+  const bool unlinked = ::unlink(path_.c_str()) == 0 || errno == ENOENT;
+  if (!unlinked && why) *why = fmt::format("cannot remove {}: {}", path_, std::strerror(errno));
   ::close(fd_);
   fd_ = -1;
   state_ = State::kError;
+  return unlinked;
 }
 
 bool is_locked(const std::string& path) {

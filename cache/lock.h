@@ -34,7 +34,9 @@ class FileLock {
   bool owned() const { return state_ == State::kOwned; }
   bool waited() const { return waited_; }  // another owner held it when we first asked
   const std::string& error() const { return error_; }
-  void release();
+  // Unlinks the lock file and drops the lock. False, with *why naming the path and the OS message,
+  // when the file could not be unlinked (a read-only directory); the lock is dropped all the same.
+  bool release(std::string* why = nullptr);
 
  private:
   std::string path_;

@@ -1,11 +1,13 @@
 // DiskStore maintenance: listings, LRU eviction under the size cap, clearing, and removal of files
 // that dead writers left behind.
+#include <fmt/format.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
 
 #include <algorithm>
 #include <chrono>
 
+#include "cache/bundle.h"
 #include "cache/file_io.h"
 #include "cache/lock.h"
 #include "cache/store.h"
@@ -27,6 +29,15 @@ std::vector<std::string> names_in(const std::string& dir) {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A file that stays is reported, never counted as removed: a read-only directory removes nothing.
+bool remove_or_note(const std::string& path, std::vector<std::string>* failed) {
+  if (const std::error_code ec = llvm::sys::fs::remove(path)) {
+    failed->push_back(fmt::format("cannot remove {}: {}", path, ec.message()));
+    return false;
+  }
+  return true;
 }
 
 int64_t now_ns() {
@@ -70,7 +81,15 @@ std::vector<DiskStore::Listed> DiskStore::list(bool verify) const {
   return out;
 }
 
-size_t DiskStore::sweep_stale() const {
+size_t DiskStore::compiling() const {
+  size_t n = 0;
+  // A compile holds "<key>.lock" before its entry exists, so count held locks, not locked entries.
+  for (const auto& name : names_in(dir_))
+    if (ends_with(name, ".lock") && is_key(name.substr(0, name.size() - 5)) && is_locked(dir_ + "/" + name)) ++n;
+  return n;
+}
+
+size_t DiskStore::sweep_stale(std::vector<std::string>* failed) const {
   size_t n = 0;
   const int64_t now = now_ns();
   for (const auto& name : names_in(dir_)) {
@@ -78,14 +97,14 @@ size_t DiskStore::sweep_stale() const {
     if (name.rfind(".tmp-", 0) == 0) {
       int64_t mtime = 0;
       uint64_t size = 0;
-      if (file_times(path, &mtime, &size) && now - mtime > kStaleTempNs && !llvm::sys::fs::remove(path)) ++n;
+      if (file_times(path, &mtime, &size) && now - mtime > kStaleTempNs && remove_or_note(path, failed)) ++n;
     } else if (ends_with(name, ".lock")) {
       // Not held by anyone (its owner died): taking and releasing it removes it safely.
       FileLock l = FileLock::acquire(path, std::chrono::milliseconds(0));
-      if (l.owned()) {
-        l.release();
-        ++n;
-      }
+      if (!l.owned()) continue;
+      std::string why;
+      if (l.release(&why)) ++n;
+      else failed->push_back(why);
     }
   }
   return n;
@@ -100,7 +119,7 @@ DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms) const {
     r.skipped = true;
     return r;
   }
-  r.stale_files = sweep_stale();
+  r.stale_files = sweep_stale(&r.failed);
   struct Item {
     int64_t used_ns;
     uint64_t bytes;
@@ -125,7 +144,7 @@ DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms) const {
       ++r.kept_in_use;
       continue;
     }
-    if (llvm::sys::fs::remove(path_for(it.key))) continue;
+    if (!remove_or_note(path_for(it.key), &r.failed)) continue;
     total -= it.bytes;
     ++r.removed;
     r.removed_bytes += it.bytes;
@@ -135,17 +154,17 @@ DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms) const {
   return r;
 }
 
-size_t DiskStore::clear() const {
-  if (!llvm::sys::fs::is_directory(dir_)) return 0;
-  size_t n = 0;
+DiskStore::ClearResult DiskStore::clear() const {
+  ClearResult r;
+  if (!llvm::sys::fs::is_directory(dir_)) return r;
   for (const auto& name : names_in(dir_)) {
     if (!ends_with(name, ".lkjit")) continue;
     const std::string key = name.substr(0, name.size() - 6);
     if (pinned(key) || is_locked(lock_path_for(key))) continue;
-    if (!llvm::sys::fs::remove(dir_ + "/" + name)) ++n;
+    if (remove_or_note(dir_ + "/" + name, &r.failed)) ++r.removed;
   }
-  sweep_stale();
-  return n;
+  sweep_stale(&r.failed);
+  return r;
 }
 
 }  // namespace lkjit::cache

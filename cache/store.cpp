@@ -140,10 +140,23 @@ std::optional<Entry> DiskStore::read(const std::string& key, std::string* why) c
   if (!e) {
     // Corrupt: drop it so that it gets rebuilt. A writer renames whole files only, so what we read
     // is what is there; at worst we remove a good entry published since, and it is rebuilt.
-    llvm::sys::fs::remove(path);
-    if (why) *why = fmt::format("{}: {}; entry removed", path, problem);
+    const std::error_code ec = llvm::sys::fs::remove(path);
+    if (why)
+      *why = ec ? fmt::format("{}: {}; cannot remove it: {}", path, problem, ec.message())
+                : fmt::format("{}: {}; entry removed", path, problem);
   }
   return e;
+}
+
+std::error_code DiskStore::remove_bad(const std::string& key) const {
+  const std::string path = path_for(key);
+  std::string bytes, problem;
+  if (read_whole_file(path, &bytes, &problem)) {
+    if (decode_entry(bytes, key, &problem)) return {};  // a good entry was published meanwhile
+  } else if (problem.empty()) {
+    return {};  // gone already
+  }
+  return llvm::sys::fs::remove(path);
 }
 
 std::optional<std::string> DiskStore::load(const std::string& key, std::string* why) const {

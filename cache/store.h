@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "cache/entry.h"
@@ -40,6 +41,10 @@ class DiskStore {
   void store(const EntryMeta& meta, const std::string& payload) const;
   // Removes an entry (e.g. the driver rejected its image).
   void evict(const std::string& key) const;
+  // For `cache verify`: removes the file of a key that does not read as a good entry (corrupt or
+  // unreadable), as a lookup would; one replaced by a good entry meanwhile stays. Returns the OS error
+  // when the file could not be removed.
+  std::error_code remove_bad(const std::string& key) const;
 
   struct Listed {
     std::string path;
@@ -53,6 +58,9 @@ class DiskStore {
   };
   // Every *.lkjit file. verify=true reads and checks whole entries; false reads only metadata.
   std::vector<Listed> list(bool verify = true) const;
+  // Keys whose lock some process holds now, entry or not: the kernels being compiled. A lock file
+  // nobody holds (its owner died) does not count.
+  size_t compiling() const;
 
   struct PruneResult {
     size_t removed = 0;
@@ -62,13 +70,18 @@ class DiskStore {
     uint64_t remaining_bytes = 0;
     size_t stale_files = 0;     // leftover temp and lock files of dead writers removed
     bool skipped = false;       // another process was pruning; nothing done
+    std::vector<std::string> failed;  // "cannot remove PATH: REASON", one per file that should have gone
   };
   // Evicts least-recently-used entries until the total is at most max_bytes. Entries in use (pinned
   // in this process, or locked by any) are never evicted. Also removes stale temp and lock files.
   // wait_ms: how long to wait for another process's prune (0: skip if one is running).
   PruneResult prune(uint64_t max_bytes, int wait_ms = 0) const;
-  // Removes every entry not in use, and stale files. Returns the number of entries removed.
-  size_t clear() const;
+  struct ClearResult {
+    size_t removed = 0;               // entries
+    std::vector<std::string> failed;  // "cannot remove PATH: REASON", entries and stale files
+  };
+  // Removes every entry not in use, and stale files.
+  ClearResult clear() const;
 
   // Keeps a key from eviction while this process uses it (loading, storing).
   class Pin {
@@ -84,7 +97,7 @@ class DiskStore {
   static bool pinned(const std::string& key);
 
  private:
-  size_t sweep_stale() const;
+  size_t sweep_stale(std::vector<std::string>* failed) const;
   std::string dir_;
   uint64_t max_bytes_ = 0;
 };

@@ -26,6 +26,7 @@ CacheEntryInfo to_info(const cache::DiskStore::Listed& l) {
   e.locked = l.locked;
   e.ok = l.ok;
   e.problem = l.problem;
+  e.stray = !cache::is_key(l.key);
   if (l.ok) {
     e.inputs.key = l.key;
     cache::copy_key_summary(e.inputs, l.meta);
@@ -67,17 +68,20 @@ std::vector<CacheEntryInfo> KernelCache::list(bool verify) const {
   return to_infos(store.list(verify));
 }
 
+size_t KernelCache::compiling() const {
+  const cache::DiskStore store(dir_);
+  return store.check_existing() ? store.compiling() : 0;
+}
+
 std::vector<CacheEntryInfo> KernelCache::verify() const {
   const cache::DiskStore store(dir_);
   store.ensure_dir();
   store.check_existing();  // and listable
-  auto listed = store.list(/*verify=*/true);
-  for (const auto& l : listed)
-    if (!l.ok) {
-      std::string why;
-      store.read(l.key, &why);  // removes it, unless it was replaced by a good entry meanwhile
-    }
-  return to_infos(listed);
+  auto infos = to_infos(store.list(/*verify=*/true));
+  for (auto& e : infos)
+    if (!e.ok)
+      if (const std::error_code ec = store.remove_bad(e.key)) e.remove_error = ec.message();
+  return infos;
 }
 
 CachePruneReport KernelCache::prune(std::optional<uint64_t> max_bytes) const {
@@ -87,12 +91,14 @@ CachePruneReport KernelCache::prune(std::optional<uint64_t> max_bytes) const {
   const uint64_t cap = max_bytes.value_or(max_bytes_);
   // An explicit prune waits for a concurrent one rather than silently doing nothing.
   const auto r = store.prune(cap ? cap : UINT64_MAX, /*wait_ms=*/10000);
-  return {r.removed, r.removed_bytes, r.kept_in_use, r.remaining, r.remaining_bytes, r.stale_files, r.skipped};
+  return {r.removed, r.removed_bytes, r.kept_in_use, r.remaining, r.remaining_bytes, r.stale_files, r.skipped, r.failed};
 }
 
-size_t KernelCache::clear() const {
+CacheClearReport KernelCache::clear() const {
   const cache::DiskStore store(dir_);
-  return store.check_existing() ? store.clear() : 0;
+  if (!store.check_existing()) return {};
+  auto r = store.clear();
+  return {r.removed, std::move(r.failed)};
 }
 
 CacheBundleReport KernelCache::export_bundle(const std::string& file, const std::vector<std::string>& keys) const {

@@ -225,8 +225,25 @@ TEST_F(StoreTest, NeverEvictsEntriesInUse) {
   EXPECT_EQ(entry_keys(s), (std::vector<std::string>{key_of('a'), key_of('b')}));
   // clear() spares them too.
   compiling.release();
-  EXPECT_EQ(s.clear(), 1u);
+  const auto cleared = s.clear();
+  EXPECT_EQ(cleared.removed, 1u);
+  EXPECT_TRUE(cleared.failed.empty());
   EXPECT_EQ(entry_keys(s), std::vector<std::string>{key_of('a')});
+}
+
+TEST_F(StoreTest, CompilingCountsHeldLocksNotLockedEntries) {
+  fill();
+  const DiskStore s(tmp_.path());
+  write_file(s.lock_path_for(key_of('e')), "12345\n");  // its owner died: nobody holds it
+  FileLock recompiling = FileLock::acquire(s.lock_path_for(key_of('a')), milliseconds(0));  // has an entry
+  FileLock first = FileLock::acquire(s.lock_path_for(key_of('f')), milliseconds(0));        // no entry yet
+  FileLock pruning = FileLock::acquire(tmp_.path() + "/.prune.lock", milliseconds(0));       // not a kernel
+  ASSERT_TRUE(recompiling.owned() && first.owned() && pruning.owned());
+  EXPECT_EQ(s.compiling(), 2u);
+  EXPECT_EQ(KernelCache(tmp_.path()).compiling(), 2u);
+  first.release();
+  EXPECT_EQ(s.compiling(), 1u);
+  EXPECT_EQ(KernelCache(tmp_.path() + "/none").compiling(), 0u);
 }
 
 TEST_F(StoreTest, PruneRemovesWhatDeadWritersLeft) {
@@ -441,8 +458,40 @@ TEST(KernelCacheAdmin, UnsafeOrUnusableDirectoriesAreCacheErrors) {
   const KernelCache c(none, 0);
   EXPECT_FALSE(c.exists());
   EXPECT_TRUE(c.list().empty());
-  EXPECT_EQ(c.clear(), 0u);
+  EXPECT_EQ(c.clear().removed, 0u);
   EXPECT_FALSE(fs::exists(none));
+}
+
+TEST(KernelCacheAdmin, NamesFilesItCannotRemove) {
+  TempDir tmp(kTmpPrefix);
+  const DiskStore s(tmp.path());
+  // A non-empty directory under an entry's name: no process can remove it, root included.
+  const std::string stuck = s.path_for(key_of('a'));
+  fs::create_directories(stuck);
+  write_file(stuck + "/inside", "x");
+  const std::string expected = "cannot remove " + stuck + ": Directory not empty";
+  const KernelCache c(tmp.path(), 0);
+  s.store(meta_for(key_of('b')), "cubin");
+  const auto pruned = c.prune(1);
+  EXPECT_EQ(pruned.removed, 1u);
+  EXPECT_EQ(pruned.remaining, 1u);
+  EXPECT_EQ(pruned.failed, std::vector<std::string>{expected});
+  s.store(meta_for(key_of('b')), "cubin");
+  const auto cleared = c.clear();
+  EXPECT_EQ(cleared.removed, 1u);
+  EXPECT_EQ(cleared.failed, std::vector<std::string>{expected});
+  // verify says which bad files stayed; a stray file is no entry of any key.
+  write_file(tmp.path() + "/notakey.lkjit", "junk");
+  const auto checked = c.verify();
+  ASSERT_EQ(checked.size(), 2u);
+  for (const auto& e : checked) {
+    SCOPED_TRACE(e.path);
+    EXPECT_FALSE(e.ok);
+    EXPECT_EQ(e.stray, e.key == "notakey");
+    EXPECT_EQ(e.remove_error, e.stray ? "" : "Directory not empty");
+  }
+  EXPECT_TRUE(fs::is_directory(stuck));
+  EXPECT_FALSE(fs::exists(tmp.path() + "/notakey.lkjit"));
 }
 
 TEST(EntryFormat, ProblemsEscapeBinaryBytes) {

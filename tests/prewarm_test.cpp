@@ -22,6 +22,7 @@
 
 #include "cache/entry.h"
 #include "cache/key.h"
+#include "cache/lock.h"
 #include "tests/test_support.h"
 
 extern char** environ;
@@ -639,6 +640,127 @@ TEST_F(Prewarm, CacheStatPrintsHumanSizesAndTheFullMode) {
   r = run("cache stat");
   EXPECT_EQ(r.code, 5) << r.output;
   EXPECT_THAT(r.output, HasSubstr("(mode 1777)"));
+}
+
+// The line of out that holds what, or "" (for checking what was said about one file).
+std::string line_with(const std::string& out, const std::string& what) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(what) != std::string::npos) return line;
+  return "";
+}
+
+// A file name in the cache that no process can remove, root included: a non-empty directory.
+void make_unremovable(const std::string& path) {
+  fs::create_directories(path);
+  write_file(path + "/inside", "x");
+}
+
+TEST_F(Prewarm, ClearAndPruneNameWhatTheyCannotRemove) {
+  fs::create_directories(cache_);
+  fs::permissions(cache_, fs::perms::owner_all);
+  const std::string stuck = cache_ + "/" + std::string(64, 'a') + ".lkjit", fine = cache_ + "/" + std::string(64, 'b') + ".lkjit";
+  make_unremovable(stuck);
+  write_file(fine, fake_entry('b', 100));
+  CommandResult r = run("cache prune --max-bytes 1");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("prune: cannot remove " + stuck + ": Directory not empty"),
+                              HasSubstr("removed 1 entries"), HasSubstr("1 entries"),
+                              HasSubstr("lkjit: error: " + cache_ + ": 1 file(s) could not be removed")));
+  EXPECT_FALSE(fs::exists(fine));
+  write_file(fine, fake_entry('b', 100));
+  r = run("cache clear");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("clear: cannot remove " + stuck + ": Directory not empty"),
+                              HasSubstr("clear: removed 1 entries from " + cache_),
+                              HasSubstr("lkjit: error: " + cache_ + ": 1 file(s) could not be removed")));
+  EXPECT_FALSE(fs::exists(fine));
+  EXPECT_TRUE(fs::is_directory(stuck));
+  // Once it can go, clear succeeds.
+  fs::remove(stuck + "/inside");
+  r = run("cache clear");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(stuck));
+}
+
+TEST_F(Prewarm, VerifySaysWhatItRemovedAndWhatItCouldNot) {
+  fs::create_directories(cache_);
+  fs::permissions(cache_, fs::perms::owner_all);
+  const std::string stuck = cache_ + "/" + std::string(64, 'a') + ".lkjit", corrupt = cache_ + "/" + std::string(64, 'b') + ".lkjit",
+                    stray = cache_ + "/notakey.lkjit";
+  make_unremovable(stuck);
+  write_file(corrupt, "junk");
+  write_file(stray, fake_entry('c', 10));
+  CommandResult r = run("cache verify");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(line_with(r.output, stuck), AllOf(HasSubstr("corrupt: "), HasSubstr("could not remove it: Directory not empty"),
+                                                Not(HasSubstr("removed;"))))
+      << r.output;
+  EXPECT_THAT(line_with(r.output, corrupt), HasSubstr("(removed; it is rebuilt on next use)")) << r.output;
+  EXPECT_EQ(line_with(r.output, stray), "not a cache entry: " + stray + " (its name is not a key; removed)") << r.output;
+  EXPECT_THAT(r.output, HasSubstr("verify: 0 entries ok, 2 corrupt, 1 stray file(s); 1 could not be removed")) << r.output;
+  EXPECT_TRUE(fs::is_directory(stuck));
+  EXPECT_FALSE(fs::exists(corrupt));
+  EXPECT_FALSE(fs::exists(stray));
+  r = run("cache verify");
+  EXPECT_EQ(r.code, 5) << "a corrupt entry is still there: " << r.output;
+  EXPECT_THAT(r.output, HasSubstr("0 entries ok, 1 corrupt; 1 could not be removed"));
+}
+
+// The user's case: a cache this user can read but not write. Root writes anyway, so there it is skipped
+// (the tests above make removal fail for root too).
+TEST_F(Prewarm, MaintenanceOfAReadOnlyCacheFailsWithTheReason) {
+  fs::create_directories(cache_);
+  fs::permissions(cache_, fs::perms::owner_all);
+  const std::string corrupt = cache_ + "/" + std::string(64, 'a') + ".lkjit", good = cache_ + "/" + std::string(64, 'b') + ".lkjit";
+  write_file(corrupt, "junk");
+  write_file(good, fake_entry('b', 100));
+  const std::string stale_lock = cache_ + "/" + std::string(64, 'c') + ".lock";
+  write_file(stale_lock, "12345\n");  // its owner died
+  ASSERT_EQ(::chmod(cache_.c_str(), 0500), 0);
+  const std::string probe = cache_ + "/probe";
+  if (const int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY, 0600); fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+    ::chmod(cache_.c_str(), 0700);
+    GTEST_SKIP() << "this user can write " << cache_ << " despite mode 0500 (root?)";
+  }
+  for (const char* a : {"clear", "prune --max-bytes 1"}) {
+    const CommandResult r = run(std::string("cache ") + a);
+    EXPECT_EQ(r.code, 5) << a << ": " << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr("cannot remove " + good + ": Permission denied"),
+                                HasSubstr("cannot remove " + stale_lock + ": Permission denied"),
+                                HasSubstr("removed 0 entries"), HasSubstr("3 file(s) could not be removed")))
+        << a;
+  }
+  EXPECT_THAT(run("cache prune --max-bytes 0").output, HasSubstr("0 stale files removed"));
+  const CommandResult r = run("cache verify");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(line_with(r.output, corrupt), AllOf(HasSubstr("could not remove it: Permission denied"), Not(HasSubstr("removed;"))))
+      << r.output;
+  ::chmod(cache_.c_str(), 0700);
+  EXPECT_TRUE(fs::exists(corrupt) && fs::exists(good) && fs::exists(stale_lock));
+}
+
+TEST_F(Prewarm, CacheStatCountsKernelsBeingCompiled) {
+  fs::create_directories(cache_);
+  fs::permissions(cache_, fs::perms::owner_all);
+  write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", fake_entry('a', 100));
+  write_file(cache_ + "/" + std::string(64, 'd') + ".lock", "12345\n");  // stale: its owner died
+  using lkjit::cache::FileLock;
+  std::vector<FileLock> held;
+  // 'a' is cached and being compiled again; 'b' and 'c' have no entry yet. The prune guard is no kernel.
+  for (const std::string name : {std::string(64, 'a'), std::string(64, 'b'), std::string(64, 'c'), std::string(".prune")}) {
+    held.push_back(FileLock::acquire(cache_ + "/" + name + ".lock", std::chrono::milliseconds(0)));
+    ASSERT_TRUE(held.back().owned()) << held.back().error();
+  }
+  CommandResult r = run("cache stat");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("entries    1\n"), HasSubstr("compiling  3\n")));
+  held.clear();
+  r = run("cache stat");
+  EXPECT_THAT(r.output, HasSubstr("compiling  0\n"));
+  EXPECT_EQ(files_with(".lock").size(), 1u) << "stat removed the stale lock";
 }
 
 }  // namespace

@@ -50,6 +50,8 @@ struct CacheEntryInfo {
   bool locked = false;   // some process is compiling this key now
   bool ok = false;
   std::string problem;   // why not ok
+  bool stray = false;    // the file name is not a key: never an entry lkjit wrote
+  std::string remove_error;  // verify: the OS message when this bad file could not be removed
 };
 
 struct CachePruneReport {
@@ -60,6 +62,12 @@ struct CachePruneReport {
   uint64_t remaining_bytes = 0;
   size_t stale_files = 0;  // temp and lock files left by dead processes, removed
   bool skipped = false;    // another process was pruning
+  std::vector<std::string> failed;  // "cannot remove PATH: REASON" for each file that should have gone
+};
+
+struct CacheClearReport {
+  size_t removed = 0;               // entries
+  std::vector<std::string> failed;  // "cannot remove PATH: REASON", entries and stale files
 };
 
 struct CacheBundleReport {
@@ -88,13 +96,17 @@ class KernelCache {
   // Every entry, most recently used first. verify=false reads only metadata (fast); true reads and
   // checksums every entry.
   std::vector<CacheEntryInfo> list(bool verify = false) const;
-  // Checks every entry; the corrupt ones are removed (as a lookup would) and returned with why.
+  // Kernels being compiled now: keys whose lock some process holds, whether or not an entry exists.
+  size_t compiling() const;
+  // Checks every entry; the corrupt ones are removed (as a lookup would) and returned with why, and
+  // with remove_error set where the removal failed.
   std::vector<CacheEntryInfo> verify() const;
   // Least-recently-used eviction down to max_bytes (default: this cache's cap; 0: no cap, so only
-  // stale temp and lock files are removed), plus stale files.
+  // stale temp and lock files are removed), plus stale files. Files that could not be removed are in
+  // failed, with the reason.
   CachePruneReport prune(std::optional<uint64_t> max_bytes = std::nullopt) const;
-  // Removes every entry not in use. Returns how many.
-  size_t clear() const;
+  // Removes every entry not in use, and stale files; those that could not be removed are in failed.
+  CacheClearReport clear() const;
   // A bundle of the given keys' entries (every entry when keys is empty), written temp-then-rename.
   CacheBundleReport export_bundle(const std::string& file, const std::vector<std::string>& keys = {}) const;
   // Verifies the whole bundle, then adds its entries. Throws CacheError; a bad bundle adds nothing.

@@ -53,16 +53,25 @@ bool present(const KernelCache& c) {
   return false;
 }
 
+// Each file a maintenance action could not remove, with the reason, then the cache error: entries
+// that stay must not pass for a done job.
+int report_unremoved(const KernelCache& c, const char* action, const std::vector<std::string>& failed) {
+  if (failed.empty()) return 0;
+  std::cout.flush();  // after the summary line
+  for (const auto& f : failed) std::cerr << fmt::format("{}: {}\n", action, f);
+  std::cerr << fmt::format("lkjit: error: {}: {} file(s) could not be removed\n", c.dir(), failed.size());
+  return static_cast<int>(ErrorCode::kCache);
+}
+
 int stat_main(const KernelCache& c) {
   present(c);
   const auto entries = c.list();
   uint64_t bytes = 0;
-  size_t bad = 0, locked = 0;
+  size_t bad = 0;
   std::map<std::string, size_t> by_toolchain;
   for (const auto& e : entries) {
     bytes += e.file_bytes;
     bad += !e.ok;
-    locked += e.locked;
     if (e.ok) ++by_toolchain[fmt::format("{} / NVRTC {}", arch_name(e.inputs.arch), e.inputs.nvrtc_version)];
   }
   std::cout << fmt::format("cache      {}\n", c.dir());
@@ -70,7 +79,7 @@ int stat_main(const KernelCache& c) {
   std::cout << fmt::format("size       {} of {} cap{}\n", human_bytes(bytes), c.max_bytes() ? human_bytes(c.max_bytes()) : "no",
                            c.max_bytes() ? fmt::format(" ({:.0f}%)", 100.0 * bytes / c.max_bytes()) : "");
   std::cout << fmt::format("unreadable {}\n", bad);
-  std::cout << fmt::format("compiling  {}\n", locked);
+  std::cout << fmt::format("compiling  {}\n", c.compiling());
   if (!entries.empty())
     std::cout << fmt::format("last used  {} (oldest: {})\n", age(entries.front().last_used), age(entries.back().last_used));
   for (const auto& [what, n] : by_toolchain) std::cout << fmt::format("  {:>6}  {}\n", n, what);
@@ -95,17 +104,28 @@ int ls_main(const KernelCache& c) {
 
 int verify_main(const KernelCache& c) {
   c.check();
-  size_t ok = 0, bad = 0;
+  size_t ok = 0, bad = 0, stray = 0, stuck = 0;
   for (const auto& e : c.verify()) {
     if (e.ok) {
       ++ok;
       continue;
     }
-    ++bad;
-    std::cout << fmt::format("corrupt: {}: {} (removed; it is rebuilt on next use)\n", e.path, e.problem);
+    stuck += !e.remove_error.empty();
+    const std::string fate = !e.remove_error.empty() ? "could not remove it: " + e.remove_error
+                             : e.stray              ? "removed"  // never an entry: nothing rebuilds it
+                                                    : "removed; it is rebuilt on next use";
+    if (e.stray) {
+      ++stray;
+      std::cout << fmt::format("not a cache entry: {} (its name is not a key; {})\n", e.path, fate);
+    } else {
+      ++bad;
+      std::cout << fmt::format("corrupt: {}: {} ({})\n", e.path, e.problem, fate);
+    }
   }
-  std::cout << fmt::format("verify: {} entries ok, {} corrupt\n", ok, bad);
-  return bad ? static_cast<int>(ErrorCode::kCache) : 0;
+  std::cout << fmt::format("verify: {} entries ok, {} corrupt{}{}\n", ok, bad,
+                           stray ? fmt::format(", {} stray file(s)", stray) : "",
+                           stuck ? fmt::format("; {} could not be removed", stuck) : "");
+  return bad || stray ? static_cast<int>(ErrorCode::kCache) : 0;
 }
 
 int prune_main(const KernelCache& c) {
@@ -120,7 +140,14 @@ int prune_main(const KernelCache& c) {
   std::cout << fmt::format("prune: removed {} entries ({}), kept {} in use; {} entries ({}) remain; {} stale files removed\n",
                            r.removed, human_bytes(r.removed_bytes), r.kept_in_use, r.remaining,
                            human_bytes(r.remaining_bytes), r.stale_files);
-  return 0;
+  return report_unremoved(c, "prune", r.failed);
+}
+
+int clear_main(const KernelCache& c) {
+  if (!present(c)) return 0;
+  const auto r = c.clear();
+  std::cout << fmt::format("clear: removed {} entries from {}\n", r.removed, c.dir());
+  return report_unremoved(c, "clear", r.failed);
 }
 
 void print_inputs(const KeyInputsInfo& in) {
@@ -235,10 +262,7 @@ int cache_main() {
   if (action == "ls") return ls_main(c);
   if (action == "verify") return verify_main(c);
   if (action == "prune") return prune_main(c);
-  if (action == "clear") {
-    if (present(c)) std::cout << fmt::format("clear: removed {} entries from {}\n", c.clear(), c.dir());
-    return 0;
-  }
+  if (action == "clear") return clear_main(c);
   if (action == "explain") return explain_main(c, kArgs[1]);
   if (action == "import") {
     const auto r = c.import_bundle(kArgs[1]);
