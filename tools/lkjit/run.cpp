@@ -43,7 +43,7 @@ struct Layer {
 
 std::vector<Layer> parse_layers(const std::string& s) {
   std::vector<Layer> out;
-  for (const auto& item : split_list(s, "shapes")) {
+  for (const auto& item : split_list(s, "--shapes")) {
     const auto v = parse_dims(item, "--shapes", "B:C:H:W:L");
     if (v[4] < 0 || v[4] > kMaxLevels)
       throw Error(ErrorCode::kInvalidArgument,
@@ -97,7 +97,7 @@ bool run_cmd() { return static_cast<bool>(kRun); }
 int run_main() {
   const auto layers = parse_layers(kShapes);
   std::vector<DType> dtypes;
-  for (const auto& d : split_list(kDtypes, "dtypes")) dtypes.push_back(parse_dtype(d));
+  for (const auto& d : split_list(kDtypes, "--dtypes")) dtypes.push_back(parse_dtype(d));
   // Every layer is checked (options and sizes) before anything is compiled or run.
   for (const auto& ly : layers)
     for (DType dt : dtypes)
