@@ -86,6 +86,13 @@ TEST_F(Cli, CompileRejectsOldArchAndMalformedTile) {
   EXPECT_THAT(r.output, HasSubstr("no-such-option"));
 }
 
+TEST_F(Cli, HelpListsLkjitsOptionsNotLlvmsInternalOnes) {
+  const CommandResult r = run("--help-hidden");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("--version"), HasSubstr("prewarm"), Not(HasSubstr("--rng-seed")),
+                              Not(HasSubstr("--stats"))));
+}
+
 TEST_F(Cli, RunRejectsMalformedShapes) {
   CommandResult r = run("run --shapes 1:2:3");
   EXPECT_EQ(r.code, 1) << r.output;

@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
   cl::SetVersionPrinter([](llvm::raw_ostream& os) {
     os << "lkjit " << LKJIT_VERSION << " (generator v" << lkjit::kGeneratorVersion << ")\n";
   });
+  // LLVM Support registers its own options (--stats, --rng-seed, ...) at the top level: kept out of
+  // --help-hidden, which then lists only lkjit's and the generic ones (--help, --version).
+  static cl::OptionCategory lkjit_top("lkjit options");
+  cl::HideUnrelatedOptions(lkjit_top);
   if (argc < 2) {
     // The main job: `lkjit` alone behaves as `lkjit run`.
     static const char* run_argv[] = {argv[0], "run", nullptr};
