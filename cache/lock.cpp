@@ -26,7 +26,8 @@ FileLock FileLock::acquire(const std::string& path, std::chrono::milliseconds ma
   const auto deadline = std::chrono::steady_clock::now() + max_wait;
   auto pause = std::chrono::milliseconds(2);
   for (;;) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    // O_NOFOLLOW: a symlink planted under a lock's name must not get its target truncated.
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
       l.error_ = fmt::format("{}: cannot open lock file: {}", path, std::strerror(errno));
       return l;
@@ -89,7 +90,7 @@ bool FileLock::release(std::string* why) {
 }
 
 bool is_locked(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return false;
   const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);

@@ -98,7 +98,7 @@ size_t DiskStore::sweep_stale(std::vector<std::string>* failed) const {
       int64_t mtime = 0;
       uint64_t size = 0;
       if (file_times(path, &mtime, &size) && now - mtime > kStaleTempNs && remove_or_note(path, failed)) ++n;
-    } else if (ends_with(name, ".lock")) {
+    } else if (ends_with(name, ".lock") && is_key(name.substr(0, name.size() - 5))) {  // lkjit's own locks only
       // Not held by anyone (its owner died): taking and releasing it removes it safely.
       FileLock l = FileLock::acquire(path, std::chrono::milliseconds(0));
       if (!l.owned()) continue;

@@ -36,9 +36,10 @@ size_t count(const std::string& s, const std::string& what) {
 // One CLI run per test with its own cache directory; the parent's cache settings never leak in.
 class Cli : public ::testing::Test {
  protected:
-  CommandResult run(const std::string& args, const std::string& shell_prefix = "") const {
+  // env: extra NAME=VALUE settings for this run.
+  CommandResult run(const std::string& args, const std::string& shell_prefix = "", const std::string& env = "") const {
     return run_command(shell_prefix + "env -u LKJIT_CACHE_DISABLE -u LKJIT_DUMP_DIR -u LKJIT_LOG LKJIT_CACHE_DIR=" + shell_quote(cache_) +
-                       " " + shell_quote(LKJIT_CLI_PATH) + " " + args + " 2>&1");
+                       " " + env + " " + shell_quote(LKJIT_CLI_PATH) + " " + args + " 2>&1");
   }
 
   size_t cache_entries() const {
@@ -234,6 +235,15 @@ TEST_F(Cli, RunWithoutGpuCompilesThePlannedKernels) {
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"((\d+) kernels ready for sm_90)"))) << r.output;
   EXPECT_GE(std::stoul(m[1].str()), 2u);
   EXPECT_EQ(cache_entries(), std::stoul(m[1].str()));
+}
+
+TEST_F(Cli, RunWithoutGpuSaysWhenTheDiskCacheIsDisabled) {
+  std::string why;
+  if (lkjit::gpu_available(&why)) GTEST_SKIP() << "a GPU is present: `lkjit run` would execute, not just compile";
+  const CommandResult r = run("run --dtypes f32 --shapes 1:8:8:8:1", "", "LKJIT_CACHE_DISABLE=1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("disabled by LKJIT_CACHE_DISABLE=1: nothing is kept"), Not(HasSubstr(cache_))));
+  EXPECT_EQ(cache_entries(), 0u);
 }
 
 TEST_F(Cli, RunWithoutGpuIntoAnUnwritableCacheFailsWithTheCacheCode) {

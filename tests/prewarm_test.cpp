@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -396,6 +397,11 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
   r = run("prewarm --preset wtconvnext-t --bundle " + shell_quote(tmp_ + "/no/such/dir/b.lkjit"));
   EXPECT_EQ(r.code, 2) << r.output;  // before any compile
   EXPECT_THAT(r.output, AllOf(HasSubstr("does not exist"), Not(HasSubstr("compiled"))));
+  for (const std::string& target : {tmp_, tmp_ + "/b.lkjit/", std::string("/dev/null")}) {
+    r = run("prewarm --preset wtconvnext-t --bundle " + shell_quote(target));
+    EXPECT_EQ(r.code, 2) << target << ": " << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr("is not a file"), Not(HasSubstr("compiled")))) << target;
+  }
   r = run("prewarm --preset wtconvnext-t --list --progress sometimes");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--progress 'sometimes' is unknown; supported: auto, always, never"));
@@ -420,6 +426,14 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
   r = run("prewarm --manifest " + shell_quote(manifest));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("layers[0]"), HasSubstr("\"L\""), HasSubstr("[0, 8]")));
+  write_file(manifest, R"({"passes": [], "layers": [{"C": 8, "H": 8, "W": 8}]})");
+  r = run("prewarm --list --manifest " + shell_quote(manifest));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("\"passes\" is empty; supported: fwd, bwd or both"));
+  write_file(manifest, R"({"layers": [{"B": 2147483648, "C": 8, "H": 8, "W": 8}]})");
+  r = run("prewarm --list --manifest " + shell_quote(manifest));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("layers[0]: \"B\" is out of range"), HasSubstr("[1, 2147483647]")));
   write_file(manifest, R"({"archs": ["sm_90"], "layers": []})");
   r = run("prewarm --list --manifest " + shell_quote(manifest));
   EXPECT_EQ(r.code, 1) << r.output;
@@ -569,6 +583,42 @@ TEST_F(Prewarm, PruneMaxBytesZeroMeansNoCap) {
   EXPECT_THAT(r.output, HasSubstr("removed 0 entries"));
   EXPECT_EQ(files_with(".lkjit").size(), 2u);
   EXPECT_THAT(run("cache --help").output, HasSubstr("0: no limit"));
+}
+
+TEST_F(Prewarm, ExportReplacesOnlyRegularFiles) {
+  // The bundle is published by a rename, which would replace a FIFO or a device node (/dev/null as root).
+  fs::create_directories(cache_);
+  ASSERT_EQ(::chmod(cache_.c_str(), 0700), 0);
+  write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", fake_entry('a', 100));
+  const std::string fifo = tmp_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const CommandResult r = run("cache export " + shell_quote(fifo));
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(fifo + ": exists and is not a regular file"));
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+}
+
+TEST_F(Prewarm, StaleSweepLeavesSymlinksAndForeignLocksAlone) {
+  // A lock file is opened without following links, and only lkjit's own (key-named) locks are swept.
+  fs::create_directories(cache_);
+  ASSERT_EQ(::chmod(cache_.c_str(), 0700), 0);
+  const std::string target = tmp_ + "/precious.txt", other = tmp_ + "/other.txt";
+  write_file(target, "precious data\n");
+  write_file(other, "other data\n");
+  fs::create_symlink(target, cache_ + "/" + std::string(64, 'b') + ".lock");
+  fs::create_symlink(other, cache_ + "/whatever.lock");
+  for (const char* action : {"prune --max-bytes 0", "clear"}) {
+    const CommandResult r = run(std::string("cache ") + action);
+    EXPECT_THAT(r.output, Not(HasSubstr("2 stale files removed"))) << action;
+    std::ifstream a(target), b(other);
+    std::stringstream sa, sb;
+    sa << a.rdbuf();
+    sb << b.rdbuf();
+    EXPECT_EQ(sa.str(), "precious data\n") << action;
+    EXPECT_EQ(sb.str(), "other data\n") << action;
+  }
 }
 
 TEST_F(Prewarm, EveryCacheActionChecksTheDirectory) {

@@ -214,6 +214,13 @@ TEST(WTConvPlan, RejectsBadSizesNamingEveryOne) {
   }
   EXPECT_THROW(wtconv_plan(o, Shape{1, 5, 8, 8, 1}, kH200), SpecError);  // C differs from the layer's
   EXPECT_THROW(wtconv_plan({4, 4, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 8, 8, 1}, kH200), SpecError);  // even k
+  // Too many elements: the product is stated as computed, without int64 overflow (16 * 4 * 2^30 * 2^30 = 2^66).
+  try {
+    wtconv_plan(o, Shape{16, 4, int64_t(1) << 30, int64_t(1) << 30, 1}, kH200);
+    FAIL() << "2^66 elements accepted";
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("B*C*H*W=7.379e+19 exceeds the supported 2^40 elements"));
+  }
 }
 
 // ---- strides (detail::resolve_strides; WTConv::forward/backward check them before any device work) ----

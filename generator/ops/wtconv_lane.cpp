@@ -48,21 +48,22 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
                        "(two threads per plane)", t.planes, t.threads);
   if (t.tile_w < 1 || t.tile_w > kLaneMaxW)
     return fmt::format("tile_w={} is out of range; supported: [1, {}]", t.tile_w, kLaneMaxW);
+  if (sh && sh->W > t.tile_w && sh->W <= kLaneMaxW) {
+    // Where no tile_w >= W fits k's register rows, that is the reason (the default tile_w is capped by it).
+    const int64_t need = s.k * (sh->W + s.k - 1) + sh->W + s.k * s.k;
+    if (need > kLaneMaxRegs)
+      return fmt::format("k={} with W={} needs tile_w >= {}, which keeps about {} registers of rows and taps; supported: "
+                         "k*(tile_w+k-1) + tile_w + k*k <= {}", s.k, sh->W, sh->W, need, kLaneMaxRegs);
+  }
   const int regs = s.k * (t.tile_w + s.k - 1) + t.tile_w + s.k * s.k;
   if (regs > kLaneMaxRegs)
     return fmt::format("k={} with tile_w={} keeps about {} registers of rows and taps; supported: "
                        "k*(tile_w+k-1) + tile_w + k*k <= {}", s.k, t.tile_w, regs, kLaneMaxRegs);
   if (!sh) return std::nullopt;
   if (sh->stride != 1) return fmt::format("stride={} is not supported by the lane kernels; supported: 1", sh->stride);
-  if (sh->W > t.tile_w) {
-    // Where no tile_w >= W fits k's register rows, that is the reason (the default tile_w is capped by it).
-    const int64_t need = s.k * (sh->W + s.k - 1) + sh->W + s.k * s.k;
-    if (sh->W <= kLaneMaxW && need > kLaneMaxRegs)
-      return fmt::format("k={} with W={} needs tile_w >= {}, which keeps about {} registers of rows and taps; supported: "
-                         "k*(tile_w+k-1) + tile_w + k*k <= {}", s.k, sh->W, sh->W, need, kLaneMaxRegs);
+  if (sh->W > t.tile_w)
     return fmt::format("W={} exceeds tile_w={} (the widest plane of a lane binary); supported: W <= tile_w <= {}", sh->W,
                        t.tile_w, kLaneMaxW);
-  }
   return reject_smem(lane_smem_bytes(s, t, *sh), d);
 }
 
@@ -76,7 +77,7 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
 // k the kernels can run; a wider plane then fails lane_reject's W check, as it failed the register one.
 Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
   int wcap = kLaneMaxW;
-  while (wcap > 1 && s.k * (wcap + s.k - 1) + wcap + s.k * s.k > kLaneMaxRegs) wcap -= wcap > 2 ? 2 : 1;
+  while (wcap > 2 && s.k * (wcap + s.k - 1) + wcap + s.k * s.k > kLaneMaxRegs) wcap -= 2;  // even, as tile_space
   Tile t{0, static_cast<int>(std::min<int64_t>(std::max<int64_t>((sh.W + 1) / 2 * 2, 2), std::min(kLaneMaxW, wcap))),
          0, 0, 64};
   if (d.smem_per_sm / (32 * 4 * std::max<int64_t>(lane_plane_floats(s, t, sh), 1)) < 8) t.planes = t.threads / 2;

@@ -158,6 +158,8 @@ def arch_code(arch):
         if not (1 <= len(v) <= 3 and v.isascii() and v.isdigit()):
             raise SpecError(f"lkjit: error: wtconv: arch={arch!r} is not an arch; accepted: {_ARCH_FORMS}")
         a = int(v)
+        if a == 0:
+            return 0
     else:
         if isinstance(arch, bool) or not hasattr(type(arch), "__index__"):
             raise TypeError(f"lkjit: error: wtconv: arch must be an int or a string such as 'sm_90', got "

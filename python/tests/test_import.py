@@ -309,6 +309,13 @@ def test_describe_arch_forms_and_messages():
     for form in ("sm_90", "sm90", "90", "9.0", "SM_90", " sm_90 "):
         assert layer.describe(8, 56, 56, arch=form) == want, form
     assert layer.describe(8, 56, 56, arch="sm_100") == layer.describe(8, 56, 56, arch=100)
+
+    def outcome(a):  # arch 0 plans for the layer's GPU: a result with one, the driver's error without
+        try:
+            return layer.describe(8, 56, 56, arch=a)
+        except lkjit.LkjitError as e:
+            return type(e), str(e)
+    assert outcome("0") == outcome(0)
     assert layer.describe(8, 56, 56, arch="10.0") == layer.describe(8, 56, 56, arch=100)
     for old in (52, "sm_52", "5.2"):
         with pytest.raises(lkjit.SpecError, match=r"arch sm_52 is too old; supported: sm_80 and newer"):

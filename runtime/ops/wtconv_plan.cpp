@@ -41,7 +41,8 @@ void validate_shape(const WTConvOptions& o, const Shape& sh) {
   if (sh.W < 1 || sh.W > (int64_t(1) << 30)) e.push_back(fmt::format("W={} is out of range; supported: [1, 2^30]", sh.W));
   if (sh.stride != o.stride) e.push_back(fmt::format("stride={} does not match the layer's stride={}", sh.stride, o.stride));
   if (e.empty() && double(sh.B) * double(sh.C) * double(sh.H) * double(sh.W) > double(int64_t(1) << 40))
-    e.push_back(fmt::format("B*C*H*W={} exceeds the supported 2^40 elements", sh.B * sh.C * sh.H * sh.W));
+    e.push_back(fmt::format("B*C*H*W={:.4g} exceeds the supported 2^40 elements",  // in doubles: int64 overflows
+                            double(sh.B) * double(sh.C) * double(sh.H) * double(sh.W)));
   if (e.empty()) return;
   std::string msg = "lkjit: error: wtconv: ";
   for (size_t i = 0; i < e.size(); ++i) msg += (i ? "; " : "") + e[i];

@@ -119,7 +119,9 @@ int verify_main(const KernelCache& c) {
       std::cout << fmt::format("not a cache entry: {} (its name is not a key; {})\n", e.path, fate);
     } else {
       ++bad;
-      std::cout << fmt::format("corrupt: {}: {} ({})\n", e.path, e.problem, fate);
+      // Some reasons start with the path already (a failed read): said once.
+      const std::string why = e.problem.rfind(e.path + ": ", 0) == 0 ? e.problem.substr(e.path.size() + 2) : e.problem;
+      std::cout << fmt::format("corrupt: {}: {} ({})\n", e.path, why, fate);
     }
   }
   std::cout << fmt::format("verify: {} entries ok, {} corrupt{}{}\n", ok, bad,

@@ -168,14 +168,23 @@ int prewarm_main() {
   if (kProgress != "auto" && kProgress != "always" && kProgress != "never")
     throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, "
                                                          "always, never", std::string(kProgress)));
-  // The bundle's folder is checked before anything compiles, not after minutes of compiling.
+  // The bundle's path is checked before anything compiles, not after minutes of compiling: a regular file
+  // (replaced) or a new name, in a folder this process can write.
   if (kBundle.getNumOccurrences()) {
-    if (kBundle.empty()) throw Error(ErrorCode::kUsage, "lkjit: error: --bundle is empty; supported: a file path");
-    const auto dir = std::filesystem::absolute(std::string(kBundle)).parent_path();
+    const std::string b = kBundle;
+    if (b.empty()) throw Error(ErrorCode::kUsage, "lkjit: error: --bundle is empty; supported: a file path");
+    namespace fs = std::filesystem;
     std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec))
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --bundle {}: the folder {} does not exist",
-                                                           std::string(kBundle), dir.string()));
+    const auto st = fs::status(b, ec);
+    const auto dir = fs::absolute(b).parent_path();
+    std::string why;
+    if (b.back() == '/' || (fs::exists(st) && !fs::is_regular_file(st))) why = "is not a file";
+    else if (!fs::is_directory(dir, ec)) why = fmt::format("its folder {} does not exist or is not a folder", dir.string());
+    else if (::access(dir.c_str(), W_OK | X_OK) != 0) why = fmt::format("its folder {} is not writable", dir.string());
+    if (!why.empty())
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("lkjit: error: --bundle {}: {}; supported: a new or regular file in a writable folder",
+                              b, why));
   }
   // Without the disk cache every compile would be thrown away at exit.
   if (!kList && !disk_cache_enabled())

@@ -96,6 +96,7 @@ void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, 
   for (const auto& d : strings(*root, "dtypes", path)) set->dtypes.push_back(parse_dtype(d));
   *dtypes_given = root->get("dtypes") != nullptr;
   if (root->get("passes")) {
+    if (strings(*root, "passes", path).empty()) throw bad(path, "\"passes\" is empty; supported: fwd, bwd or both");
     set->forward = set->backward = false;
     for (const auto& p : strings(*root, "passes", path)) {
       if (p == "fwd") set->forward = true;
@@ -120,7 +121,7 @@ void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, 
                       fmt::format("lkjit: error: {}: unknown key \"{}\"; known: B, C, H, W, k, L, stride", where,
                                   kv.first.str()));
       PrewarmLayer ly;
-      ly.B = integer(*o, "B", 1, 1, int64_t(1) << 31, where);
+      ly.B = integer(*o, "B", 1, 1, (int64_t(1) << 31) - 1, where);
       ly.C = integer(*o, "C", std::nullopt, 1, int64_t(1) << 24, where);
       ly.H = integer(*o, "H", std::nullopt, 1, int64_t(1) << 20, where);
       ly.W = integer(*o, "W", std::nullopt, 1, int64_t(1) << 20, where);

@@ -64,8 +64,11 @@ WTConvPath parse_path(const std::string& s) {
 
 int run_without_gpu(const std::vector<Layer>& layers, const std::vector<DType>& dtypes, const std::string& why) {
   const int arch = parse_arch(kArch);
-  std::cout << fmt::format("lkjit run: no GPU ({}).\nCompiling the same kernels for {} into {} instead.\n\n", why,
-                           arch_name(arch), cache_dir());
+  const std::string into = disk_cache_enabled()
+                               ? fmt::format("into {}", cache_dir())
+                               : "(the on-disk cache is disabled by LKJIT_CACHE_DISABLE=1: nothing is kept)";
+  std::cout << fmt::format("lkjit run: no GPU ({}).\nCompiling the same kernels for {} {} instead.\n\n", why,
+                           arch_name(arch), into);
   std::cout << fmt::format("{:<62} {:>9} {:>9}\n", "kernel", "origin", "seconds");
   const DeviceLimits lim = DeviceLimits::for_arch(arch);
   int n = 0;
