@@ -61,8 +61,8 @@ void write_file_atomically(const std::string& dir, const std::string& path, cons
   // The rename would replace whatever is there: a device or FIFO (--bundle /dev/null as root) is refused.
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-    throw CacheError(fmt::format("lkjit: error: {}: exists and is not a regular file; supported: a new path or a "
-                                 "regular file, which is replaced", path));
+    throw CacheError(fmt::format("lkjit: error: {}: cannot publish: it exists and is not a regular file; supported: "
+                                 "a new path or a regular file, which is replaced", path));
   int fd = -1;
   llvm::SmallString<256> tmp;
   if (auto ec = llvm::sys::fs::createUniqueFile(dir + "/.tmp-%%%%%%%%%%%%", fd, tmp, llvm::sys::fs::OF_None, mode))

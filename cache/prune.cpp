@@ -5,7 +5,9 @@
 #include <llvm/Support/Path.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "cache/bundle.h"
 #include "cache/file_io.h"
@@ -66,7 +68,14 @@ std::vector<DiskStore::Listed> DiskStore::list(bool verify) const {
       }
     } else {
       uint64_t size = 0;
-      if (!read_file_prefix(l.path, kMaxEntryHeadBytes, &bytes, &size)) continue;
+      if (!read_file_prefix(l.path, kMaxEntryHeadBytes, &bytes, &size)) {
+        const int err = errno;
+        if (err == ENOENT) continue;  // removed meanwhile
+        // There but unreadable (no permission, a folder of that name): listed as such, not hidden.
+        l.problem = fmt::format("cannot read: {}", std::strerror(err));
+        out.push_back(std::move(l));
+        continue;
+      }
       if (auto m = decode_entry_meta(bytes, size, &l.problem)) {
         if (m->key == l.key) {
           l.meta = std::move(*m);

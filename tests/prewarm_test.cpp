@@ -594,10 +594,23 @@ TEST_F(Prewarm, ExportReplacesOnlyRegularFiles) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const CommandResult r = run("cache export " + shell_quote(fifo));
   EXPECT_EQ(r.code, 5) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(fifo + ": exists and is not a regular file"));
+  EXPECT_THAT(r.output, HasSubstr(fifo + ": cannot publish: it exists and is not a regular file"));
   struct stat st {};
   ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+}
+
+TEST_F(Prewarm, AnEntryThatCannotBeReadIsListedAsUnreadable) {
+  // A folder under an entry's name cannot be read, even by root: stat counts it, ls shows it.
+  fs::create_directories(cache_);
+  ASSERT_EQ(::chmod(cache_.c_str(), 0700), 0);
+  write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", fake_entry('a', 100));
+  const std::string stuck = cache_ + "/" + std::string(64, 'c') + ".lkjit";
+  fs::create_directories(stuck + "/x");
+  CommandResult r = run("cache stat");
+  EXPECT_THAT(r.output, AllOf(HasSubstr("entries    2"), HasSubstr("unreadable 1"))) << r.output;
+  r = run("cache ls");
+  EXPECT_THAT(r.output, HasSubstr(std::string(16, 'c') + "  (unreadable: cannot read: ")) << r.output;
 }
 
 TEST_F(Prewarm, StaleSweepLeavesSymlinksAndForeignLocksAlone) {
