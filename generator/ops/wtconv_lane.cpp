@@ -13,6 +13,10 @@ constexpr int kLaneMaxW = 16;
 // above this the window spills to local memory.
 constexpr int kLaneMaxRegs = 168;
 
+// Registers of rows and taps the widest phase keeps for plane width w: k rows of w + k - 1, a row of sums,
+// the k*k taps (lane_reject's bound, kLaneMaxRegs).
+int64_t lane_regs(int k, int64_t w) { return k * (w + k - 1) + w + k * k; }
+
 int64_t lane_wmax(int64_t w, int l) { return l == 0 ? w : (lane_wmax(w, l - 1) + 1) / 2; }
 
 // Floats per plane: the level images (forward: Y_l then Z_l in place; backward: dZ_l then dY_l, then from
@@ -50,12 +54,12 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
     return fmt::format("tile_w={} is out of range; supported: [1, {}]", t.tile_w, kLaneMaxW);
   if (sh && sh->W > t.tile_w && sh->W <= kLaneMaxW) {
     // Where no tile_w >= W fits k's register rows, that is the reason (the default tile_w is capped by it).
-    const int64_t need = s.k * (sh->W + s.k - 1) + sh->W + s.k * s.k;
+    const int64_t need = lane_regs(s.k, sh->W);
     if (need > kLaneMaxRegs)
       return fmt::format("k={} with W={} needs tile_w >= {}, which keeps about {} registers of rows and taps; supported: "
                          "k*(tile_w+k-1) + tile_w + k*k <= {}", s.k, sh->W, sh->W, need, kLaneMaxRegs);
   }
-  const int regs = s.k * (t.tile_w + s.k - 1) + t.tile_w + s.k * s.k;
+  const int64_t regs = lane_regs(s.k, t.tile_w);
   if (regs > kLaneMaxRegs)
     return fmt::format("k={} with tile_w={} keeps about {} registers of rows and taps; supported: "
                        "k*(tile_w+k-1) + tile_w + k*k <= {}", s.k, t.tile_w, regs, kLaneMaxRegs);
@@ -77,7 +81,7 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
 // k the kernels can run; a wider plane then fails lane_reject's W check, as it failed the register one.
 Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
   int wcap = kLaneMaxW;
-  while (wcap > 2 && s.k * (wcap + s.k - 1) + wcap + s.k * s.k > kLaneMaxRegs) wcap -= 2;  // even, as tile_space
+  while (wcap > 2 && lane_regs(s.k, wcap) > kLaneMaxRegs) wcap -= 2;  // even, as tile_space
   Tile t{0, static_cast<int>(std::min<int64_t>(std::max<int64_t>((sh.W + 1) / 2 * 2, 2), std::min(kLaneMaxW, wcap))),
          0, 0, 64};
   if (d.smem_per_sm / (32 * 4 * std::max<int64_t>(lane_plane_floats(s, t, sh), 1)) < 8) t.planes = t.threads / 2;

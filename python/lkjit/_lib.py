@@ -158,17 +158,15 @@ def arch_code(arch):
         if not (1 <= len(v) <= 3 and v.isascii() and v.isdigit()):
             raise SpecError(f"lkjit: error: wtconv: arch={arch!r} is not an arch; accepted: {_ARCH_FORMS}")
         a = int(v)
-        if a == 0:
-            return 0
     else:
         if isinstance(arch, bool) or not hasattr(type(arch), "__index__"):
             raise TypeError(f"lkjit: error: wtconv: arch must be an int or a string such as 'sm_90', got "
                             f"{arch!r} ({type(arch).__name__})")
         a = operator.index(arch)
-        if a == 0:
-            return 0
-        if not 0 < a <= 999:
+        if not 0 <= a <= 999:
             raise SpecError(f"lkjit: error: wtconv: arch={a} is out of range; supported: {_ARCH_FORMS}")
+    if a == 0:
+        return 0
     if a < 80:  # the CLI's words (parse_arch); the C ABI would say only that sm_52 has no limits table
         raise SpecError(f"lkjit: error: arch sm_{a} is too old; supported: sm_80 and newer")
     return a

@@ -20,6 +20,8 @@ std::vector<int64_t> parse_dims(const std::string& item, const char* what, const
 void require_positive_bchw(const std::vector<int64_t>& v, const char* what, const std::string& item);
 // 512 B, 48.0 KiB, 3.2 MiB, 1.5 GiB.
 std::string human_bytes(uint64_t bytes);
+// --progress's value: auto, always or never, else bad input (2) naming it.
+void check_progress_mode(const std::string& mode);
 // "sm_80, sm_90".
 std::string join_archs(const std::vector<int>& archs);
 // Parses archs and checks each has a limits table and is a target of the loaded NVRTC (SpecError).

@@ -89,6 +89,12 @@ std::string join_archs(const std::vector<int>& archs) {
   return s;
 }
 
+void check_progress_mode(const std::string& mode) {
+  if (mode != "auto" && mode != "always" && mode != "never")
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never", mode));
+}
+
 std::string human_bytes(uint64_t b) {
   if (b < 1024) return fmt::format("{} B", b);
   const char* units[] = {"KiB", "MiB", "GiB", "TiB"};

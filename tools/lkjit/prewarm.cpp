@@ -165,9 +165,7 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 bool prewarm_cmd() { return static_cast<bool>(kCmd); }
 
 int prewarm_main() {
-  if (kProgress != "auto" && kProgress != "always" && kProgress != "never")
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, "
-                                                         "always, never", std::string(kProgress)));
+  check_progress_mode(kProgress);
   // The bundle's path is checked before anything compiles, not after minutes of compiling: a regular file
   // (replaced) or a new name, in a folder this process can write.
   if (kBundle.getNumOccurrences()) {

@@ -230,9 +230,7 @@ int list_main(const WTConvTuneProblem& p) {
 // ---- progress -------------------------------------------------------------------------------------
 class ProgressBar {
  public:
-  explicit ProgressBar(const std::string& mode) {
-    if (mode != "auto" && mode != "always" && mode != "never")
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never", mode));
+  explicit ProgressBar(const std::string& mode) {  // mode checked by tune_main (check_progress_mode)
     // Not a terminal: a line per kernel and every 10 candidates instead of a redrawn bar.
     tty_ = ::isatty(2) != 0;
     quiet_ = mode == "never";
@@ -308,9 +306,7 @@ int tune_main() {
   at_least("final-reps", kFinalReps, 0);
   at_least("min-noise", kMinNoise, 0);
   at_least("budget", kBudget, 0);
-  if (kProgress != "auto" && kProgress != "always" && kProgress != "never")  // checked before --list and the GPU
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, "
-                                                         "always, never", std::string(kProgress)));
+  check_progress_mode(kProgress);  // before --list and the GPU
   if (kList) {
     // Nothing is measured, so a report file would be empty: refused rather than silently not written.
     for (const auto* f : {&kCsv, &kJson, &kPlot})
