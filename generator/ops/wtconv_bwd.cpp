@@ -10,7 +10,7 @@ namespace {
 int64_t bwd_plane_smem_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
   const auto f = plane_image_floats(s, t.vy, sh);
   const int64_t wf = round4(int64_t(s.k) * s.k) * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1) / 32;
-  return round4(2 * f.xs + 2 * f.ys + f.levels + wf + red) * t.planes;
+  return round4(2 * f.xs + 2 * f.ys + f.levels + wf + red + 2) * t.planes;  // + 2: the dX claim counter, flag
 }
 TileSpace bwd_plane_space(const OpSpec&) {
   return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},

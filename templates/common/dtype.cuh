@@ -32,15 +32,31 @@ template <> __device__ __forceinline__ bf16 from_f32<bf16>(float f) {
 __device__ __forceinline__ float ldg_f32(const float* p) { return __ldg(p); }
 __device__ __forceinline__ float ldg_f32(const f16* p) { return to_f32(f16{__ldg(&p->u)}); }
 __device__ __forceinline__ float ldg_f32(const bf16* p) { return to_f32(bf16{__ldg(&p->u)}); }
-// Two adjacent elements p[0], p[1] in one load (p aligned to two elements), widened to fp32.
-__device__ __forceinline__ float2 ldg_f32x2(const float* p) { return __ldg(reinterpret_cast<const float2*>(p)); }
-__device__ __forceinline__ float2 ldg_f32x2(const bf16* p) {
-  const unsigned u = __ldg(reinterpret_cast<const unsigned*>(p));
-  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+// E adjacent elements p[0..E-1] in one 4-, 8- or 16-byte load (p aligned to it), widened to fp32: a
+// dense plane row in a quarter to an eighth of the loads and address math of one element at a time.
+__device__ __forceinline__ void widen_word(unsigned u, const float*, float* v) { v[0] = __uint_as_float(u); }
+__device__ __forceinline__ void widen_word(unsigned u, const bf16*, float* v) {
+  v[0] = __uint_as_float(u << 16), v[1] = __uint_as_float(u & 0xffff0000u);
 }
-__device__ __forceinline__ float2 ldg_f32x2(const f16* p) {
-  const unsigned u = __ldg(reinterpret_cast<const unsigned*>(p));
-  return make_float2(to_f32(f16{(unsigned short)(u & 0xffffu)}), to_f32(f16{(unsigned short)(u >> 16)}));
+__device__ __forceinline__ void widen_word(unsigned u, const f16*, float* v) {
+  v[0] = to_f32(f16{(unsigned short)(u & 0xffffu)}), v[1] = to_f32(f16{(unsigned short)(u >> 16)});
+}
+template <int E, class T>
+__device__ __forceinline__ void ldg_f32xn(const T* p, float (&v)[E]) {
+  constexpr int kWords = E * (int)sizeof(T) / 4, kPer = 4 / (int)sizeof(T);  // 32-bit words; elements a word
+  static_assert(kWords == 1 || kWords == 2 || kWords == 4, "4, 8 or 16 bytes a load");
+  unsigned w[kWords];
+  if constexpr (kWords == 4) {
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
+    w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+  } else if constexpr (kWords == 2) {
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(p));
+    w[0] = q.x, w[1] = q.y;
+  } else {
+    w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
+  }
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) widen_word(w[i], p, v + i * kPer);
 }
 
 }  // namespace lkjit

@@ -7,8 +7,8 @@
 // Shared memory per plane (fp32): xs, gs (H+2R+vy) x lpitch[0], each rounded up to a multiple of
 // 4 floats; ys, dzs: per level l = 1..L, 4 subbands of (h_l+2R+vy) x lpitch[l] (Y_l and dZ_l; zero
 // halos R and vy spare rows, zeroed once: phases write interiors); dys sum_l 4 h_l w_l; wf flipped taps,
-// round4(k*k) per tap set (16-byte aligned: float4 tap loads); red: the db~ warp sums (per_plane rounded up
-// to a multiple of 4).
+// round4(k*k) per tap set (16-byte aligned: float4 tap loads); red: the db~ warp sums; ctl: 2 ints, the
+// dX claim counter and the chain's done flag (per_plane rounded up to a multiple of 4).
 #pragma once
 #include "wtconv/bwd_common.cuh"
 #include "wtconv/plane_common.cuh"
@@ -21,7 +21,7 @@ struct BwdPlaneLayout : PlaneImages<Cfg> {
   __device__ explicit BwdPlaneLayout(const WTConvParams& p) : PlaneImages<Cfg>(p) {
     wf_size = round4(Cfg::k * Cfg::k) * (1 + 4 * Cfg::L);
     red_size = Cfg::threads / Cfg::planes / 32;  // one warp sum each (ordered_sum)
-    per_plane = round4(2 * this->xs_size + 2 * this->ys_size + this->levels_size + wf_size + red_size);
+    per_plane = round4(2 * this->xs_size + 2 * this->ys_size + this->levels_size + wf_size + red_size + 2);
   }
 };
 
@@ -46,17 +46,27 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   float* dys = dzs + lay.ys_size;
   float* wf = dys + lay.levels_size;  // flipped [W~0 | W~_1 (4 subbands) | ...], KK4 apart
   float* red = wf + lay.wf_size;
+  int* ctl = reinterpret_cast<int*>(red + lay.red_size);  // [0] dX items claimed by B, [1] the chain is done
 
   // 1. Zero the images (halos included), then one round trip: the interiors of X and of the scattered
   // dOut G (zeros between dOut's samples for stride > 1), and every tap, flipped.
   zero_floats<GT>(t, xs, 2 * lay.xs_size + 2 * lay.ys_size);
+  if (t == 0) ctl[0] = 0, ctl[1] = 0;
   g.sync();
   {
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
     const T* __restrict__ go = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
     const int Ho = p.H_out, Wo = p.W_out, S = p.stride;
     const bool fits = plane_fits32(p.x_st, H, W) && plane_fits32(p.g_st, Ho, Wo);
-    if (S == 1 && fits) {  // (pair loads as in the forward were no faster here, and 12 % slower at 7x7)
+    // 8- and 16-byte loads where both planes allow them (4-byte pairs were no faster here, and 12 % slower
+    // at 7x7); the smaller of two act_vec results suits both planes.
+    constexpr int E16 = 16 / (int)sizeof(T), E8 = 8 / (int)sizeof(T);
+    const int e = S == 1 && fits ? min(act_vec<16>(x, p.x_st, H, W), act_vec<16>(go, p.g_st, H, W)) : 1;
+    if (e == E16) {
+      stage_act_vec<GT, R, E16>(t, xs, gs, lay.xs_pitch, H, W, x, (int)p.x_st[2], go, (int)p.g_st[2]);
+    } else if (e == E8) {
+      stage_act_vec<GT, R, E8>(t, xs, gs, lay.xs_pitch, H, W, x, (int)p.x_st[2], go, (int)p.g_st[2]);
+    } else if (S == 1 && fits) {
       stage_act<GT, R>(t, xs, gs, lay.xs_pitch, H, W, x, off32(p.x_st), go, off32(p.g_st));
     } else if (S == 1) {
       stage_act<GT, R>(t, xs, gs, lay.xs_pitch, H, W, x, off64(p.x_st), go, off64(p.g_st));
@@ -64,16 +74,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off64(p.x_st));
       stage_act<GT, R>(t, gs, lay.xs_pitch, Ho, Wo, S, go, off64(p.g_st));
     }
-    for (int r = t; r < KK; r += GT) wf[r] = __ldg(p.wfold + fold_base_w(c, KK) + KK - 1 - r);
-#pragma unroll 1
-    for (int l = 1; l <= Cfg::L; ++l) {  // level l's 4 subbands are contiguous in the folded buffer
-      const float* src = p.wfold + fold_level_w(p.C, l, c, 0, KK);
-      float* d = wf + KK4 + (l - 1) * 4 * KK4;
-      load_taps<GT>(t, src, 4 * KK, [&](int r, float v) {  // flipped within each subband's k x k
-        const int s = r / KK;
-        d[s * KK4 + (KK - 1) - (r - s * KK)] = v;
-      });
-    }
+    load_channel_taps<GT, K, Cfg::L>(t, p.wfold, p.C, c,  // each k x k flipped
+                                     [&](int j, int i, float v) { wf[j * KK4 + (KK - 1 - i)] = v; });
   }
   g.sync();
 
@@ -85,10 +87,54 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   constexpr int kBWarps = (Cfg::L >= 1 && kWarps >= 2 && Cfg::planes <= 7)
                               ? (kWarps / 3 < 1 ? 1 : kWarps / 3 > 5 ? 5 : kWarps / 3) : 0;
   constexpr int GA = GT - 32 * kBWarps;
+  // The B warps finish the base wgrad well before the chain (about 2x sooner at 56x56). With kBdx they
+  // then take dX's base term dw^T(G, W~0) item by item (a warp claims 32 at a time) until the chain says
+  // it is done, keeping each in xs: X is dead once the chain's level-1 Haar has read it (the hand-off
+  // barrier). Everyone then finishes the claimed items from xs and the rest from scratch: the same
+  // values either way. Named barriers: q+1, 1+planes+q (the chain), 1+2 planes+q (hand-off), so at most
+  // 5 planes a block.
+  constexpr bool kBdx = kBWarps > 0 && Cfg::planes <= 5;
+  const int handoff = 1 + 2 * Cfg::planes + g.q;
+  const int strips = ceil_div(H, V), items = strips * lay.xs_vw;  // dX items: (strip, column)
+  const FastDiv fvw(lay.xs_vw), fwd(W);
   float* part0 = p.partial + p.part_off[0] + plane * (KK + 1);
   if (kBWarps > 0 && t >= GA) {
     wgrad_sets<K, true>(t - GA, GT - GA, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1,
                         part0);
+    if constexpr (kBdx) {
+      // db~ = sum G here too: per-thread strided sums in a fixed order, warp sums added in warp order.
+      const int lane = t & 31;
+      float acc = 0.f;
+      for (int r = t - GA; r < H * W; r += GT - GA) {
+        const int i = fwd.div(r), j = r - i * W;
+        acc += gs[(i + R) * lay.xs_pitch + j + R];
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (lane == 0) red[(t - GA) >> 5] = acc;
+      group_barrier<GT>(handoff);  // every B thread is past its wgrad reads of X, and the chain past its own
+      if (t == GA) {
+        float s = 0.f;
+        for (int i = 0; i < kBWarps; ++i) s += red[i];
+        part0[KK] = s;
+      }
+      for (;;) {
+        int base = 0;
+        if (lane == 0) base = atomicAdd(ctl + 1, 0) ? items : atomicAdd(ctl, 32);  // (atomics: no data race)
+        base = __shfl_sync(0xffffffffu, base, 0);
+        if (base >= items) break;
+        const int e = base + lane, si = fvw.div(e), x0 = e - si * lay.xs_vw, y0 = si * V;
+        if (e < items && x0 < W) {  // (x0 >= W: a column past W, lvw)
+          float acc[V];
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[v] = 0.f;
+          conv_strip<K, V, true>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
+#pragma unroll
+          for (int v = 0; v < V; ++v)
+            if (y0 + v < H) xs[(y0 + v) * lay.xs_pitch + x0] = acc[v];
+        }
+      }
+    }
   } else {
     const PlaneSubgroup<GA> ga{t, kBWarps > 0 ? 1 + Cfg::planes + g.q : 1 + g.q};
 
@@ -104,6 +150,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
         const float* const src[] = {sx, sg};
         float* const dst[] = {ys + off, dzs + off};
         haar_level<GA, R>(t, src, spitch, hin, win, dst, li.pitch, li.img, li.h, li.w);
+        if (kBdx && l == 1) group_arrive<GT>(handoff);  // done with X (xs): B may overwrite it
         ga.sync();
         sx = ys + off + R * li.pitch + R;
         sg = dzs + off + R * li.pitch + R;
@@ -147,30 +194,35 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
 
     // 3. dY synthesis, coarse to fine (the same recurrence as the forward output).
     plane_fold_levels<Cfg::L>(ga, dys, zoff, p.lh, p.lw);
+    if (kBdx && t == 0) atomicExch(ctl + 1, 1);  // B: claim no more
   }
-  g.sync();  // the chain's dY and B's dW~0 are done
+  g.sync();  // the chain's dY, B's dW~0 and B's claimed dX items are done
 
-  // 4. dX = dw^T(G, W~0) + level-1 synthesis of dY; then (unless the split warps did it) the base wgrad
+  // 4. dX = dw^T(G, W~0) + level-1 synthesis of dY; then (unless the split warps did them) the base wgrad
   // dW~0 = corr(X, G), and db~ = sum G.
   T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
   const PlaneAddr da(p.out_st, H, W);
-  const int strips = ceil_div(H, V);
-  const FastDiv fvw(lay.xs_vw), fwd(W);
   const int w1 = p.lw[Cfg::L >= 1 ? 1 : 0], hw1 = p.lh[Cfg::L >= 1 ? 1 : 0] * w1;
-  for (int e = t; e < strips * lay.xs_vw; e += GT) {
+  const int claimed = kBdx ? min(ctl[0], items) : 0;  // items below it hold their base term in xs
+  for (int e = t; e < items; e += GT) {
     const int si = fvw.div(e), x0 = e - si * lay.xs_vw, y0 = si * V;
     if (x0 >= W) continue;  // a column past W (lvw)
     float acc[V];
+    if (e < claimed) {
 #pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] = 0.f;
-    conv_strip<K, V, true>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
+      for (int v = 0; v < V; ++v) acc[v] = y0 + v < H ? xs[(y0 + v) * lay.xs_pitch + x0] : 0.f;
+    } else {
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[v] = 0.f;
+      conv_strip<K, V, true>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
+    }
     if (Cfg::L >= 1) add_level1_synth<V>(acc, dys, w1, hw1, y0, x0, 1, H);
     store_strip<V>(dx, da, y0, x0, H, acc);
   }
   if (kBWarps == 0)
     wgrad_sets<K, true>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);
-  // db~ = sum of G over the plane: per-thread strided sums, added in a fixed order.
-  {
+  // db~ = sum of G over the plane (unless the B threads did it): per-thread strided sums, added in a fixed order.
+  if constexpr (!kBdx) {
     float acc = 0.f;
     for (int r = t; r < H * W; r += GT) {
       const int i = fwd.div(r), j = r - i * W;

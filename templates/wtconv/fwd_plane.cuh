@@ -50,17 +50,10 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   g.sync();
   {
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
-    if (act_pairs(x, p.x_st, H, W)) stage_act_pairs<GT, R>(t, xs, lay.xs_pitch, H, W, x, (int)p.x_st[2]);
-    else if (plane_fits32(p.x_st, H, W)) stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off32(p.x_st));
-    else stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off64(p.x_st));
-    for (int r = t; r < KK; r += GT) ws[r] = __ldg(p.wfold + fold_base_w(c, KK) + r);
+    stage_act_widest<GT, R, 16>(t, xs, lay.xs_pitch, H, W, x, p.x_st);
+    load_channel_taps<GT, K, Cfg::L>(t, p.wfold, p.C, c,
+                                     [&](int j, int i, float v) { ws[j == 0 ? i : W1 + (j - 1) * KK4 + i] = v; });
     if (t == 0) ws[KK] = __ldg(p.wfold + fold_bias(p.C, c, KK));
-#pragma unroll 1
-    for (int l = 1; l <= Cfg::L; ++l) {  // level l's 4 subbands are contiguous in the folded buffer
-      const float* src = p.wfold + fold_level_w(p.C, l, c, 0, KK);
-      float* d = ws + W1 + (l - 1) * 4 * KK4;
-      load_taps<GT>(t, src, 4 * KK, [&](int r, float v) { d[r / KK * KK4 + r % KK] = v; });
-    }
   }
   g.sync();
 

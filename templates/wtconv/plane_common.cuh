@@ -17,6 +17,13 @@ __device__ __forceinline__ void group_barrier(int id) {
   else asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(N) : "memory");
 }
 
+// Marks this thread's arrival at named barrier `id` of N threads without waiting (the producer side of a
+// hand-off: the threads that bar.sync on it wait for every arrival, and see what was written before it).
+template <int N>
+__device__ __forceinline__ void group_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(N) : "memory");
+}
+
 template <class Cfg>
 struct PlaneGroup {
   static constexpr int kThreads = Cfg::threads / Cfg::planes;  // threads per plane
@@ -88,21 +95,36 @@ __device__ __forceinline__ void zero_floats(int t, float* p, int n) {
   for (int i = t; i < n / 4; i += GT) q[i] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// store(r, src[r]) for r < n (one channel's level taps, from the folded buffer): float4 loads when src is
-// 16-byte aligned, as every level's taps are when C*(k*k+1) is a multiple of 4 (4*k*k floats per channel
-// after C*(k*k+1)); else one float each. A quarter of the loads and address math of the scalar loop.
-template <int GT, class Store>
-__device__ __forceinline__ void load_taps(int t, const float* __restrict__ src, int n, Store store) {
-  int done = 0;
-  if ((reinterpret_cast<unsigned long long>(src) & 15) == 0) {
-    const float4* s4 = reinterpret_cast<const float4*>(src);
-    for (int r = t; r < n / 4; r += GT) {
-      const float4 v = __ldg(s4 + r);
-      store(4 * r, v.x), store(4 * r + 1, v.y), store(4 * r + 2, v.z), store(4 * r + 3, v.w);
+// Every tap of channel c from the folded buffer: store(j, i, v) gets tap i of set j, where set 0 is W~0 and
+// set 1 + 4(l-1) + s is level l's subband s. One flat pass over the GT threads: W~0 one float a thread,
+// then each level's 4 k*k contiguous taps as k*k float4 (they are 16-byte aligned when C*(k*k+1) is a
+// multiple of 4; else one float each). A loop per level kept every warp busy with ~60 instructions of
+// address math a level for a few loads (4.7k warp instructions of a 56x56 backward plane, 7 % of it).
+template <int GT, int K, int L, class Store>
+__device__ __forceinline__ void load_channel_taps(int t, const float* __restrict__ wfold, int C, int c, Store store) {
+  constexpr int KK = K * K;
+  const float* base = wfold + fold_base_w(c, KK);
+  const float* lv = wfold + fold_level_w(C, 1, c, 0, KK);  // level 1, LL, tap 0
+  const long long lstride = 4LL * C * KK;                  // one level's taps of c to the next's
+  const bool q4 = (reinterpret_cast<unsigned long long>(lv) & 15) == 0;
+  const int n = KK + (q4 ? L * KK : 4 * L * KK);
+  for (int r = t; r < n; r += GT) {
+    if (r < KK) {
+      store(0, r, __ldg(base + r));
+    } else if (q4) {
+      const int l = (r - KK) / KK, q = r - KK - l * KK;  // float4 q of level l + 1
+      const float4 v = __ldg(reinterpret_cast<const float4*>(lv + l * lstride) + q);
+      const float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int idx = 4 * q + e, s = idx / KK;
+        store(1 + 4 * l + s, idx - s * KK, f[e]);
+      }
+    } else {
+      const int l = (r - KK) / (4 * KK), idx = r - KK - l * 4 * KK, s = idx / KK;
+      store(1 + 4 * l + s, idx - s * KK, __ldg(lv + l * lstride + idx));
     }
-    done = n & ~3;
   }
-  for (int r = done + t; r < n; r += GT) store(r, __ldg(src + r));
 }
 
 // Element offsets y*st[2] + x*st[3] within one plane of a strided activation, in 32 bits where the
@@ -146,9 +168,8 @@ struct Pixels {
 // kPlaneLoadUnroll x N loads stay in flight per thread (the phase is latency-bound): past the end a
 // thread re-reads the last element instead of branching, and only the stores are guarded. With E > 1
 // (w a multiple of E) each load returns the E pixels (i, j..j+E-1): less index math per pixel.
-template <int GT, int R, int E = 1, int N, class Load>
+template <int GT, int R, int E = 1, int U = kPlaneLoadUnroll, int N, class Load>
 __device__ __forceinline__ void stage_plane(int t, float* const (&dst)[N], int pitch, int h, int w, int S, Load load) {
-  constexpr int U = kPlaneLoadUnroll;
   const int we = (int)((unsigned)w / E);  // loads per row (w >= 0)
   const FastDiv fw(we);
   const int n = h * we;
@@ -191,22 +212,55 @@ __device__ __forceinline__ void stage_act(int t, float* da, float* db, int pitch
 __device__ __forceinline__ PlaneOff32 off32(const long long (&st)[4]) { return {(int)st[2], (int)st[3]}; }
 __device__ __forceinline__ PlaneOff64 off64(const long long (&st)[4]) { return {st[2], st[3]}; }
 
-// Whether plane a (strides st, width w) can be staged in pixel pairs: unit x stride, even row stride and
-// width, a two-element aligned start, 32-bit offsets (NCHW with an even W, e.g.).
-template <class T>
-__device__ __forceinline__ bool act_pairs(const T* a, const long long (&st)[4], int h, int w) {
-  return st[3] == 1 && (st[2] & 1) == 0 && (w & 1) == 0 &&
-         (reinterpret_cast<unsigned long long>(a) & (2 * sizeof(T) - 1)) == 0 && plane_fits32(st, h, w);
+// The most pixels (E = 16, 8 or 4 bytes' worth, at least 2, at most kMaxBytes) that one load of plane a
+// can return: unit x stride; row stride and width multiples of E (a load never crosses a row); the
+// start aligned to E elements; 32-bit offsets. 1 where none applies. Dense NCHW planes of an even W*H
+// take 16 bytes where W is a multiple of 8 (16-bit) or 4 (fp32).
+template <int kMaxBytes, class T>
+__device__ __forceinline__ int act_vec(const T* a, const long long (&st)[4], int h, int w) {
+  if (st[3] != 1 || !plane_fits32(st, h, w)) return 1;
+  const unsigned long long addr = reinterpret_cast<unsigned long long>(a);
+#pragma unroll
+  for (int bytes = kMaxBytes; bytes >= 4; bytes /= 2) {
+    const int e = bytes / (int)sizeof(T);
+    if (e >= 2 && st[2] % e == 0 && w % e == 0 && (addr & (bytes - 1)) == 0) return e;
+  }
+  return 1;
 }
 
-// stage_act in pixel pairs, one load each (act_pairs holds for plane a; row stride sa).
-template <int GT, int R, class T>
-__device__ __forceinline__ void stage_act_pairs(int t, float* d, int pitch, int h, int w, const T* a, int sa) {
+// stage_act in loads of E pixels (act_vec returned E for plane a, and for b where given; row strides
+// sa, sb). Each thread keeps up to 16 floats of loads in flight (fewer loads, more bytes each).
+template <int GT, int R, int E, class T>
+__device__ __forceinline__ void stage_act_vec(int t, float* d, int pitch, int h, int w, const T* a, int sa) {
   float* const dst[] = {d};
-  stage_plane<GT, R, 2>(t, dst, pitch, h, w, 1, [&](int, int y, int x) {
-    const float2 f = ldg_f32x2(a + y * sa + x);
-    return Pixels<2>{{f.x, f.y}};
+  stage_plane<GT, R, E, (16 / E < 1 ? 1 : 16 / E > 4 ? 4 : 16 / E)>(t, dst, pitch, h, w, 1, [&](int, int y, int x) {
+    Pixels<E> p;
+    ldg_f32xn<E>(a + y * sa + x, p.v);
+    return p;
   });
+}
+template <int GT, int R, int E, class T>
+__device__ __forceinline__ void stage_act_vec(int t, float* da, float* db, int pitch, int h, int w, const T* a, int sa,
+                                              const T* b, int sb) {
+  float* const dst[] = {da, db};
+  stage_plane<GT, R, E, (8 / E < 1 ? 1 : 8 / E > 4 ? 4 : 8 / E)>(t, dst, pitch, h, w, 1, [&](int n, int y, int x) {
+    Pixels<E> p;
+    ldg_f32xn<E>(n == 0 ? a + y * sa + x : b + y * sb + x, p.v);
+    return p;
+  });
+}
+
+// Stages plane a (strides st) with the widest loads act_vec<kMaxBytes> allows, else element by element.
+template <int GT, int R, int kMaxBytes, class T>
+__device__ __forceinline__ void stage_act_widest(int t, float* d, int pitch, int h, int w, const T* a,
+                                                 const long long (&st)[4]) {
+  constexpr int E16 = 16 / (int)sizeof(T), E8 = 8 / (int)sizeof(T), E4 = 4 / (int)sizeof(T);
+  const int e = act_vec<kMaxBytes>(a, st, h, w), sa = (int)st[2];
+  if (e == E16) stage_act_vec<GT, R, E16>(t, d, pitch, h, w, a, sa);
+  else if (e == E8) stage_act_vec<GT, R, E8>(t, d, pitch, h, w, a, sa);
+  else if (E4 >= 2 && e == E4) stage_act_vec<GT, R, (E4 >= 2 ? E4 : 2)>(t, d, pitch, h, w, a, sa);
+  else if (plane_fits32(st, h, w)) stage_act<GT, R>(t, d, pitch, h, w, 1, a, off32(st));
+  else stage_act<GT, R>(t, d, pitch, h, w, 1, a, off64(st));
 }
 
 // One Haar analysis level of N chains: the 4 subbands of a level (interiors of dst[n], subband stride

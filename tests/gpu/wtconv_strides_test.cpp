@@ -27,19 +27,32 @@ namespace lkjit::testing {
 namespace {
 
 // Memory order of one activation tensor.
-enum class Mem { kNCHW, kNHWC, kPadded };
-const char* mem_name(Mem m) { return m == Mem::kNCHW ? "nchw" : m == Mem::kNHWC ? "nhwc" : "padded"; }
+enum class Mem { kNCHW, kNHWC, kPadded, kPadded8, kShifted };
+const char* mem_name(Mem m) {
+  switch (m) {
+    case Mem::kNHWC: return "nhwc";
+    case Mem::kPadded: return "padded";
+    case Mem::kPadded8: return "padded8";
+    case Mem::kShifted: return "shifted";
+    case Mem::kNCHW: break;
+  }
+  return "nchw";
+}
 
 struct Dims {
   int64_t B, C, h, w;
   int64_t numel() const { return B * C * h * w; }
 };
 
-// Element strides in (B, C, H, W) order and the buffer size (elements) of a tensor in memory order m.
-// kPadded: NCHW with 3 spare columns per row and a spare row per plane, so there are gaps everywhere.
+// Element strides in (B, C, H, W) order, the offset of element 0 and the buffer size (elements) of a
+// tensor in memory order m. kPadded: NCHW with 3 spare columns per row and a spare row per plane, so
+// there are gaps everywhere. kPadded8: rows of a multiple of 8 elements (at least one spare column) and a
+// spare row per plane, so the plane kernels' 8- and 16-byte loads apply where W allows, beside gaps.
+// kShifted: dense NCHW one element into the buffer, so no plane is aligned for them.
 struct Placement {
   std::array<int64_t, 4> st;
   int64_t elems;
+  int64_t base = 0;
 };
 Placement placement(Mem m, const Dims& d) {
   switch (m) {
@@ -48,6 +61,11 @@ Placement placement(Mem m, const Dims& d) {
       const int64_t pitch = d.w + 3, plane = (d.h + 1) * pitch;
       return {{d.C * plane, plane, pitch, 1}, d.B * d.C * plane};
     }
+    case Mem::kPadded8: {
+      const int64_t pitch = (d.w + 8) / 8 * 8, plane = (d.h + 1) * pitch;
+      return {{d.C * plane, plane, pitch, 1}, d.B * d.C * plane};
+    }
+    case Mem::kShifted: return {{d.C * d.h * d.w, d.h * d.w, d.w, 1}, d.numel() + 1, 1};
     case Mem::kNCHW: break;
   }
   return {{d.C * d.h * d.w, d.h * d.w, d.w, 1}, d.numel()};
@@ -60,7 +78,8 @@ void for_each_element(const Dims& d, const Placement& p, F f) {
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t c = 0; c < d.C; ++c)
       for (int64_t y = 0; y < d.h; ++y)
-        for (int64_t x = 0; x < d.w; ++x, ++i) f(size_t(i), size_t(b * p.st[0] + c * p.st[1] + y * p.st[2] + x * p.st[3]));
+        for (int64_t x = 0; x < d.w; ++x, ++i)
+          f(size_t(i), size_t(p.base + b * p.st[0] + c * p.st[1] + y * p.st[2] + x * p.st[3]));
 }
 
 // A device copy of an NCHW host tensor in placement p (dtype t), gaps NaN.
@@ -105,6 +124,11 @@ ReadBack read_back(DType t, const DeviceBuffer& buf, const Dims& d, const Placem
   return r;
 }
 
+// The address of element 0 of a tensor placed in buf.
+void* at(const DeviceBuffer& buf, const Placement& p, DType t) {
+  return static_cast<char*>(buf.data()) + p.base * int64_t(dtype_bytes(t));
+}
+
 Dims in_dims(const Problem& pb) { return {pb.B, pb.C, pb.H, pb.W}; }
 Dims out_dims(const Problem& pb) {
   const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
@@ -123,7 +147,7 @@ ReadBack run_forward(const Problem& pb, DType dt, WTConvPath path, const ref::WT
   WTConvStrides st;
   st.x = px.st;
   st.out = po.st;
-  layer.forward(dx.data(), dout.data(), pb.B, pb.H, pb.W, nullptr, &st);
+  layer.forward(at(dx, px, dt), at(dout, po, dt), pb.B, pb.H, pb.W, nullptr, &st);
   synchronize();
   return read_back(dt, dout, out_dims(pb), po);
 }
@@ -147,7 +171,7 @@ BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::
   st.x = px.st;
   st.dout = pg.st;
   st.out = pdx.st;
-  layer.backward(dxin.data(), dg.data(), ddx.data(), dp.grads, pb.B, pb.H, pb.W, nullptr, &st);
+  layer.backward(at(dxin, px, dt), at(dg, pg, dt), at(ddx, pdx, dt), dp.grads, pb.B, pb.H, pb.W, nullptr, &st);
   synchronize();
   return {read_back(dt, ddx, in_dims(pb), pdx), download_grads(dp, params)};
 }
@@ -167,7 +191,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // Shapes: odd sizes, stride 2, a single column (W = 1: NHWC's W stride is on a dim of size 1), C = 1
-// (NHWC and NCHW nearly coincide), a plane larger than the tiles, and a WTConvNeXt-like plane.
+// (NHWC and NCHW nearly coincide), a plane larger than the tiles, WTConvNeXt-like planes, and W = 16
+// (16-byte loads for every dtype in NCHW and kPadded8; W = 28 takes 8 bytes in 16-bit types).
 std::vector<Problem> strided_problems() {
   return {
       {2, 3, 7, 9, 5, 3, 1, true},
@@ -176,6 +201,7 @@ std::vector<Problem> strided_problems() {
       {2, 1, 9, 11, 3, 2, 1, false},
       {1, 4, 28, 28, 5, 4, 1, true},
       {1, 2, 131, 67, 5, 3, 2, true},
+      {2, 3, 12, 16, 5, 3, 1, true},
   };
 }
 
@@ -185,7 +211,8 @@ using FwdParam = std::tuple<Problem, DType, WTConvPath, Mem, Mem>;  // x, out
 
 std::vector<FwdParam> fwd_params() {
   const std::vector<std::array<Mem, 2>> layouts = {
-      {Mem::kNHWC, Mem::kNHWC}, {Mem::kNHWC, Mem::kNCHW}, {Mem::kNCHW, Mem::kNHWC}, {Mem::kPadded, Mem::kPadded}};
+      {Mem::kNHWC, Mem::kNHWC},       {Mem::kNHWC, Mem::kNCHW},     {Mem::kNCHW, Mem::kNHWC},
+      {Mem::kPadded, Mem::kPadded},   {Mem::kPadded8, Mem::kPadded8}, {Mem::kShifted, Mem::kShifted}};
   std::vector<FwdParam> v;
   const auto problems = strided_problems();
   for (size_t i = 0; i < problems.size(); ++i)
@@ -235,7 +262,10 @@ std::vector<BwdParam> bwd_params() {
                                                    {Mem::kNHWC, Mem::kNCHW, Mem::kNHWC},
                                                    {Mem::kNCHW, Mem::kNHWC, Mem::kNCHW},
                                                    {Mem::kNCHW, Mem::kNCHW, Mem::kNHWC},
-                                                   {Mem::kPadded, Mem::kPadded, Mem::kPadded}};
+                                                   {Mem::kPadded, Mem::kPadded, Mem::kPadded},
+                                                   {Mem::kPadded8, Mem::kPadded8, Mem::kPadded8},
+                                                   {Mem::kNCHW, Mem::kPadded8, Mem::kNCHW},
+                                                   {Mem::kNCHW, Mem::kShifted, Mem::kShifted}};
   std::vector<BwdParam> v;
   const auto problems = strided_problems();
   for (size_t i = 0; i < problems.size(); ++i)
