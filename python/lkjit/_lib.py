@@ -113,6 +113,17 @@ def as_int(value, name, where="lkjit: error: wtconv"):
     return operator.index(value)
 
 
+def as_bool(value, name, where="lkjit: error: wtconv"):
+    """``value`` as a Python bool: True, False or a numpy bool. Raises TypeError naming ``name`` for anything
+    else: a flag given as 'no', 0, 1 or None would otherwise count by its truthiness ('no' is True)."""
+    if type(value) is bool:
+        return value
+    t = type(value)
+    if t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"):  # numpy.bool_ (numpy.bool in numpy 2)
+        return bool(value)
+    raise TypeError(f"{where}: {name} must be a bool (True or False), got {value!r} ({t.__name__})")
+
+
 def _c_ints(where, *args):
     """(name, value, bits) triples -> the values as ints that fit their C type (``bits`` value bits,
     signed). TypeError for a non-integer; SpecError naming every value that does not fit, with the
@@ -341,7 +352,8 @@ class WTConvLayer:
     of a channels_last tensor; None = NCHW contiguous. Parameters and their gradients: fp32, the
     reference module's shapes (see include/lkjit/wtconv.h).
     Sizes (C, k, L, stride, device, B, H, W, strides) are ints or int-like (operator.index): TypeError
-    naming the argument otherwise (float, str, bool). Raises SpecError for out-of-range options, checked
+    naming the argument otherwise (float, str, bool). Flags (bias, backward) are bools (numpy bools too):
+    TypeError naming the argument otherwise (0, 1, 'no', None). Raises SpecError for out-of-range options, checked
     in Python for values that do not fit the C ABI's integer types, LibraryNotFoundError without
     liblkjit.so."""
 
@@ -350,7 +362,7 @@ class WTConvLayer:
         self.C, self.k, self.L, self.stride, self.device = _c_ints(
             "wtconv", ("C", C, _INT64), ("k", k, _INT), ("L", L, _INT), ("stride", stride, _INT),
             ("device", device, _INT))
-        self.bias = bool(bias)
+        self.bias = as_bool(bias, "bias")
         self.dtype = dtype_code(dtype)
         lib = load()
         self._lib = lib
@@ -401,14 +413,15 @@ class WTConvLayer:
     def prepare(self, B, H, W, backward=False):
         """Compiles and loads every kernel of a shape."""
         B, H, W = _bhw(B, H, W)
-        _check(self._lib.lkjit_wtconv_prepare(self._handle(), B, H, W, int(bool(backward))))
+        _check(self._lib.lkjit_wtconv_prepare(self._handle(), B, H, W, int(as_bool(backward, "backward"))))
 
     def runs_lane(self, B, H, W, backward=False):
         """Whether channels_last activations of this shape run a lane kernel in the forward (or backward)
         pass, which reads them in place."""
         B, H, W = _bhw(B, H, W)
         lane = ctypes.c_int()
-        _check(self._lib.lkjit_wtconv_runs_lane(self._handle(), B, H, W, int(bool(backward)), ctypes.byref(lane)))
+        _check(self._lib.lkjit_wtconv_runs_lane(self._handle(), B, H, W, int(as_bool(backward, "backward")),
+                                                ctypes.byref(lane)))
         return bool(lane.value)
 
     def describe(self, B, H, W, backward=False, arch=0):
@@ -417,7 +430,7 @@ class WTConvLayer:
         B, H, W = _bhw(B, H, W)
         arch = arch_code(arch)
         text = ctypes.c_char_p()
-        _check(self._lib.lkjit_wtconv_describe(self._handle(), B, H, W, int(bool(backward)), arch,
+        _check(self._lib.lkjit_wtconv_describe(self._handle(), B, H, W, int(as_bool(backward, "backward")), arch,
                                                ctypes.byref(text)))
         return (text.value or b"").decode()
 

@@ -690,8 +690,9 @@ class WTConv2d(nn.Module):
     stride out of range (odd k in [1, 31], levels in [0, 8], stride in [1, 64]); on forward: input not
     4-D, wrong channel count, not on a CUDA device. TypeError: a size (in_channels, out_channels,
     kernel_size, stride, wt_levels) that is not an int (operator.index: float, str and bool are refused);
-    input dtype other than float32, float16, bfloat16. lkjit.LibraryNotFoundError: liblkjit.so not found;
-    lkjit.DriverError: no usable GPU.
+    a flag (bias, packed_params, always_refold) that is not a bool (numpy bools pass; 0, 1, 'no', None are
+    refused); input dtype other than float32, float16, bfloat16. lkjit.LibraryNotFoundError: liblkjit.so
+    not found; lkjit.DriverError: no usable GPU.
     """
 
     def __init__(self, in_channels, out_channels, kernel_size=5, stride=1, bias=True, wt_levels=1, wt_type="db1",
@@ -702,6 +703,9 @@ class WTConv2d(nn.Module):
             _lib.as_int(v, n, _WHERE) for v, n in ((in_channels, "in_channels"), (out_channels, "out_channels"),
                                                     (kernel_size, "kernel_size"), (stride, "stride"),
                                                     (wt_levels, "wt_levels")))
+        # Flags are bools: a truthy stand-in such as bias='no' would silently mean True.
+        bias = _lib.as_bool(bias, "bias", _WHERE)
+        packed_params = _lib.as_bool(packed_params, "packed_params", _WHERE)
         errors = []
         if in_channels != out_channels:
             errors.append(f"in_channels={in_channels} and out_channels={out_channels} differ; WTConv2d is "
@@ -721,7 +725,7 @@ class WTConv2d(nn.Module):
         C, k = in_channels, kernel_size
         self.in_channels, self.out_channels, self.kernel_size = C, C, k
         self.stride, self.wt_levels, self.wt_type = stride, wt_levels, wt_type
-        self.packed_params = bool(packed_params)
+        self.packed_params = packed_params
         if self.packed_params:
             # The flat list's order ([base_w, base_s, level_w..., level_s..., (base_b)]), one tensor.
             L = wt_levels
@@ -775,7 +779,7 @@ class WTConv2d(nn.Module):
 
     @always_refold.setter
     def always_refold(self, value):
-        _STATES[self._lkjit_id].always_refold = bool(value)
+        _STATES[self._lkjit_id].always_refold = _lib.as_bool(value, "always_refold", _WHERE)
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "

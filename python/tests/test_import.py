@@ -333,6 +333,31 @@ def test_describe_arch_forms_and_messages():
         layer.describe(8, 56, 56, arch="sm_85")  # of the form, no table: the library lists the ones it has
 
 
+@pytest.mark.parametrize("bad", ["no", "", 0, 1, None, 1.0, [True]], ids=repr)
+def test_flags_must_be_bools(bad):
+    """bias and backward are bools: anything else (bias='no' is truthy, so it would mean True) is a TypeError
+    naming the argument and the value, before the C ABI sees it."""
+    _library_or_skip()
+    want = re.escape(f"must be a bool (True or False), got {bad!r} ({type(bad).__name__})")
+    with pytest.raises(TypeError, match=r"wtconv: bias " + want):
+        lkjit.WTConvLayer(8, bias=bad)
+    layer = lkjit.WTConvLayer(8, 5, 2)
+    for call in (lambda: layer.describe(1, 8, 8, backward=bad, arch=90), lambda: layer.prepare(1, 8, 8, backward=bad),
+                 lambda: layer.runs_lane(1, 8, 8, backward=bad)):
+        with pytest.raises(TypeError, match=r"wtconv: backward " + want):
+            call()
+
+
+def test_flags_take_bools():
+    _library_or_skip()
+    assert lkjit.WTConvLayer(8, bias=False).bias is False and lkjit.WTConvLayer(8, bias=True).bias is True
+    layer = lkjit.WTConvLayer(8, 5, 2)
+    assert layer.describe(1, 8, 8, backward=True, arch=90) != layer.describe(1, 8, 8, backward=False, arch=90)
+    np = pytest.importorskip("numpy")
+    assert lkjit.WTConvLayer(8, bias=np.bool_(False)).bias is False
+    assert layer.describe(1, 8, 8, backward=np.bool_(True), arch=90) == layer.describe(1, 8, 8, backward=True, arch=90)
+
+
 def test_dtype_message_lists_the_accepted_spellings():
     _library_or_skip()
     with pytest.raises(lkjit.SpecError, match="dtype='f64' is not supported") as e:
@@ -442,6 +467,18 @@ def test_torch_module_argument_errors():
         WTConv2d(8, 8, kernel_size=5.5)
     with pytest.raises(TypeError, match=r"wt_levels must be an int, got '2' \(str\)"):
         WTConv2d(8, 8, wt_levels="2")
+    for name in ("bias", "packed_params"):
+        for bad in ("no", 0, 1, None):
+            with pytest.raises(TypeError, match=re.escape(f"WTConv2d: {name} must be a bool (True or False), "
+                                                          f"got {bad!r} ({type(bad).__name__})")):
+                WTConv2d(8, 8, **{name: bad})
+    assert WTConv2d(8, 8, bias=False).base_conv.bias is None
+    assert WTConv2d(8, 8, bias=False, packed_params=True).base_conv.bias is None
+    flags = WTConv2d(8, 8)
+    with pytest.raises(TypeError, match=r"WTConv2d: always_refold must be a bool \(True or False\), got 'no'"):
+        flags.always_refold = "no"
+    flags.always_refold = True
+    assert flags.always_refold is True
     m = WTConv2d(_Index(8), _Index(8), kernel_size=_Index(3), stride=_Index(2), wt_levels=_Index(2))
     assert (m.in_channels, m.kernel_size, m.stride, m.wt_levels) == (8, 3, 2, 2) and type(m.stride) is int
     plan = m.lkjit_plan(_Index(2), 32, 32, arch="sm_90")
