@@ -278,18 +278,59 @@ def _check(rc):
 Strides = ctypes.c_int64 * 4
 
 
-def _strides(s, name):
+def _strides(s, name, where="wtconv"):
     """int64_t[4] of element strides in (B, C, H, W) order for a C ABI call; None -> NULL (NCHW contiguous);
-    a Strides array as it is."""
+    a Strides array as it is. TypeError naming ``name`` for anything that is not a sequence of ints."""
     if s is None or type(s) is Strides:
         return s
+    if isinstance(s, (str, bytes)) or not hasattr(s, "__len__"):
+        raise TypeError(f"lkjit: error: {where}: {name} must be 4 element strides in (B, C, H, W) order (a tuple "
+                        f"or list of ints, or lkjit._lib.Strides), or None for NCHW contiguous; got {s!r} "
+                        f"({type(s).__name__})")
     if len(s) != 4:
-        raise SpecError(f"lkjit: error: wtconv: {name} has {len(s)} entries; expected 4 element strides in "
+        raise SpecError(f"lkjit: error: {where}: {name} has {len(s)} entries; expected 4 element strides in "
                         f"(B, C, H, W) order")
     for i, v in enumerate(s):
         if type(v) is not int or not _I64_LO <= v <= _I64_HI:  # torch's strides pass at once
-            _c_ints("wtconv", (f"{name}[{i}]", v, _INT64))
+            _c_ints(where, (f"{name}[{i}]", v, _INT64))
     return Strides(*s)
+
+
+# ---- pointers and streams ------------------------------------------------------------------------------
+# ctypes refuses a float or a str for a void* with an ArgumentError that names only the argument's position.
+# The public entry points (WTConvLayer.set_weights / forward / backward, transpose) therefore check every
+# pointer and stream first and name the bad one. lkjit.torch calls their unchecked twins (_set_weights,
+# _forward, _backward, _transpose): its pointers are tensors' data_ptr() and its streams torch's own handles,
+# valid by construction, and checking them would cost every call.
+
+def _ptr(value, name, where):
+    """A device pointer for the C ABI: an int (operator.index; not bool), or None; 0 and None are null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"lkjit: error: {where}: {name} must be a device pointer as an int (e.g. "
+                        f"tensor.data_ptr()), or 0 or None for null; got {value!r} ({type(value).__name__})")
+    return operator.index(value)
+
+
+def _stream(value, where):
+    """A CUDA stream for the C ABI: a cudaStream_t as an int (operator.index; not bool), or None; 0 and None
+    are the legacy default stream."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"lkjit: error: {where}: stream must be a CUDA stream handle (cudaStream_t) as an int, "
+                        f"e.g. torch.cuda.current_stream().cuda_stream, or 0 or None for the legacy default "
+                        f"stream; got {value!r} ({type(value).__name__})")
+    return operator.index(value)
+
+
+def _ptr_list(values, name, where):
+    """A list or tuple of device pointers (level_w, ...), each checked by _ptr."""
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"lkjit: error: {where}: {name} must be a list or tuple of device pointers (ints), one per "
+                        f"level; got {values!r} ({type(values).__name__})")
+    return [_ptr(v, f"{name}[{i}]", where) for i, v in enumerate(values)]
 
 
 def _ptrs(values):
@@ -302,8 +343,16 @@ def _ptrs(values):
 def transpose(src, src_strides, dst, dst_strides, dtype, B, C, H, W, device=0, stream=0):
     """lkjit::wtconv_transpose: copies activation (B, C, H, W) of ``dtype`` ('f32' | 'f16' | 'bf16') from
     ``src`` (device pointer, element strides ``src_strides`` in (B, C, H, W) order) to ``dst`` (its own
-    strides), e.g. channels_last -> NCHW contiguous, coalesced on both sides, on ``stream``. Raises SpecError
-    for bad sizes or strides and for a dst that overlaps itself."""
+    strides), e.g. channels_last -> NCHW contiguous, coalesced on both sides, on ``stream`` (a cudaStream_t
+    as an int; 0 or None: the legacy default stream). Raises SpecError for bad sizes or strides and for a dst
+    that overlaps itself, TypeError naming an argument of the wrong type."""
+    where = "wtconv_transpose"
+    _transpose(_ptr(src, "src", where), src_strides, _ptr(dst, "dst", where), dst_strides, dtype, B, C, H, W,
+               device, _stream(stream, where))
+
+
+def _transpose(src, src_strides, dst, dst_strides, dtype, B, C, H, W, device=0, stream=0):
+    """transpose without the checks of src, dst and stream (see "pointers and streams" above)."""
     lib = load()
     for s, name in ((src_strides, "src_strides"), (dst_strides, "dst_strides")):
         if s is None:
@@ -312,8 +361,9 @@ def transpose(src, src_strides, dst, dst_strides, dtype, B, C, H, W, device=0, s
             0 <= min(B, C, H, W, device) and max(B, C, H, W) <= _I64_HI and device < 1 << _INT):  # lkjit.torch's
         B, C, H, W, device = _c_ints("wtconv_transpose", ("B", B, _INT64), ("C", C, _INT64), ("H", H, _INT64),
                                      ("W", W, _INT64), ("device", device, _INT))
-    _check(lib.lkjit_wtconv_transpose(src, _strides(src_strides, "src_strides"), dst, _strides(dst_strides, "dst_strides"),
-                                      dtype_code(dtype), B, C, H, W, device, stream or None))
+    _check(lib.lkjit_wtconv_transpose(src, _strides(src_strides, "src_strides", "wtconv_transpose"), dst,
+                                      _strides(dst_strides, "dst_strides", "wtconv_transpose"), dtype_code(dtype),
+                                      B, C, H, W, device, stream or None))
 
 
 class GpuStatus:
@@ -346,16 +396,20 @@ def gpu_available():
 class WTConvLayer:
     """One lkjit::WTConv layer (opaque C handle): fixed C, k, L, dtype, bias, stride and CUDA device.
 
-    Pointers are integers (e.g. ``tensor.data_ptr()``); a stream is a cudaStream_t as an int (0 = the
-    legacy default stream). X / out / dOut / dX in ``dtype``: NCHW contiguous, or addressed through the
-    ``*_strides`` arguments: 4 element strides (not bytes) in (B, C, H, W) order, e.g. ``tensor.stride()``
-    of a channels_last tensor; None = NCHW contiguous. Parameters and their gradients: fp32, the
-    reference module's shapes (see include/lkjit/wtconv.h).
+    Pointers are integers (e.g. ``tensor.data_ptr()``; 0 or None: null); a stream is a cudaStream_t as an int
+    (0 or None: the legacy default stream); a list of level pointers is a list or tuple. X / out / dOut / dX
+    in ``dtype``: NCHW contiguous, or addressed through the ``*_strides`` arguments: 4 element strides (not
+    bytes) in (B, C, H, W) order, e.g. ``tensor.stride()`` of a channels_last tensor; None = NCHW
+    contiguous. Parameters and their gradients: fp32, the reference module's shapes (see
+    include/lkjit/wtconv.h).
     Sizes (C, k, L, stride, device, B, H, W, strides) are ints or int-like (operator.index): TypeError
     naming the argument otherwise (float, str, bool). Flags (bias, backward) are bools (numpy bools too):
-    TypeError naming the argument otherwise (0, 1, 'no', None). Raises SpecError for out-of-range options, checked
-    in Python for values that do not fit the C ABI's integer types, LibraryNotFoundError without
-    liblkjit.so."""
+    TypeError naming the argument otherwise (0, 1, 'no', None). Pointers, streams and strides of another
+    type: TypeError naming the argument, the value and what is accepted. Raises SpecError for out-of-range
+    options, checked in Python for values that do not fit the C ABI's integer types, LibraryNotFoundError
+    without liblkjit.so.
+    lkjit.torch calls the unchecked twins of set_weights, forward and backward (see "pointers and streams").
+    """
 
     def __init__(self, C, k=5, L=1, dtype="f32", bias=True, stride=1, device=0):
         self._h = None  # before anything can raise: __del__ reads it
@@ -388,7 +442,14 @@ class WTConvLayer:
         return self._h
 
     def set_weights(self, base_w, base_b, base_s, level_w, level_s, stream=0):
-        """Folds the scales into the weights (Eq. 8 of Aflalo et al.) on ``stream``."""
+        """Folds the scales into the weights (Eq. 8 of Aflalo et al.) on ``stream``. level_w, level_s: lists
+        of L pointers."""
+        w = "wtconv"
+        self._set_weights(_ptr(base_w, "base_w", w), _ptr(base_b, "base_b", w), _ptr(base_s, "base_s", w),
+                          _ptr_list(level_w, "level_w", w), _ptr_list(level_s, "level_s", w), _stream(stream, w))
+
+    def _set_weights(self, base_w, base_b, base_s, level_w, level_s, stream=0):
+        """set_weights without the pointer and stream checks (see "pointers and streams" above)."""
         self._check_levels(level_w, level_s, "level_w", "level_s")
         _check(self._lib.lkjit_wtconv_set_weights(self._handle(), base_w, base_b or None, base_s,
                                                   _ptrs(level_w), _ptrs(level_s), stream or None))
@@ -396,13 +457,28 @@ class WTConvLayer:
     def forward(self, x, out, B, H, W, stream=0, x_strides=None, out_strides=None):
         """out (B, C, ceil(H/stride), ceil(W/stride)) = WTConv(x (B, C, H, W)). Raises SpecError for bad sizes or
         strides (an out that overlaps itself, a stride < 1 on a dim of size > 1) before any GPU call."""
+        w = "wtconv"
+        self._forward(_ptr(x, "x", w), _ptr(out, "out", w), B, H, W, _stream(stream, w), x_strides, out_strides)
+
+    def _forward(self, x, out, B, H, W, stream=0, x_strides=None, out_strides=None):
+        """forward without the pointer and stream checks (see "pointers and streams" above)."""
         B, H, W = _bhw(B, H, W)
         _check(self._lib.lkjit_wtconv_forward_strided(self._handle(), x, _strides(x_strides, "x_strides"), out,
                                                       _strides(out_strides, "out_strides"), B, H, W, stream or None))
 
     def backward(self, x, dout, dx, grad_base_w, grad_base_b, grad_base_s, grad_level_w, grad_level_s, B, H, W,
                  stream=0, x_strides=None, dout_strides=None, dx_strides=None):
-        """dX and the parameter gradients (written, deterministic); strides as forward's, dx's checked like out's."""
+        """dX and the parameter gradients (written, deterministic); strides as forward's, dx's checked like out's.
+        grad_level_w, grad_level_s: lists of L pointers."""
+        w = "wtconv"
+        self._backward(_ptr(x, "x", w), _ptr(dout, "dout", w), _ptr(dx, "dx", w), _ptr(grad_base_w, "grad_base_w", w),
+                       _ptr(grad_base_b, "grad_base_b", w), _ptr(grad_base_s, "grad_base_s", w),
+                       _ptr_list(grad_level_w, "grad_level_w", w), _ptr_list(grad_level_s, "grad_level_s", w), B, H,
+                       W, _stream(stream, w), x_strides, dout_strides, dx_strides)
+
+    def _backward(self, x, dout, dx, grad_base_w, grad_base_b, grad_base_s, grad_level_w, grad_level_s, B, H, W,
+                  stream=0, x_strides=None, dout_strides=None, dx_strides=None):
+        """backward without the pointer and stream checks (see "pointers and streams" above)."""
         self._check_levels(grad_level_w, grad_level_s, "grad_level_w", "grad_level_s")
         B, H, W = _bhw(B, H, W)
         _check(self._lib.lkjit_wtconv_backward_strided(

@@ -153,9 +153,9 @@ def _fold(ent, params, key, L, stream):
     """set_weights: the layer folds the scales into the weights (Eq. 8) and keeps the parameters'
     addresses for the backward (Eq. 9); ent keeps the tensors alive, so no other tensor takes them."""
     base_b = params[2 + 2 * L].data_ptr() if len(params) > 2 + 2 * L else 0
-    ent.layer.set_weights(params[0].data_ptr(), base_b, params[1].data_ptr(),
-                          [t.data_ptr() for t in params[2:2 + L]], [t.data_ptr() for t in params[2 + L:2 + 2 * L]],
-                          stream)
+    ent.layer._set_weights(params[0].data_ptr(), base_b, params[1].data_ptr(),
+                           [t.data_ptr() for t in params[2:2 + L]], [t.data_ptr() for t in params[2 + L:2 + 2 * L]],
+                           stream)
     ent.key = key
     ent.refs = params
     ent.pins = [t.detach() for t in params]
@@ -281,8 +281,8 @@ def _transposing(x, ent, backward, mode):
 
 def _copy_layout(src, dst, device, stream):
     """dst[...] = src[...] (same shape and dtype, any dense strides) with lkjit's layout transpose."""
-    _lib.transpose(src.data_ptr(), _lib.Strides(*src.stride()), dst.data_ptr(), _lib.Strides(*dst.stride()),
-                   _DTYPE_CODES[src.dtype], *src.shape, device, stream)
+    _lib._transpose(src.data_ptr(), _lib.Strides(*src.stride()), dst.data_ptr(), _lib.Strides(*dst.stride()),
+                    _DTYPE_CODES[src.dtype], *src.shape, device, stream)
 
 
 def _as_nchw(t, device, stream):
@@ -337,6 +337,9 @@ def _strides(t):
 
 
 # ---- the implementation (both paths) ---------------------------------------------------------------
+# The ctypes calls take _lib's unchecked entry points (_set_weights, _forward, _backward, _transpose): the
+# pointers are data_ptr()s and the stream is torch's, valid by construction, and the public methods' checks of
+# them would cost every call.
 
 def _fwd_impl(x, params, L, layer_id, stride, where=_FWD, keep_nchw=None, mode=None):
     """WTConv forward: out (B, C, ceil(H/stride), ceil(W/stride)) in x's dtype, channels_last when x is,
@@ -361,12 +364,12 @@ def _fwd_impl(x, params, L, layer_id, stride, where=_FWD, keep_nchw=None, mode=N
     device = x.get_device()
     if _transposing(x, ent, False, mode):
         xn, on = _as_nchw(x, device, stream), torch.empty(out.shape, dtype=out.dtype, device=out.device)
-        ent.layer.forward(xn.data_ptr(), on.data_ptr(), B, H, W, stream, None, None)
+        ent.layer._forward(xn.data_ptr(), on.data_ptr(), B, H, W, stream, None, None)
         _copy_layout(on, out, device, stream)
         if keep_nchw is not None:
             keep_nchw.append(xn)
         return out
-    ent.layer.forward(x.data_ptr(), out.data_ptr(), B, H, W, stream, _strides(x), _strides(out))
+    ent.layer._forward(x.data_ptr(), out.data_ptr(), B, H, W, stream, _strides(x), _strides(out))
     return out
 
 
@@ -427,12 +430,12 @@ def _bwd_run(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x
     if x_is_nchw_copy or _transposing(x, ent, True, mode):
         xn, gn = _as_nchw(x, device, stream), _as_nchw(grad_out, device, stream)
         dxn = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        ent.layer.backward(xn.data_ptr(), gn.data_ptr(), dxn.data_ptr(), ptrs[0], gb, ptrs[1], *gw, B, H, W, stream,
-                           None, None, None)
+        ent.layer._backward(xn.data_ptr(), gn.data_ptr(), dxn.data_ptr(), ptrs[0], gb, ptrs[1], *gw, B, H, W,
+                            stream, None, None, None)
         _copy_layout(dxn, dx, device, stream)
         return dx, grads, flat
-    ent.layer.backward(x.data_ptr(), grad_out.data_ptr(), dx.data_ptr(), ptrs[0], gb, ptrs[1], *gw, B, H, W, stream,
-                       _strides(x), _strides(grad_out), _strides(dx))
+    ent.layer._backward(x.data_ptr(), grad_out.data_ptr(), dx.data_ptr(), ptrs[0], gb, ptrs[1], *gw, B, H, W,
+                        stream, _strides(x), _strides(grad_out), _strides(dx))
     return dx, grads, flat
 
 

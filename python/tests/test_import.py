@@ -271,6 +271,133 @@ def test_sizes_must_be_integers(bad):
         _lib.transpose(1, (48, 16, 4, 1), 2, (48, 1, 12, 3), "f32", 1, 3, bad, 4)
 
 
+_LEVELS = dict(grad_level_w=[1, 1], grad_level_s=[1, 1])
+_GRADS = dict(grad_base_w=1, grad_base_b=1, grad_base_s=1, **_LEVELS)
+
+
+@pytest.mark.parametrize("bad", [1.5, "1", b"1", True, object()], ids=repr)
+def test_pointers_and_streams_must_be_ints(bad):
+    """ctypes refuses a float or a str for a void* with an ArgumentError that gives only the argument's
+    position: every pointer and stream of the public entry points is checked first, and a TypeError names
+    the argument, the value and what is accepted (bool is refused too: True is no address)."""
+    _library_or_skip()
+    from lkjit import _lib
+    layer = lkjit.WTConvLayer(4, L=2)
+    got = re.escape(f"; got {bad!r} ({type(bad).__name__})")
+    ptr = r" must be a device pointer as an int \(e.g. tensor.data_ptr\(\)\), or 0 or None for null" + got
+    stream = r"stream must be a CUDA stream handle \(cudaStream_t\) as an int, .* or 0 or None for the legacy " \
+             r"default stream" + got
+    nchw, nhwc = (48, 16, 4, 1), (48, 1, 12, 3)
+    cases = [("x" + ptr, lambda: layer.forward(bad, 1, 1, 8, 8)), ("out" + ptr, lambda: layer.forward(1, bad, 1, 8, 8)),
+             (stream, lambda: layer.forward(1, 1, 1, 8, 8, stream=bad)),
+             ("base_w" + ptr, lambda: layer.set_weights(bad, 1, 1, [1, 1], [1, 1])),
+             ("base_b" + ptr, lambda: layer.set_weights(1, bad, 1, [1, 1], [1, 1])),
+             ("base_s" + ptr, lambda: layer.set_weights(1, 1, bad, [1, 1], [1, 1])),
+             (r"level_w\[1\]" + ptr, lambda: layer.set_weights(1, 1, 1, [1, bad], [1, 1])),
+             (r"level_s\[0\]" + ptr, lambda: layer.set_weights(1, 1, 1, [1, 1], (bad, 1))),
+             (stream, lambda: layer.set_weights(1, 1, 1, [1, 1], [1, 1], stream=bad)),
+             (stream, lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, stream=bad, **_GRADS))]
+    for name in ("x", "dout", "dx"):
+        args = dict(dict(x=1, dout=1, dx=1), **{name: bad})
+        cases.append((name + ptr, lambda args=args: layer.backward(**args, B=1, H=8, W=8, **_GRADS)))
+    for name in ("grad_base_w", "grad_base_b", "grad_base_s"):
+        grads = dict(_GRADS, **{name: bad})
+        cases.append((name + ptr, lambda grads=grads: layer.backward(1, 1, 1, B=1, H=8, W=8, **grads)))
+    cases += [(r"grad_level_s\[1\]" + ptr,
+               lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(_GRADS, grad_level_s=[1, bad]))),
+              ("wtconv_transpose: src" + ptr, lambda: _lib.transpose(bad, nchw, 2, nhwc, "f32", 1, 3, 4, 4)),
+              ("wtconv_transpose: dst" + ptr, lambda: _lib.transpose(1, nchw, bad, nhwc, "f32", 1, 3, 4, 4)),
+              ("wtconv_transpose: " + stream, lambda: _lib.transpose(1, nchw, 2, nhwc, "f32", 1, 3, 4, 4, stream=bad))]
+    for want, call in cases:
+        with pytest.raises(TypeError, match=want):
+            call()
+
+
+@pytest.mark.parametrize("bad", [5, 2.0, "abcd", b"abcd", object()], ids=repr)
+def test_strides_must_be_sequences(bad):
+    """A value where 4 strides belong that is no sequence (an int, a str) is a TypeError naming the argument
+    and the value, not len()'s unnamed one."""
+    _library_or_skip()
+    from lkjit import _lib
+    layer = lkjit.WTConvLayer(4, L=2)
+    want = re.escape(f" must be 4 element strides in (B, C, H, W) order (a tuple or list of ints, or "
+                     f"lkjit._lib.Strides), or None for NCHW contiguous; got {bad!r} ({type(bad).__name__})")
+    for name, call in [("x_strides", lambda: layer.forward(1, 1, 1, 8, 8, x_strides=bad)),
+                       ("out_strides", lambda: layer.forward(1, 1, 1, 8, 8, out_strides=bad)),
+                       ("dout_strides", lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, dout_strides=bad, **_GRADS)),
+                       ("dx_strides", lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, dx_strides=bad, **_GRADS)),
+                       ("wtconv_transpose: src_strides",
+                        lambda: _lib.transpose(1, bad, 2, (48, 1, 12, 3), "f32", 1, 3, 4, 4))]:
+        with pytest.raises(TypeError, match=re.escape(name) + want):
+            call()
+
+
+@pytest.mark.parametrize("bad", [5, None, "ab", {1: 1}], ids=repr)
+def test_level_pointer_lists_must_be_lists(bad):
+    _library_or_skip()
+    layer = lkjit.WTConvLayer(4, L=2)
+    want = re.escape(f" must be a list or tuple of device pointers (ints), one per level; got {bad!r} "
+                     f"({type(bad).__name__})")
+    with pytest.raises(TypeError, match="wtconv: level_w" + want):
+        layer.set_weights(1, 1, 1, bad, [1, 1])
+    with pytest.raises(TypeError, match="wtconv: grad_level_s" + want):
+        layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(_GRADS, grad_level_s=bad))
+
+
+def test_null_and_default_spellings_still_work():
+    """None is a null pointer and the default stream, as 0 is; int-like pointers pass (numpy integers)."""
+    _library_or_skip()
+    layer = lkjit.WTConvLayer(4, L=2)
+    with pytest.raises(lkjit.SpecError, match="x and out must be non-null"):
+        layer.forward(None, _Index(1), 1, 8, 8, stream=None)
+    with pytest.raises(lkjit.SpecError, match="bias=true but base_b is null"):
+        layer.set_weights(1, None, 1, [1, 1], [1, 1], stream=None)
+    with pytest.raises(lkjit.SpecError, match=r"level_w\[1\] and level_s\[1\] must be non-null"):
+        layer.set_weights(1, 1, 1, (1, None), (1, 1))
+    with pytest.raises(lkjit.SpecError, match="x, dout and dx must be non-null"):
+        layer.backward(_Index(1), 1, None, B=1, H=8, W=8, stream=_Index(0), **_GRADS)
+
+
+def test_torch_layer_takes_the_unchecked_entry_points():
+    """lkjit.torch (whose own tests need torch and a GPU) calls lkjit._lib from its per-call path: every
+    _lib name it uses exists, every call on a layer names a WTConvLayer method that takes its arguments, and
+    the per-call work goes through the unchecked twins (_set_weights, _forward, _backward, _transpose), not
+    the public methods whose pointer checks would cost every call. Read from the source; no torch needed."""
+    import ast
+    import ctypes
+    import inspect
+
+    from lkjit import _lib
+    src = open(os.path.join(PKG_SRC, "lkjit", "torch.py"), encoding="utf-8").read()
+    called = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "_lib":
+            assert hasattr(_lib, node.attr), f"lkjit.torch uses _lib.{node.attr}, which _lib lacks"
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner, name = node.func.value, node.func.attr
+        if isinstance(owner, ast.Name) and owner.id == "_lib":
+            fn, lead, kind = getattr(_lib, name), [], "_lib"
+        elif (isinstance(owner, ast.Attribute) and owner.attr == "layer") or \
+                (isinstance(owner, ast.Name) and owner.id == "layer"):
+            assert hasattr(_lib.WTConvLayer, name), f"lkjit.torch calls layer.{name}, which WTConvLayer lacks"
+            fn, lead, kind = getattr(_lib.WTConvLayer, name), [None], "layer"  # self
+        else:
+            continue
+        called.add((kind, name))
+        if isinstance(fn, type) and issubclass(fn, ctypes.Array):  # _lib.Strides(...): no Python signature
+            continue
+        sig = inspect.signature(fn)
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            fixed = [a for a in node.args if not isinstance(a, ast.Starred)]
+            assert len(lead) + len(fixed) <= len(sig.parameters), (name, ast.unparse(node))
+        else:
+            sig.bind(*lead, *[None] * len(node.args), **{k.arg: None for k in node.keywords})
+    assert {("layer", "_forward"), ("layer", "_backward"), ("layer", "_set_weights"), ("_lib", "_transpose")} <= called
+    checked = {("layer", "forward"), ("layer", "backward"), ("layer", "set_weights"), ("_lib", "transpose")}
+    assert not called & checked, sorted(called & checked)
+
+
 def test_int_like_sizes_are_accepted():
     """Any object with __index__ (numpy integers, ...) counts as an int."""
     _library_or_skip()
