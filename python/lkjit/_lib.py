@@ -297,32 +297,45 @@ def _strides(s, name, where="wtconv"):
 
 
 # ---- pointers and streams ------------------------------------------------------------------------------
-# ctypes refuses a float or a str for a void* with an ArgumentError that names only the argument's position.
-# The public entry points (WTConvLayer.set_weights / forward / backward, transpose) therefore check every
-# pointer and stream first and name the bad one. lkjit.torch calls their unchecked twins (_set_weights,
+# ctypes refuses a float or a str for a void* with an ArgumentError that names only the argument's position,
+# and takes an int modulo 2^64 (-1 -> 2^64-1, 2^64 -> NULL). The public entry points (WTConvLayer.set_weights
+# / forward / backward, transpose) therefore check every pointer and stream first, type and range, and name
+# the bad one. lkjit.torch calls their unchecked twins (_set_weights,
 # _forward, _backward, _transpose): its pointers are tensors' data_ptr() and its streams torch's own handles,
 # valid by construction, and checking them would cost every call.
 
+_PTR_BITS = 8 * ctypes.sizeof(ctypes.c_void_p)  # a void*'s range: [0, 2^_PTR_BITS - 1]
+
+
 def _ptr(value, name, where):
-    """A device pointer for the C ABI: an int (operator.index; not bool), or None; 0 and None are null."""
+    """A device pointer for the C ABI: an int (operator.index; not bool) in a void*'s range, or None; 0 and
+    None are null. TypeError for another type, SpecError (a ValueError) out of range, naming ``name``."""
     if value is None:
         return None
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"lkjit: error: {where}: {name} must be a device pointer as an int (e.g. "
                         f"tensor.data_ptr()), or 0 or None for null; got {value!r} ({type(value).__name__})")
-    return operator.index(value)
+    v = operator.index(value)
+    if not 0 <= v < 1 << _PTR_BITS:
+        raise SpecError(f"lkjit: error: {where}: {name}={v} is out of range; supported: a device address in "
+                        f"[0, 2^{_PTR_BITS}-1] (0: null)")
+    return v
 
 
 def _stream(value, where):
-    """A CUDA stream for the C ABI: a cudaStream_t as an int (operator.index; not bool), or None; 0 and None
-    are the legacy default stream."""
+    """A CUDA stream for the C ABI: a cudaStream_t as an int (operator.index; not bool) in a void*'s range, or
+    None; 0 and None are the legacy default stream. TypeError for another type, SpecError out of range."""
     if value is None:
         return None
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"lkjit: error: {where}: stream must be a CUDA stream handle (cudaStream_t) as an int, "
                         f"e.g. torch.cuda.current_stream().cuda_stream, or 0 or None for the legacy default "
                         f"stream; got {value!r} ({type(value).__name__})")
-    return operator.index(value)
+    v = operator.index(value)
+    if not 0 <= v < 1 << _PTR_BITS:
+        raise SpecError(f"lkjit: error: {where}: stream={v} is out of range; supported: a cudaStream_t in "
+                        f"[0, 2^{_PTR_BITS}-1] (0: the legacy default stream)")
+    return v
 
 
 def _ptr_list(values, name, where):
@@ -406,8 +419,8 @@ class WTConvLayer:
     naming the argument otherwise (float, str, bool). Flags (bias, backward) are bools (numpy bools too):
     TypeError naming the argument otherwise (0, 1, 'no', None). Pointers, streams and strides of another
     type: TypeError naming the argument, the value and what is accepted. Raises SpecError for out-of-range
-    options, checked in Python for values that do not fit the C ABI's integer types, LibraryNotFoundError
-    without liblkjit.so.
+    options, checked in Python for values that do not fit the C ABI's integer types (pointers and streams
+    too: [0, 2^64-1]), LibraryNotFoundError without liblkjit.so.
     lkjit.torch calls the unchecked twins of set_weights, forward and backward (see "pointers and streams").
     """
 

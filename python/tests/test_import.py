@@ -313,6 +313,47 @@ def test_pointers_and_streams_must_be_ints(bad):
             call()
 
 
+@pytest.mark.parametrize("bad", [-1, -2 ** 63, 2 ** 64, 2 ** 64 + 4096, 2 ** 100], ids=repr)
+def test_pointers_and_streams_out_of_range_are_named(bad):
+    """ctypes takes a void* modulo 2^64 (2^64 + 4096 would reach the library as 4096, -1 as 2^64-1): a pointer
+    or stream outside [0, 2^64-1] is a SpecError (a ValueError) naming the argument, before the C ABI."""
+    _library_or_skip()
+    from lkjit import _lib
+    layer = lkjit.WTConvLayer(4, L=2)
+    ptr = re.escape(f"={bad} is out of range; supported: a device address in [0, 2^64-1] (0: null)")
+    stream = re.escape(f"stream={bad} is out of range; supported: a cudaStream_t in [0, 2^64-1] (0: the legacy "
+                       f"default stream)")
+    nchw, nhwc = (48, 16, 4, 1), (48, 1, 12, 3)
+    cases = [("x" + ptr, lambda: layer.forward(bad, 1, 1, 8, 8)), ("out" + ptr, lambda: layer.forward(1, bad, 1, 8, 8)),
+             (stream, lambda: layer.forward(1, 2, 1, 8, 8, stream=bad)),
+             ("base_b" + ptr, lambda: layer.set_weights(1, bad, 1, [1, 1], [1, 1])),
+             (r"level_s\[1\]" + ptr, lambda: layer.set_weights(1, 1, 1, [1, 1], [1, bad])),
+             (stream, lambda: layer.set_weights(1, 1, 1, [1, 1], [1, 1], stream=bad)),
+             ("dx" + ptr, lambda: layer.backward(1, 1, bad, B=1, H=8, W=8, **_GRADS)),
+             ("grad_base_s" + ptr, lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(_GRADS, grad_base_s=bad))),
+             (r"grad_level_w\[0\]" + ptr,
+              lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(_GRADS, grad_level_w=[bad, 1]))),
+             (stream, lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, stream=bad, **_GRADS)),
+             ("wtconv_transpose: src" + ptr, lambda: _lib.transpose(bad, nchw, 1 << 20, nhwc, "f32", 1, 3, 4, 4)),
+             ("wtconv_transpose: dst" + ptr, lambda: _lib.transpose(1, nchw, bad, nhwc, "f32", 1, 3, 4, 4)),
+             ("wtconv_transpose: " + stream,
+              lambda: _lib.transpose(1, nchw, 1 << 20, nhwc, "f32", 1, 3, 4, 4, stream=bad))]
+    for want, call in cases:
+        with pytest.raises(lkjit.SpecError, match=want) as e:
+            call()
+        assert isinstance(e.value, ValueError) and e.value.code == 2
+
+
+def test_pointer_range_ends_reach_the_library():
+    """0 and 2^64-1 are pointers the C ABI receives as given: 0 is null (refused by name), 2^64-1 an address."""
+    _library_or_skip()
+    layer = lkjit.WTConvLayer(4, L=2)
+    with pytest.raises(lkjit.SpecError, match="x and out must be non-null"):
+        layer.forward(0, 2 ** 64 - 1, 1, 8, 8, stream=2 ** 64 - 1)
+    with pytest.raises(lkjit.SpecError, match="x, dout and dx must be non-null"):
+        layer.backward(2 ** 64 - 1, 0, 1, B=1, H=8, W=8, stream=2 ** 64 - 1, **_GRADS)
+
+
 @pytest.mark.parametrize("bad", [5, 2.0, "abcd", b"abcd", object()], ids=repr)
 def test_strides_must_be_sequences(bad):
     """A value where 4 strides belong that is no sequence (an int, a str) is a TypeError naming the argument
