@@ -94,13 +94,49 @@ def dtype_code(dtype):
 _INT = 31    # value bits of the C ABI's int
 _INT64 = 63  # and of its int64_t
 
-# The library's own range for each value, for the message about a value it would never see.
-_SUPPORTED = {
-    "wtconv": {"C": "[1, 2^24]", "k": "odd k in [1, 31]", "L": f"L in [0, {MAX_LEVELS}]", "stride": "[1, 64]",
-               "device": "[0, 2^31-1]", "B": "[1, 2^31-1]", "H": "[1, 2^30]", "W": "[1, 2^30]"},
-    "wtconv_transpose": {"B": "[1, 2^63-1]", "C": "[1, 2^31-65]", "H": "[1, 2^31-65] (H*W too)",
-                         "W": "[1, 2^31-65] (H*W too)", "device": "[0, 2^31-1]"},
+# The library's range of each value that Python checks or names itself, as Python ranges (k: odd values
+# only). _c_ints states them for values too large for the C ABI's types, which the library would never see,
+# and WTConv2d checks its options against them (range_errors). The library is the authority (validate_options
+# and validate_shape in runtime/ops/wtconv_plan.cpp, wtconv_transpose_check) and its C ABI does not expose
+# them, so test_import.py's test_ranges_match_the_library calls the C ABI in and around both ends of every
+# range here: a change on either side fails the CPU tests. An upper bound that is the C type's own (device,
+# the transpose's B) means the library sets none below it.
+_RANGES = {
+    "wtconv": {"C": range(1, (1 << 24) + 1), "k": range(1, 32, 2), "L": range(0, MAX_LEVELS + 1),
+               "stride": range(1, 65), "device": range(0, 1 << _INT), "B": range(1, 1 << 31),
+               "H": range(1, (1 << 30) + 1), "W": range(1, (1 << 30) + 1)},
+    "wtconv_transpose": {"B": range(1, 1 << _INT64), "C": range(1, (1 << 31) - 64), "H": range(1, (1 << 31) - 64),
+                         "W": range(1, (1 << 31) - 64), "device": range(0, 1 << _INT)},
 }
+# How the library's messages state a range where they say more than "[lo, hi]" ({name}: the value's name).
+_RANGE_FORMS = {("wtconv", "k"): "odd {name} in {range}", ("wtconv", "L"): "{name} in {range}",
+                ("wtconv_transpose", "H"): "{range} (H*W too)", ("wtconv_transpose", "W"): "{range} (H*W too)"}
+
+
+def _bound_text(v):
+    """A bound as the library's messages write it: 2^24, 2^31-1, 2^31-65 for large ones, else decimal."""
+    if v >= 1 << 10:
+        n = v.bit_length()
+        if v == 1 << (n - 1):
+            return f"2^{n - 1}"
+        if (1 << n) - v < 1 << 10:
+            return f"2^{n}-{(1 << n) - v}"
+    return str(v)
+
+
+def supported(where, name, label=None):
+    """The library's range of ``name`` ('C', 'k', ... of ``where``: 'wtconv' or 'wtconv_transpose') as its
+    messages state it, e.g. "[1, 2^24]" or "odd k in [1, 31]" (``label`` in place of the name there)."""
+    r = _RANGES[where][name]
+    return _RANGE_FORMS.get((where, name), "{range}").format(
+        name=label or name, range=f"[{_bound_text(r[0])}, {_bound_text(r[-1])}]")
+
+
+def range_errors(where, values):
+    """A message for each (label, name, int value) outside the library's range of ``name``, e.g.
+    ("kernel_size", "k", 4) -> "kernel_size=4 is out of range; supported: odd kernel_size in [1, 31]"."""
+    return [f"{label}={v} is out of range; supported: {supported(where, name, label)}"
+            for label, name, v in values if v not in _RANGES[where][name]]
 
 
 def as_int(value, name, where="lkjit: error: wtconv"):
@@ -132,7 +168,7 @@ def _c_ints(where, *args):
     for name, value, bits in args:
         v = as_int(value, name, f"lkjit: error: {where}")
         if not -(1 << bits) <= v < 1 << bits:
-            rng = _SUPPORTED.get(where, {}).get(name)
+            rng = supported(where, name) if name in _RANGES.get(where, ()) else None
             errors.append(f"{name}={v} is out of range; supported: "
                           + (rng or f"[-2^{bits}, 2^{bits}-1] ({'int64_t' if bits == _INT64 else 'int'})"))
         out.append(v)
@@ -153,8 +189,10 @@ def _bhw(B, H, W):
     return _c_ints("wtconv", ("B", B, _INT64), ("H", H, _INT64), ("W", W, _INT64))
 
 
-# The forms of describe's arch, as the CLI's --arch takes them (generator/spec.cpp, parse_arch).
-_ARCH_FORMS = "0 (this layer's GPU), or sm_80 and newer as 90, 'sm_90', 'sm90', '90' or '9.0'"
+# The oldest arch the library plans for (DeviceLimits::for_arch; test_ranges_match_the_library checks it), and
+# the forms of describe's arch, as the CLI's --arch takes them (generator/spec.cpp, parse_arch).
+_OLDEST_ARCH = 80
+_ARCH_FORMS = f"0 (this layer's GPU), or sm_{_OLDEST_ARCH} and newer as 90, 'sm_90', 'sm90', '90' or '9.0'"
 
 
 def arch_code(arch):
@@ -178,8 +216,8 @@ def arch_code(arch):
             raise SpecError(f"lkjit: error: wtconv: arch={a} is out of range; supported: {_ARCH_FORMS}")
     if a == 0:
         return 0
-    if a < 80:  # the CLI's words (parse_arch); the C ABI would say only that sm_52 has no limits table
-        raise SpecError(f"lkjit: error: arch sm_{a} is too old; supported: sm_80 and newer")
+    if a < _OLDEST_ARCH:  # the CLI's words (parse_arch); the C ABI would say only that sm_52 has no limits table
+        raise SpecError(f"lkjit: error: arch sm_{a} is too old; supported: sm_{_OLDEST_ARCH} and newer")
     return a
 
 

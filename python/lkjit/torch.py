@@ -713,16 +713,12 @@ class WTConv2d(nn.Module):
         if in_channels != out_channels:
             errors.append(f"in_channels={in_channels} and out_channels={out_channels} differ; WTConv2d is "
                           f"depthwise: out_channels must equal in_channels")
-        if not 1 <= in_channels <= 1 << 24:
-            errors.append(f"in_channels={in_channels!r} is out of range; supported: [1, 2^24]")
+        # The library's ranges (lkjit._lib._RANGES, which a CPU test checks against the library itself).
+        errors += _lib.range_errors("wtconv", [("in_channels", "C", in_channels)])
         if wt_type not in ("db1", "haar"):
             errors.append(f"wt_type={wt_type!r} is not supported; supported: 'db1' (Haar)")
-        if not (1 <= kernel_size <= 31 and kernel_size % 2 == 1):
-            errors.append(f"kernel_size={kernel_size!r} is out of range; supported: odd k in [1, 31]")
-        if not 0 <= wt_levels <= _lib.MAX_LEVELS:
-            errors.append(f"wt_levels={wt_levels!r} is out of range; supported: [0, {_lib.MAX_LEVELS}]")
-        if not 1 <= stride <= 64:
-            errors.append(f"stride={stride!r} is out of range; supported: [1, 64]")
+        errors += _lib.range_errors("wtconv", [("kernel_size", "k", kernel_size), ("wt_levels", "L", wt_levels),
+                                               ("stride", "stride", stride)])
         if errors:
             raise ValueError(f"{_WHERE}: " + "; ".join(errors))
         C, k = in_channels, kernel_size
