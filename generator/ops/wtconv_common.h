@@ -131,8 +131,8 @@ inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile&
 }
 
 // The plane kernels' default tile. Fitted to exhaustive searches on an H200 (lkjit tune, bench/RESULTS.md
-// sections 3 and 6) over the WTConvNeXt-T planes, bf16 k=5. Warps per plane: large planes 8 (forward) or 16
-// (backward); mid planes 2 (forward: 28x28 p2_v8_w128 143 us against 154 for 4 warps) or 4 (backward);
+// sections 3 and 6) over the WTConvNeXt-T planes, bf16 k=5. Warps per plane: large planes 8 (the backward
+// 16 at L = 0, where it has no B warps); mid planes 2 (forward: 28x28 p2_v8_w128 143 us against 154 for 4 warps) or 4 (backward);
 // below 512 pixels one warp, alone in its block from 128 pixels on (its phases are short, so independent
 // small blocks hide each other's barriers best) and grouped below (7x7 backward: 8 planes a block 175 us
 // against 182 alone). Strip rows (vy): the forward 8 from 784 pixels (56x56 233 us against 242 for 4),
@@ -145,8 +145,8 @@ inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLim
                                int64_t budget_bytes, bool backward) {
   const int64_t hw = sh.H * sh.W, cap = d.max_smem_per_block / 2;
   // 8 warps a 56x56 backward plane since its B warps also take dX's base term (H200, exhaustive: 469 us
-  // against 486 at 16 warps, bf16 64x96x56x56 L=5).
-  const int warps = hw >= 2048 ? 8 : hw >= 512 ? (backward ? 4 : 2) : 1;
+  // against 486 at 16 warps, bf16 64x96x56x56 L=5); L = 0 has no B warps and keeps the earlier 16.
+  const int warps = hw >= 2048 ? (backward && s.L == 0 ? 16 : 8) : hw >= 512 ? (backward ? 4 : 2) : 1;
   const int vy = backward ? (hw >= 2048 ? 4 : 2) : sh.H < 8 ? 2 : hw >= 784 ? 8 : 4;
   Tile t{0, 0, 1, vy, 32 * warps};
   // Fewer spare rows where a plane would not fit twice per SM otherwise (large k or L on mid-size planes).

@@ -187,6 +187,11 @@ class WTConv {
   // candidate. Checked against each shape's tile space when its launches are built (SpecError).
   void set_tile_override(Kernel kernel, int level, const Tile& tile);
   void clear_tile_overrides();
+  // Testing: how the backward plane kernel's B warps share dX's base term with the rest of their group.
+  // kDynamic (the default) claims items until the level chain is done, so the split depends on timing;
+  // kAll and kNone force either extreme, so tests can run both paths deterministically.
+  enum class ClaimForTesting { kDynamic, kAll, kNone };
+  void set_claim_for_testing(ClaimForTesting c);
   // Where the last prepare/forward found its kernels: "compiled", "disk" or "memory" (worst of all).
   const std::string& last_origin() const { return last_origin_; }
   // Device memory the layer owns now (folded weights + scratch), bytes; 0 before the first call.
@@ -216,6 +221,7 @@ class WTConv {
   WTConvOptions opt_;
   WTConvPath path_ = WTConvPath::kAuto;
   std::vector<TileOverride> overrides_;
+  ClaimForTesting claim_ = ClaimForTesting::kDynamic;
   TuneOptions tune_;
   std::string last_origin_;
   Impl* impl_ = nullptr;

@@ -194,6 +194,11 @@ void WTConv::clear_tile_overrides() {
   invalidate_lists();
 }
 
+void WTConv::set_claim_for_testing(ClaimForTesting c) {
+  claim_ = c;
+  invalidate_lists();  // the flags live in each list's kernel arguments
+}
+
 void WTConv::prepare(int64_t B, int64_t H, int64_t W, bool backward) {
   ensure_impl();
   last_origin_ = launch_list(B, H, W, false, opt_.layout).origin;
@@ -277,6 +282,8 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
   p.H_out = static_cast<int>(sh.H_out());
   p.W_out = static_cast<int>(sh.W_out());
   p.has_bias = opt_.bias;
+  p.flags = claim_ == ClaimForTesting::kAll ? kWTConvFlagClaimAll
+            : claim_ == ClaimForTesting::kNone ? kWTConvFlagClaimNone : 0;
   for (int l = 0; l <= kMaxLevels; ++l) {
     p.lh[l] = static_cast<int>(std::min<int64_t>(lh[l], INT32_MAX));
     p.lw[l] = static_cast<int>(std::min<int64_t>(lw[l], INT32_MAX));

@@ -7,6 +7,9 @@
 namespace lkjit {
 
 enum { kWTConvMaxLevels = 8 };
+// WTConvParams::flags bits, for tests: the backward plane kernel's B warps claim every dX item (ignoring
+// the chain's done flag), or none, so each path runs whatever the timing. 0 in normal use.
+enum { kWTConvFlagClaimAll = 1, kWTConvFlagClaimNone = 2 };
 
 struct WTConvParams {
   // Activations, dtype Cfg::T, addressed through element strides in (B, C, H, W) order: element
@@ -71,7 +74,7 @@ struct WTConvParams {
   int level;             // level kernels: l in 1..L
   int h_in, w_in;        // level kernels: size of the input low band (lh[l-1], lw[l-1])
   int tiles_h, tiles_w;  // tiled kernels: tiles per plane
-  int pad_;
+  int flags;             // kWTConvFlag* bits (testing); 0 in normal use
 };
 
 static_assert(sizeof(WTConvParams) == 856, "WTConvParams changed size: host and device must agree");

@@ -120,7 +120,11 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       }
       for (;;) {
         int base = 0;
-        if (lane == 0) base = atomicAdd(ctl + 1, 0) ? items : atomicAdd(ctl, 32);  // (atomics: no data race)
+        if (lane == 0) {  // (atomics: no data race on the flag)
+          const bool stop = (p.flags & kWTConvFlagClaimNone) ||
+                            (!(p.flags & kWTConvFlagClaimAll) && atomicAdd(ctl + 1, 0));
+          base = stop ? items : atomicAdd(ctl, 32);
+        }
         base = __shfl_sync(0xffffffffu, base, 0);
         if (base >= items) break;
         const int e = base + lane, si = fvw.div(e), x0 = e - si * lay.xs_vw, y0 = si * V;

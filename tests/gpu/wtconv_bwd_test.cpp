@@ -25,12 +25,14 @@ struct BwdResult {
 };
 
 // plane_tile, reduce_tile: run the backward plane kernel, the reduce kernel with this tile (no tuning)
-// instead of the layer's choice.
+// instead of the layer's choice. claim: how the plane kernel's B warps share dX (WTConv::set_claim_for_testing).
 BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
                        const std::vector<float>& x, const std::vector<float>& g, const Tile* plane_tile = nullptr,
-                       const Tile* reduce_tile = nullptr) {
+                       const Tile* reduce_tile = nullptr,
+                       WTConv::ClaimForTesting claim = WTConv::ClaimForTesting::kDynamic) {
   WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
   layer.set_path(path);
+  layer.set_claim_for_testing(claim);
   if (plane_tile || reduce_tile) layer.set_tune_mode(TuneMode::kOff);
   if (plane_tile) layer.set_tile_override(Kernel::kWTConvBwdPlane, 0, *plane_tile);
   if (reduce_tile) layer.set_tile_override(Kernel::kWTConvReduce, 0, *reduce_tile);
@@ -127,27 +129,45 @@ BwdCase make_case(const Problem& pb, DType dt, uint64_t seed) {
 }
 
 // Every tile of the backward plane kernel's space on one problem: each (planes, threads) pair splits its
-// warp groups differently (level chain vs base wgrad), with its own named barriers.
+// warp groups differently (level chain vs base wgrad), with its own named barriers. Each tile runs three
+// times: with the B warps claiming dX items as timing allows, all of them, and none; the three must match
+// the reference and each other bit for bit (the split must not change a value).
 class WTConvBackwardPlaneTiles : public GpuTest {};
 
-TEST_F(WTConvBackwardPlaneTiles, EveryTileMatchesTheReference) {
-  const Problem& pb = kTileProblem;
-  const DType dt = DType::kF32;
+void check_every_bwd_tile(const Problem& pb, DType dt, uint64_t seed) {
   const DeviceInfo dev = device_info(0);
-  const auto [params, x, g, want] = make_case(pb, dt, 11);
+  const auto [params, x, g, want] = make_case(pb, dt, seed);
   int tested = 0;
   for (const Tile& t : plane_tiles(Kernel::kWTConvBwdPlane, pb, dt, dev.arch, dev.limits)) {
-    SCOPED_TRACE(t.to_string());
-    const auto r = run_backward(pb, dt, WTConvPath::kPlane, params, x, g, &t);
-    const auto cmp = compare(r.dx, want.dx, tolerance(dt));
-    EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
-    expect_grad_close(r.grads.base_w, want.base_w, "base_w", dt);
-    expect_grad_close(r.grads.base_b, want.base_b, "base_b", dt);
-    for (int l = 0; l < pb.L; ++l) expect_grad_close(r.grads.level_w[l], want.level_w[l], "level_w", dt);
+    BwdResult first;
+    for (auto claim : {WTConv::ClaimForTesting::kDynamic, WTConv::ClaimForTesting::kAll,
+                       WTConv::ClaimForTesting::kNone}) {
+      SCOPED_TRACE(t.to_string() + (claim == WTConv::ClaimForTesting::kAll    ? " claim all"
+                                    : claim == WTConv::ClaimForTesting::kNone ? " claim none"
+                                                                              : ""));
+      const auto r = run_backward(pb, dt, WTConvPath::kPlane, params, x, g, &t, nullptr, claim);
+      const auto cmp = compare(r.dx, want.dx, tolerance(dt));
+      EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
+      expect_grad_close(r.grads.base_w, want.base_w, "base_w", dt);
+      expect_grad_close(r.grads.base_b, want.base_b, "base_b", dt);
+      for (int l = 0; l < pb.L; ++l) expect_grad_close(r.grads.level_w[l], want.level_w[l], "level_w", dt);
+      if (claim == WTConv::ClaimForTesting::kDynamic) {
+        first = r;
+      } else {
+        EXPECT_EQ(r.dx_bits, first.dx_bits) << "dX depends on how the B warps shared it";
+        EXPECT_TRUE(same_bits(r.grads.base_b, first.grads.base_b));
+      }
+    }
     ++tested;
   }
   EXPECT_GE(tested, 10) << "too few tiles fit";
 }
+
+TEST_F(WTConvBackwardPlaneTiles, EveryTileMatchesTheReference) { check_every_bwd_tile(kTileProblem, DType::kF32, 11); }
+
+// 15 planes: blocks of 2, 4, 8 and 16 planes end with groups that have no plane and leave at once, beside
+// groups whose B and chain warps use the hand-off barrier; bf16 stages in 16-byte loads (W = 24).
+TEST_F(WTConvBackwardPlaneTiles, PartialBlocksBF16) { check_every_bwd_tile({3, 5, 24, 24, 5, 3, 1, true}, DType::kBF16, 13); }
 
 // Every tile of the reduce kernel, after the plane kernel (one partial row per image: with 1024 threads the
 // base group's rows split 32 ways, beyond B) and after the tiled path (several tile rows per image).

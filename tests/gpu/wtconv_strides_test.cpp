@@ -27,13 +27,16 @@ namespace lkjit::testing {
 namespace {
 
 // Memory order of one activation tensor.
-enum class Mem { kNCHW, kNHWC, kPadded, kPadded8, kShifted };
+enum class Mem { kNCHW, kNHWC, kPadded, kPadded8, kPadded4, kShifted, kShifted2, kShifted4 };
 const char* mem_name(Mem m) {
   switch (m) {
     case Mem::kNHWC: return "nhwc";
     case Mem::kPadded: return "padded";
     case Mem::kPadded8: return "padded8";
+    case Mem::kPadded4: return "padded4";
     case Mem::kShifted: return "shifted";
+    case Mem::kShifted2: return "shifted2";
+    case Mem::kShifted4: return "shifted4";
     case Mem::kNCHW: break;
   }
   return "nchw";
@@ -48,7 +51,9 @@ struct Dims {
 // tensor in memory order m. kPadded: NCHW with 3 spare columns per row and a spare row per plane, so
 // there are gaps everywhere. kPadded8: rows of a multiple of 8 elements (at least one spare column) and a
 // spare row per plane, so the plane kernels' 8- and 16-byte loads apply where W allows, beside gaps.
-// kShifted: dense NCHW one element into the buffer, so no plane is aligned for them.
+// kPadded4: rows of 4 (mod 8) elements, so a 16-bit W = 16 takes 8-byte loads where 16 would cross rows.
+// kShifted, kShifted2, kShifted4: dense NCHW 1, 2 or 4 elements into the buffer, so a plane's start is
+// aligned to at most 2, 4 or 8 elements' bytes (the plane kernels then take narrower loads, or none).
 struct Placement {
   std::array<int64_t, 4> st;
   int64_t elems;
@@ -65,7 +70,16 @@ Placement placement(Mem m, const Dims& d) {
       const int64_t pitch = (d.w + 8) / 8 * 8, plane = (d.h + 1) * pitch;
       return {{d.C * plane, plane, pitch, 1}, d.B * d.C * plane};
     }
-    case Mem::kShifted: return {{d.C * d.h * d.w, d.h * d.w, d.w, 1}, d.numel() + 1, 1};
+    case Mem::kPadded4: {
+      const int64_t pitch = (d.w + 4) / 8 * 8 + 4, plane = (d.h + 1) * pitch;
+      return {{d.C * plane, plane, pitch, 1}, d.B * d.C * plane};
+    }
+    case Mem::kShifted:
+    case Mem::kShifted2:
+    case Mem::kShifted4: {
+      const int64_t shift = m == Mem::kShifted ? 1 : m == Mem::kShifted2 ? 2 : 4;
+      return {{d.C * d.h * d.w, d.h * d.w, d.w, 1}, d.numel() + shift, shift};
+    }
     case Mem::kNCHW: break;
   }
   return {{d.C * d.h * d.w, d.h * d.w, d.w, 1}, d.numel()};
@@ -212,7 +226,8 @@ using FwdParam = std::tuple<Problem, DType, WTConvPath, Mem, Mem>;  // x, out
 std::vector<FwdParam> fwd_params() {
   const std::vector<std::array<Mem, 2>> layouts = {
       {Mem::kNHWC, Mem::kNHWC},       {Mem::kNHWC, Mem::kNCHW},     {Mem::kNCHW, Mem::kNHWC},
-      {Mem::kPadded, Mem::kPadded},   {Mem::kPadded8, Mem::kPadded8}, {Mem::kShifted, Mem::kShifted}};
+      {Mem::kPadded, Mem::kPadded},   {Mem::kPadded8, Mem::kPadded8}, {Mem::kShifted, Mem::kShifted},
+      {Mem::kShifted2, Mem::kNCHW},   {Mem::kShifted4, Mem::kPadded4}, {Mem::kPadded4, Mem::kNCHW}};
   std::vector<FwdParam> v;
   const auto problems = strided_problems();
   for (size_t i = 0; i < problems.size(); ++i)
@@ -265,7 +280,10 @@ std::vector<BwdParam> bwd_params() {
                                                    {Mem::kPadded, Mem::kPadded, Mem::kPadded},
                                                    {Mem::kPadded8, Mem::kPadded8, Mem::kPadded8},
                                                    {Mem::kNCHW, Mem::kPadded8, Mem::kNCHW},
-                                                   {Mem::kNCHW, Mem::kShifted, Mem::kShifted}};
+                                                   {Mem::kNCHW, Mem::kShifted, Mem::kShifted},
+                                                   {Mem::kNCHW, Mem::kPadded4, Mem::kNCHW},
+                                                   {Mem::kShifted4, Mem::kNCHW, Mem::kShifted2},
+                                                   {Mem::kShifted2, Mem::kPadded8, Mem::kNCHW}};
   std::vector<BwdParam> v;
   const auto problems = strided_problems();
   for (size_t i = 0; i < problems.size(); ++i)
