@@ -444,12 +444,33 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
       {R"({"C": 8, "H": 8, "W": 8, "L": 2, "stirde": 2})", "unknown key \"stirde\""},
       {R"({"C": "96", "H": 8, "W": 8})", "layers[0]: \"C\" is not an integer (\"96\"); supported: an integer in [1, 16777216]"},
       {R"({"C": 8, "H": 8, "W": 8, "k": 4})", "layers[0]: \"k\" is 4; supported: an odd integer in [1, 31]"},
+      // Numbers as written: json::parse reads the first as INT64_MAX, and 1e30 is an integer out of range.
+      {R"({"B": 99999999999999999999, "C": 8, "H": 8, "W": 8})",
+       "layers[0]: \"B\" is out of range (99999999999999999999); supported: an integer in [1, 2147483647]"},
+      {R"({"C": 1e30, "H": 8, "W": 8})", "layers[0]: \"C\" is out of range (1e30); supported: an integer in [1, 16777216]"},
+      {R"({"C": 2.5, "H": 8, "W": 8})", "layers[0]: \"C\" is not an integer (2.5)"},
+      // json::parse would keep one of the two silently; keys compare decoded.
+      {R"({"C": 8, "H": 8, "W": 8, "C": 16})", "layers[0]: duplicate key \"C\"; supported: each key once per object"},
+      {R"({"C": 8, "H": 8, "W": 8, "\u0043": 16})", "layers[0]: duplicate key \"C\""},
   };
   for (const auto& [layer, msg] : layers) {
     write_file(manifest, R"({"layers": [)" + layer + "]}");
     r = run("prewarm --list --manifest " + shell_quote(manifest));
     EXPECT_EQ(r.code, 2) << layer << ": " << r.output;
     EXPECT_THAT(r.output, AllOf(HasSubstr(manifest), HasSubstr(msg))) << layer;
+  }
+  // The file's other values name it too, with where in it they are.
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {R"({"dtypes": ["f16", "f64"], "layers": [{"C": 8, "H": 8, "W": 8}]})", ": dtypes[1]: dtype 'f64' is not supported"},
+      {R"({"archs": ["sm_7x"], "layers": [{"C": 8, "H": 8, "W": 8}]})", ": archs[0]: arch 'sm_7x' is not of the form sm_XY"},
+      {R"({"archs": ["sm_90"], "layers": [{"C": 8, "H": 8, "W": 8}], "archs": ["sm_80"]})",
+       ": duplicate key \"archs\"; supported: each key once per object"},
+  };
+  for (const auto& [text, msg] : files) {
+    write_file(manifest, text);
+    r = run("prewarm --list --manifest " + shell_quote(manifest));
+    EXPECT_EQ(r.code, 2) << text << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("lkjit: error: " + manifest + msg)) << text;
   }
 }
 

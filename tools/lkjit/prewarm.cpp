@@ -22,7 +22,8 @@
 //    "kernels": ["lkjit_wtconv_fold_k5_L3_w256_sm90"],   exact kernels (kept when their arch is a target)
 //    "all_tiles": false}
 // A manifest kernel name this lkjit does not generate, or one with an invalid spec or tile, is an error
-// (exit 2) before anything compiles.
+// (exit 2) before anything compiles; so is a key given twice in one object, and a number out of range or not
+// an integer (named as the file writes it).
 // Tuning database: lkjit's own (cache/tuning_db.h: "records" with "spec" and "tile"), or any JSON with
 // {"entries": [{"kernel": "<kernel name>"}, ...]}; an unreadable file or another format is an error
 // (exit 2). Its kernel names this lkjit does not generate are noted and left out.

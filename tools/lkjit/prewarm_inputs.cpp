@@ -5,6 +5,8 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -41,24 +43,109 @@ std::vector<std::string> strings(const llvm::json::Object& o, const char* key, c
   return out;
 }
 
-// fallback nullopt: the field is required.
+// What json::parse drops from a manifest it accepted: of two equal keys it keeps one, and it reads an integer
+// literal beyond int64 as INT64_MAX or INT64_MIN (99999999999999999999 would be reported as 9223372036854775807).
+// A walk over the same text (well-formed, so it needs no error handling) finds the first duplicate key and
+// keeps each scalar as written, by its path ("layers[0].B").
+class ManifestText {
+ public:
+  explicit ManifestText(const std::string& text) : s_(text) { value(""); }
+  std::optional<std::pair<std::string, std::string>> duplicate;  // (the object's path, "" for the root; the key)
+  std::map<std::string, std::string> literals;                   // path -> the scalar's text
+
+ private:
+  static bool space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+  void skip_space() {
+    while (i_ < s_.size() && space(s_[i_])) ++i_;
+  }
+  std::string string_token() {  // quotes included
+    const size_t b = i_++;
+    while (s_[i_] != '"') i_ += s_[i_] == '\\' ? 2 : 1;
+    return s_.substr(b, ++i_ - b);
+  }
+  // Keys compare decoded, as json::Object compares them ("\u0042" is "B").
+  static std::string decoded(const std::string& token) {
+    auto v = llvm::json::parse(token);
+    if (!v) {
+      llvm::consumeError(v.takeError());
+      return token;
+    }
+    return v->getAsString() ? v->getAsString()->str() : token;
+  }
+  void value(const std::string& path) {
+    skip_space();
+    const char open = s_[i_];
+    if (open != '{' && open != '[') {
+      const size_t b = i_;
+      if (open == '"') string_token();
+      else
+        while (i_ < s_.size() && !space(s_[i_]) && s_[i_] != ',' && s_[i_] != ']' && s_[i_] != '}') ++i_;
+      literals[path] = s_.substr(b, i_ - b);
+      return;
+    }
+    ++i_;
+    std::set<std::string> keys;
+    for (size_t n = 0;; ++n) {
+      skip_space();
+      if (s_[i_] == ',') {
+        ++i_;
+        skip_space();
+      }
+      if (s_[i_] == '}' || s_[i_] == ']') {
+        ++i_;
+        return;
+      }
+      if (open == '[') {
+        value(fmt::format("{}[{}]", path, n));
+        continue;
+      }
+      const std::string key = decoded(string_token());
+      if (!keys.insert(key).second && !duplicate) duplicate = {path, key};
+      skip_space();
+      ++i_;  // ':'
+      value(path.empty() ? key : path + "." + key);
+    }
+  }
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+// fallback nullopt: the field is required. literal: the value as the file writes it ("" if unknown).
 int64_t integer(const llvm::json::Object& o, const char* key, std::optional<int64_t> fallback, int64_t lo, int64_t hi,
-                const std::string& where) {
+                const std::string& where, const std::string& literal) {
   const llvm::json::Value* v = o.get(key);
   if (!v) {
     if (!fallback) throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}: \"{}\" is required", where, key));
     return *fallback;
   }
-  auto n = v->getAsInteger();
-  if (!n || *n < lo || *n > hi) {
-    std::string got;
+  const auto n = v->getAsInteger();
+  if (n && *n >= lo && *n <= hi) return *n;
+  // 1e30 is an integer, only not an int64 one; 2.5 is none.
+  const auto d = v->getAsNumber();
+  double whole = 0;
+  const bool integral = n || (d && std::modf(*d, &whole) == 0.0);
+  std::string got = literal;
+  if (got.empty()) {
     llvm::raw_string_ostream os(got);
     os << *v;
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("lkjit: error: {}: \"{}\" is {} ({}); supported: an integer in [{}, {}]", where, key,
-                            n ? "out of range" : "not an integer", os.str(), lo, hi));
+    os.flush();
   }
-  return *n;
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("lkjit: error: {}: \"{}\" is {} ({}); supported: an integer in [{}, {}]", where, key,
+                          integral ? "out of range" : "not an integer", got, lo, hi));
+}
+
+// Parses a value of the manifest with a parser of the command line's (parse_arch, parse_dtype), whose error
+// then names the file and the key it came from.
+template <class Parse>
+auto located(const std::string& where, Parse parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    std::string why = e.what();
+    if (why.rfind("lkjit: error: ", 0) == 0) why = why.substr(14);
+    throw Error(e.code(), fmt::format("lkjit: error: {}: {}", where, why));
+  }
 }
 
 // A named kernel must be one this lkjit generates, with a valid spec and tile for its arch: caught
@@ -82,8 +169,14 @@ void check_kernel_name(const std::string& name, const std::string& where) {
 }  // namespace
 
 void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, bool* dtypes_given) {
-  auto parsed = llvm::json::parse(read_text(path));
+  const std::string text = read_text(path);
+  auto parsed = llvm::json::parse(text);
   if (!parsed) throw bad(path, "not JSON: " + llvm::toString(parsed.takeError()));
+  const ManifestText raw(text);
+  // json::parse would keep one of the two values silently.
+  if (raw.duplicate)
+    throw bad(path, fmt::format("{}duplicate key \"{}\"; supported: each key once per object",
+                                raw.duplicate->first.empty() ? "" : raw.duplicate->first + ": ", raw.duplicate->second));
   const llvm::json::Object* root = parsed->getAsObject();
   if (!root) throw bad(path, "the manifest must be a JSON object");
   static const std::set<std::string> known = {"archs", "dtypes", "passes", "presets", "layers", "kernels", "all_tiles"};
@@ -91,9 +184,12 @@ void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, 
     if (!known.count(kv.first.str()))
       throw bad(path, fmt::format("unknown key \"{}\"; known: archs, dtypes, passes, presets, layers, kernels, all_tiles",
                                   kv.first.str()));
-  for (const auto& a : strings(*root, "archs", path)) set->archs.push_back(parse_arch(a));
+  const auto archs = strings(*root, "archs", path), dtypes = strings(*root, "dtypes", path);
+  for (size_t i = 0; i < archs.size(); ++i)
+    set->archs.push_back(located(fmt::format("{}: archs[{}]", path, i), [&] { return parse_arch(archs[i]); }));
   *archs_given = root->get("archs") != nullptr;
-  for (const auto& d : strings(*root, "dtypes", path)) set->dtypes.push_back(parse_dtype(d));
+  for (size_t i = 0; i < dtypes.size(); ++i)
+    set->dtypes.push_back(located(fmt::format("{}: dtypes[{}]", path, i), [&] { return parse_dtype(dtypes[i]); }));
   *dtypes_given = root->get("dtypes") != nullptr;
   if (root->get("passes")) {
     if (strings(*root, "passes", path).empty()) throw bad(path, "\"passes\" is empty; supported: fwd, bwd or both");
@@ -120,17 +216,21 @@ void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, 
           throw Error(ErrorCode::kInvalidArgument,
                       fmt::format("lkjit: error: {}: unknown key \"{}\"; known: B, C, H, W, k, L, stride", where,
                                   kv.first.str()));
+      auto literal = [&](const char* key) {
+        const auto it = raw.literals.find(fmt::format("layers[{}].{}", i, key));
+        return it == raw.literals.end() ? std::string() : it->second;
+      };
       PrewarmLayer ly;
-      ly.B = integer(*o, "B", 1, 1, (int64_t(1) << 31) - 1, where);
-      ly.C = integer(*o, "C", std::nullopt, 1, int64_t(1) << 24, where);
-      ly.H = integer(*o, "H", std::nullopt, 1, int64_t(1) << 20, where);
-      ly.W = integer(*o, "W", std::nullopt, 1, int64_t(1) << 20, where);
-      ly.k = static_cast<int>(integer(*o, "k", 5, 1, 31, where));
+      ly.B = integer(*o, "B", 1, 1, (int64_t(1) << 31) - 1, where, literal("B"));
+      ly.C = integer(*o, "C", std::nullopt, 1, int64_t(1) << 24, where, literal("C"));
+      ly.H = integer(*o, "H", std::nullopt, 1, int64_t(1) << 20, where, literal("H"));
+      ly.W = integer(*o, "W", std::nullopt, 1, int64_t(1) << 20, where, literal("W"));
+      ly.k = static_cast<int>(integer(*o, "k", 5, 1, 31, where, literal("k")));
       if (ly.k % 2 == 0)
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("lkjit: error: {}: \"k\" is {}; supported: an odd integer in [1, 31]", where, ly.k));
-      ly.L = static_cast<int>(integer(*o, "L", 1, 0, 8, where));
-      ly.stride = static_cast<int>(integer(*o, "stride", 1, 1, 64, where));
+      ly.L = static_cast<int>(integer(*o, "L", 1, 0, 8, where, literal("L")));
+      ly.stride = static_cast<int>(integer(*o, "stride", 1, 1, 64, where, literal("stride")));
       set->layers.push_back(ly);
     }
   }
