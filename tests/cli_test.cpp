@@ -109,12 +109,15 @@ TEST_F(Cli, RunRejectsMalformedShapes) {
 
 TEST_F(Cli, RunRejectsOutOfRangeValuesWith2) {
   // Well-formed values out of range or unknown are bad input (2), checked before anything compiles; none
-  // is raised silently (--check-planes 0 used to check one plane).
+  // is raised silently (--check-planes 0 used to check one plane). Integers beyond int are no usage error.
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--shapes 0:4:9:9:2", "B=0"},
-      {"--check-planes 0", "--check-planes=0 is out of range; supported: >= 1"},
-      {"--check-planes -1", "--check-planes=-1 is out of range; supported: >= 1"},
-      {"--iters 0", "--iters=0 is out of range; supported: >= 1"},
+      {"--check-planes 0", "--check-planes=0 is out of range; supported: [1, 2147483647]"},
+      {"--check-planes -1", "--check-planes=-1 is out of range; supported: [1, 2147483647]"},
+      {"--iters 0", "--iters=0 is out of range; supported: [1, 2147483647]"},
+      {"--iters 99999999999", "--iters=99999999999 is out of range; supported: [1, 2147483647]"},
+      {"-k 99999999999", "-k=99999999999 is out of range; supported: [1, 31]"},
+      {"--stride 99999999999999999999", "--stride=99999999999999999999 is out of range; supported: [1, 64]"},
       {"--path diagonal", "--path 'diagonal' is unknown; supported: auto, plane, tiled, lane"},
   };
   for (const auto& [args, msg] : cases) {

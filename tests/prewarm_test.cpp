@@ -481,6 +481,11 @@ TEST_F(Prewarm, OutOfRangeValuesExitWith2) {
       {"--shapes 1:4:8:8,1:-4:8:8", 2, "--shapes: C=-4 in '1:-4:8:8' is out of range"},
       {"--shapes 1:4:x:8", 1, "--shapes: 'x' in '1:4:x:8' is not an integer"},
       {"--shapes 1:4:8:8 --passes sideways", 2, "--passes: 'sideways' is unknown; supported: fwd, bwd"},
+      // Integers beyond int are out of range too, not malformed.
+      {"--shapes 1:4:8:8 --k 3,99999999999", 2, "--k: '99999999999' is out of range; supported: [1, 31]"},
+      {"--shapes 1:4:8:8 --L 99999999999999999999", 2, "--L: '99999999999999999999' is out of range; supported: [0, 8]"},
+      {"--shapes 1:4:8:8 -j 99999999999", 2, "-j=99999999999 is out of range; supported: [0, 2147483647]"},
+      {"--shapes 1:4:8:8 -j -1", 2, "-j=-1 is out of range; supported: [0, 2147483647]"},
   };
   for (const auto& [args, code, msg] : cases) {
     const CommandResult r = run("prewarm --arch sm_90 --progress never " + args);

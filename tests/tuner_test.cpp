@@ -860,7 +860,11 @@ TEST(TuneCli, OutOfRangeValuesExitWith2) {
       {"--pass sideways", 2, "--pass 'sideways' is unknown; supported: fwd, bwd"},
       {"--path diagonal", 2, "--path 'diagonal' is unknown; supported: auto, plane, tiled, lane"},
       {"--budget -1", 2, "tune: --budget=-1 is out of range; supported: >= 0"},
-      {"--reps 0", 2, "tune: --reps=0 is out of range; supported: >= 1"},
+      {"--reps 0", 2, "--reps=0 is out of range; supported: [1, 2147483647]"},
+      {"--top 99999999999", 2, "--top=99999999999 is out of range; supported: [1, 2147483647]"},
+      {"-L 9", 2, "-L=9 is out of range; supported: [0, 8]"},
+      {"-j 99999999999", 2, "-j=99999999999 is out of range; supported: [0, 2147483647]"},
+      {"--seed 4294967296", 2, "--seed=4294967296 is out of range; supported: [0, 4294967295]"},
       {"--min-noise -0.5", 2, "tune: --min-noise=-0.5 is out of range; supported: >= 0"},
       {"--progress sometimes", 2, "--progress 'sometimes' is unknown; supported: auto, always, never"},
       // --list measures nothing: a report file it would leave unwritten is refused.

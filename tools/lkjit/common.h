@@ -1,6 +1,9 @@
 // Shared by the lkjit subcommands: error reporting, parsing of lists, random data.
 #pragma once
+#include <llvm/Support/CommandLine.h>
+
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -10,7 +13,38 @@
 namespace lkjit::tool {
 
 std::vector<std::string> split(const std::string& s, char sep);
-std::vector<int> parse_ints(const std::string& s, const char* what);
+// A comma-separated list of integers of option `what` ("k" for --k): usage error (1) for an item that is not
+// an integer, bad input (2) naming the item and the range for one outside [lo, hi].
+std::vector<int> parse_ints(const std::string& s, const char* what, int lo = std::numeric_limits<int>::min(),
+                            int hi = std::numeric_limits<int>::max());
+// An optional sign, then decimal digits: an integer, whether or not it fits a type.
+bool is_decimal_integer(llvm::StringRef s);
+
+// Integer options with their allowed range: IntOption<1, 31> is a cl::opt<int> parsed by InRange. LLVM's own
+// parser calls a value beyond int a usage error (1) with a generic message; InRange makes any well-formed integer
+// outside [Lo, Hi] bad input (2), with a message naming the option, the value and the range. A parser cannot throw
+// through LLVM (built without exceptions), so the message waits in option_errors() until main reports it.
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+std::vector<std::string>& option_errors();
+void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, int64_t hi);
+template <class T, int64_t Lo, int64_t Hi>
+class InRange : public llvm::cl::parser<T> {
+ public:
+  using llvm::cl::parser<T>::parser;
+  bool parse(llvm::cl::Option& o, llvm::StringRef name, llvm::StringRef arg, T& v) {
+    long long n = 0;
+    const bool fits = !arg.getAsInteger(0, n);  // radix 0, as LLVM's parser: 0x10 is 16
+    if (!fits && !is_decimal_integer(arg)) return llvm::cl::parser<T>::parse(o, name, arg, v);  // "x": its usage error
+    if (!fits || n < Lo || n > Hi) note_out_of_range(name, arg, Lo, Hi);
+    else v = static_cast<T>(n);
+    return false;
+  }
+};
+template <int64_t Lo, int64_t Hi>
+using IntOption = llvm::cl::opt<int, false, InRange<int, Lo, Hi>>;
+template <int64_t Lo, int64_t Hi>
+using UnsignedOption = llvm::cl::opt<unsigned, false, InRange<unsigned, Lo, Hi>>;
+
 // A comma-separated option value (what: "--arch"): usage error when the list or an item is empty.
 std::vector<std::string> split_list(const std::string& s, const char* what);
 // One shape item such as "8:64:56:56" of option `what` ("--shapes"), whose fields `form` names

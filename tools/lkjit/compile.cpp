@@ -10,6 +10,7 @@
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
+#include "lkjit/wtconv.h"
 #include "tools/lkjit/common.h"
 
 namespace cl = llvm::cl;
@@ -28,8 +29,8 @@ cl::SubCommand kCompile("compile", "Generate and compile one kernel for the give
 cl::OptionCategory kCat("lkjit compile options");
 cl::opt<std::string> kKernel("kernel", cl::desc(kKernelHelp), cl::init("wtconv_fwd_plane"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kDtype("dtype", cl::desc("f32 | f16 | bf16"), cl::init("f32"), cl::sub(kCompile), cl::cat(kCat));
-cl::opt<int> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCompile), cl::cat(kCat));
-cl::opt<int> kL("L", cl::desc("levels, 0..8"), cl::init(3), cl::sub(kCompile), cl::cat(kCat));
+IntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCompile), cl::cat(kCat));
+IntOption<0, kMaxLevels> kL("L", cl::desc("levels, 0..8"), cl::init(3), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<bool> kDeeper("deeper", cl::desc("level kernels: the variant reading an fp32 low band"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kArchs("arch", cl::desc("comma-separated archs, e.g. sm_80,sm_90"), cl::init("sm_90"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kTile("tile", cl::desc("tile as tile_h,tile_w,planes,vy,threads; 0 on the axes the kernel does not have "

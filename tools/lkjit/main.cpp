@@ -32,18 +32,38 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-std::vector<int> parse_ints(const std::string& s, const char* what) {
+bool is_decimal_integer(llvm::StringRef s) {
+  if (s.startswith("-") || s.startswith("+")) s = s.drop_front();
+  return !s.empty() && s.find_first_not_of("0123456789") == llvm::StringRef::npos;
+}
+
+std::vector<int> parse_ints(const std::string& s, const char* what, int lo, int hi) {
   std::vector<int> v;
   for (const auto& t : split(s, ',')) {
-    try {
-      size_t pos = 0;
-      v.push_back(std::stoi(t, &pos));
-      if (pos != t.size()) throw std::invalid_argument(t);
-    } catch (const std::exception&) {
+    if (!is_decimal_integer(t))
       throw Error(ErrorCode::kUsage, "lkjit: error: --" + std::string(what) + ": '" + t + "' is not an integer");
+    long long n = 0;
+    bool beyond = false;  // even long long's range
+    try {
+      n = std::stoll(t);
+    } catch (const std::out_of_range&) {
+      beyond = true;
     }
+    if (beyond || n < lo || n > hi)
+      throw SpecError(fmt::format("lkjit: error: --{}: '{}' is out of range; supported: [{}, {}]", what, t, lo, hi));
+    v.push_back(static_cast<int>(n));
   }
   return v;
+}
+
+std::vector<std::string>& option_errors() {
+  static std::vector<std::string> errors;
+  return errors;
+}
+
+void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, int64_t hi) {
+  option_errors().push_back(fmt::format("lkjit: error: {}{}={} is out of range; supported: [{}, {}]",
+                                        name.size() == 1 ? "-" : "--", name.str(), value.str(), lo, hi));
 }
 
 std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form) {
@@ -150,6 +170,9 @@ int main(int argc, char** argv) {
   if (!cl::ParseCommandLineOptions(argc, argv, "lkjit: JIT kernels for large-receptive-field convolutions\n",
                                    &llvm::errs()))
     return 1;
+  // Integer options out of their range (InRange): bad input, said before anything runs.
+  for (const auto& e : lkjit::tool::option_errors()) llvm::errs() << e << "\n";
+  if (!lkjit::tool::option_errors().empty()) return static_cast<int>(lkjit::ErrorCode::kInvalidArgument);
   try {
     return lkjit::tool::dispatch();
   } catch (const lkjit::Error& e) {

@@ -46,6 +46,7 @@
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/runtime.h"
+#include "lkjit/wtconv.h"
 #include "tools/lkjit/common.h"
 #include "tools/lkjit/prewarm_set.h"
 #include "tools/lkjit/progress.h"
@@ -89,8 +90,8 @@ cl::opt<std::string> kTuningDb("tuning-db", cl::value_desc("file.json"),
                                cl::sub(kCmd), cl::cat(kCat));
 cl::opt<bool> kAllTiles("all-tiles", cl::desc("every tile candidate of each planned kernel, not just the default"),
                         cl::sub(kCmd), cl::cat(kCat));
-cl::opt<unsigned> kJobs("j", cl::desc("parallel compiles (default: hardware threads)"), cl::init(0), cl::sub(kCmd),
-                        cl::cat(kCat));
+UnsignedOption<0, kIntMax> kJobs("j", cl::desc("parallel compiles (default: hardware threads)"), cl::init(0),
+                                 cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kBundle("bundle", cl::value_desc("file"),
                              cl::desc("also write the kernels' cache entries to one portable bundle file "
                                       "(load it elsewhere with `lkjit cache import`)"),
@@ -111,9 +112,9 @@ std::vector<DType> parse_dtypes(const std::string& s) {
   return v;
 }
 
-std::vector<int> parse_int_list(const std::string& s, const char* what) {
+std::vector<int> parse_int_list(const std::string& s, const char* what, int lo, int hi) {
   split_list(s, what);  // no empty list or item
-  return parse_ints(s, what + 2);
+  return parse_ints(s, what + 2, lo, hi);
 }
 
 // Everything the command line and the files ask for.
@@ -142,7 +143,7 @@ PrewarmSet build_set() {
     for (const auto& p : split_list(kPreset, "--preset"))
       for (const auto& ly : preset_layers(p)) set.layers.push_back(ly);
   if (kShapes.getNumOccurrences()) {
-    for (const auto& ly : parse_shapes(kShapes, parse_int_list(kK, "--k"), parse_int_list(kL, "--L")))
+    for (const auto& ly : parse_shapes(kShapes, parse_int_list(kK, "--k", 1, 31), parse_int_list(kL, "--L", 0, kMaxLevels)))
       set.layers.push_back(ly);
   } else if (kK.getNumOccurrences() || kL.getNumOccurrences()) {
     throw Error(ErrorCode::kUsage, "lkjit: error: --k and --L apply to --shapes, which is missing (e.g. --shapes 64:96:56:56)");

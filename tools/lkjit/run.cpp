@@ -26,12 +26,12 @@ cl::SubCommand kRun("run", "WTConv forward on WTConvNeXt-T layers (default) or g
 cl::OptionCategory kRunCat("lkjit run options");
 cl::opt<std::string> kShapes("shapes", cl::desc("layers as B:C:H:W:L separated by commas (default: WTConvNeXt-T at 224x224, batch 64)"),
                              cl::init("64:96:56:56:5,64:192:28:28:4,64:384:14:14:3,64:768:7:7:2"), cl::sub(kRun), cl::cat(kRunCat));
-cl::opt<int> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kRun), cl::cat(kRunCat));
+IntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<std::string> kDtypes("dtypes", cl::desc("comma-separated: f32,f16,bf16"), cl::init("f32,f16"), cl::sub(kRun), cl::cat(kRunCat));
-cl::opt<int> kStride("stride", cl::desc("output stride"), cl::init(1), cl::sub(kRun), cl::cat(kRunCat));
+IntOption<1, 64> kStride("stride", cl::desc("output stride, 1..64"), cl::init(1), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<bool> kNoBias("no-bias", cl::desc("layers without bias"), cl::sub(kRun), cl::cat(kRunCat));
-cl::opt<int> kIters("iters", cl::desc("timed iterations (median reported)"), cl::init(50), cl::sub(kRun), cl::cat(kRunCat));
-cl::opt<int> kCheckPlanes("check-planes", cl::desc("(b,c) planes per layer checked against the float64 reference"), cl::init(16), cl::sub(kRun), cl::cat(kRunCat));
+IntOption<1, kIntMax> kIters("iters", cl::desc("timed iterations (median reported)"), cl::init(50), cl::sub(kRun), cl::cat(kRunCat));
+IntOption<1, kIntMax> kCheckPlanes("check-planes", cl::desc("(b,c) planes per layer checked against the float64 reference"), cl::init(16), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<std::string> kArch("arch", cl::desc("target arch when there is no GPU"), cl::init("sm_90"), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled | lane (run times NCHW activations, which the lane "
                                             "kernels read uncoalesced)"), cl::init("auto"), cl::sub(kRun), cl::cat(kRunCat));
@@ -106,10 +106,6 @@ int run_main() {
     for (DType dt : dtypes)
       wtconv_plan({ly.C, kK, ly.L, dt, !kNoBias, kStride, 0}, Shape{ly.B, ly.C, ly.H, ly.W, kStride},
                   DeviceLimits::for_arch(parse_arch(kArch)), false, parse_path(kPath));
-  // Out-of-range counts are bad input (2), like the shapes above; nothing is raised silently.
-  if (kIters < 1) throw SpecError(fmt::format("lkjit: error: --iters={} is out of range; supported: >= 1", int(kIters)));
-  if (kCheckPlanes < 1)
-    throw SpecError(fmt::format("lkjit: error: --check-planes={} is out of range; supported: >= 1", int(kCheckPlanes)));
   const WTConvPath path = parse_path(kPath);
   std::string why;
   if (!gpu_available(&why)) return run_without_gpu(layers, dtypes, why);

@@ -28,11 +28,11 @@ namespace {
 cl::SubCommand kCmd("tune", "Explore tile configurations of a WTConv layer's kernels on the GPU (--list: no GPU)");
 cl::OptionCategory kCat("lkjit tune options");
 cl::opt<std::string> kShape("shape", cl::desc("problem as B:C:H:W"), cl::init("64:96:56:56"), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<int> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<int> kL("L", cl::desc("wavelet levels, 0..8"), cl::init(3), cl::sub(kCmd), cl::cat(kCat));
+IntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCmd), cl::cat(kCat));
+IntOption<0, kMaxLevels> kL("L", cl::desc("wavelet levels, 0..8"), cl::init(3), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kDtype("dtype", cl::desc("f32 | f16 | bf16"), cl::init("f32"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kPass("pass", cl::desc("fwd | bwd"), cl::init("fwd"), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<int> kStride("stride", cl::desc("output stride"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
+IntOption<1, 64> kStride("stride", cl::desc("output stride, 1..64"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<bool> kNoBias("no-bias", cl::desc("layer without bias"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled | lane"), cl::init("auto"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<bool> kNHWC("nhwc", cl::desc("NHWC (channels_last) activations, as the lane kernels take (default NCHW; --path "
@@ -46,13 +46,13 @@ cl::opt<std::string> kKernel("kernel",
 cl::opt<std::string> kStrategy("strategy", cl::desc("exhaustive | random | greedy"), cl::init("greedy"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<double> kBudget("budget", cl::desc("seconds per kernel for random/greedy (default: LKJIT_TUNE_BUDGET)"),
                         cl::init(0), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<int> kTop("top", cl::desc("finalists re-measured (plus the default)"), cl::init(4), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<int> kReps("reps", cl::desc("timed runs per candidate"), cl::init(5), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<int> kFinalReps("final-reps", cl::desc("timed runs per finalist, in 3 interleaved rounds"), cl::init(15), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<int> kWarmup("warmup", cl::desc("untimed runs before each candidate's samples"), cl::init(2), cl::sub(kCmd), cl::cat(kCat));
+IntOption<1, kIntMax> kTop("top", cl::desc("finalists re-measured (plus the default)"), cl::init(4), cl::sub(kCmd), cl::cat(kCat));
+IntOption<1, kIntMax> kReps("reps", cl::desc("timed runs per candidate"), cl::init(5), cl::sub(kCmd), cl::cat(kCat));
+IntOption<0, kIntMax> kFinalReps("final-reps", cl::desc("timed runs per finalist, in 3 interleaved rounds"), cl::init(15), cl::sub(kCmd), cl::cat(kCat));
+IntOption<0, kIntMax> kWarmup("warmup", cl::desc("untimed runs before each candidate's samples"), cl::init(2), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<double> kMinNoise("min-noise", cl::desc("relative tie tolerance floor"), cl::init(0.02), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<unsigned> kSeed("seed", cl::desc("seed of random's order and greedy's restarts"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<unsigned> kJobs("j", cl::desc("parallel compiles (default: hardware threads)"), cl::init(0), cl::sub(kCmd), cl::cat(kCat));
+UnsignedOption<0, UINT32_MAX> kSeed("seed", cl::desc("seed of random's order and greedy's restarts"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
+UnsignedOption<0, kIntMax> kJobs("j", cl::desc("parallel compiles (default: hardware threads)"), cl::init(0), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kCsv("csv", cl::value_desc("file"), cl::desc("write the ranked candidates as CSV"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kJson("json", cl::value_desc("file"), cl::desc("write the report as JSON (SI units)"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kPlot("plot", cl::value_desc("file.svg"), cl::desc("plot time against each tile axis (SVG)"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
@@ -300,11 +300,7 @@ int tune_main() {
     if (!(v >= min))
       throw SpecError(fmt::format("lkjit: error: tune: --{}={} is out of range; supported: >= {}", name, v, min));
   };
-  at_least("reps", kReps, 1);
-  at_least("top", kTop, 1);
-  at_least("warmup", kWarmup, 0);
-  at_least("final-reps", kFinalReps, 0);
-  at_least("min-noise", kMinNoise, 0);
+  at_least("min-noise", kMinNoise, 0);  // the integer options check their range as they are parsed (InRange)
   at_least("budget", kBudget, 0);
   check_progress_mode(kProgress);  // before --list and the GPU
   if (kList) {
