@@ -391,9 +391,11 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
   CommandResult r = run("prewarm --preset wtconvnext-xl --list");
   EXPECT_EQ(r.code, 2) << r.output;  // well-formed but unknown: bad input, as an unknown --passes
   EXPECT_THAT(r.output, AllOf(HasSubstr("'wtconvnext-xl'"), HasSubstr("wtconvnext-t, wtconvnext-s, wtconvnext-b")));
-  r = run("prewarm --preset wtconvnext-t --bundle ''");
-  EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--bundle is empty"));
+  for (const char* option : {"--bundle", "--manifest", "--tuning-db"}) {
+    r = run(std::string("prewarm --preset wtconvnext-t --list ") + option + " ''");
+    EXPECT_EQ(r.code, 1) << option << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(std::string(option) + " is empty; supported: a file path")) << option;
+  }
   r = run("prewarm --preset wtconvnext-t --bundle " + shell_quote(tmp_ + "/no/such/dir/b.lkjit"));
   EXPECT_EQ(r.code, 2) << r.output;  // before any compile
   EXPECT_THAT(r.output, AllOf(HasSubstr("does not exist"), Not(HasSubstr("compiled"))));

@@ -870,6 +870,9 @@ TEST(TuneCli, OutOfRangeValuesExitWith2) {
       // --list measures nothing: a report file it would leave unwritten is refused.
       {"--csv out.csv", 1, "tune: --csv writes measured results, and --list measures nothing"},
       {"--plot out.svg", 1, "tune: --plot writes measured results"},
+      // An empty path names no file: refused (--list took an empty --csv for none given).
+      {"--csv ''", 1, "--csv is empty; supported: a file path"},
+      {"--db ''", 1, "--db is empty; supported: a file path"},
   };
   for (const auto& [args, code, msg] : cases) {
     const auto r = run_cli("--list --arch sm_90 " + args);
@@ -877,8 +880,12 @@ TEST(TuneCli, OutOfRangeValuesExitWith2) {
     EXPECT_THAT(r.output, HasSubstr("lkjit: error: " + msg)) << args;
   }
   // The message names only the bad option.
-  const auto r = run_cli("--list --arch sm_90 --budget -1");
+  auto r = run_cli("--list --arch sm_90 --budget -1");
   EXPECT_THAT(r.output, AllOf(Not(HasSubstr("--reps")), Not(HasSubstr("--top")), Not(HasSubstr("--warmup"))));
+  // An empty report path is refused before anything is tuned, GPU or not.
+  r = run_cli("--shape 2:8:16:16 --L 2 --json ''");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit: error: --json is empty; supported: a file path"));
 }
 
 TEST(TuneCli, TuningWithoutAGpuSaysItNeedsOne) {

@@ -168,6 +168,10 @@ bool prewarm_cmd() { return static_cast<bool>(kCmd); }
 
 int prewarm_main() {
   check_progress_mode(kProgress);
+  // An empty path names no file: --manifest '' would be dropped silently, --tuning-db '' read as "".
+  for (const auto* f : {&kManifest, &kTuningDb})
+    if (f->getNumOccurrences() && f->empty())
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --{} is empty; supported: a file path", f->ArgStr.str()));
   // The bundle's path is checked before anything compiles, not after minutes of compiling: a regular file
   // (replaced) or a new name, in a folder this process can write.
   if (kBundle.getNumOccurrences()) {
