@@ -162,6 +162,21 @@ TEST_F(Cli, UnsafeCacheDirectoryExitsWithTheCacheCode) {
   EXPECT_THAT(r.output, AllOf(HasSubstr(cache_), HasSubstr("writable")));
 }
 
+TEST_F(Cli, RunChecksTheCacheFolderBeforePrintingAnything) {
+  // GPU or not: the error comes alone, not after the run's header.
+  fs::create_directories(cache_);
+  ASSERT_EQ(::chmod(cache_.c_str(), 0777), 0);
+  CommandResult r = run("run --dtypes f32 --shapes 1:8:8:8:1");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit: error: " + cache_ + ": cache directory is writable by other users"),
+                              Not(HasSubstr("lkjit run:")), Not(HasSubstr("kernel"))));
+  fs::remove(cache_);
+  lkjit::test::write_file(cache_, "not a folder");
+  r = run("run --dtypes f32 --shapes 1:8:8:8:1");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_EQ(r.output, "lkjit: error: " + cache_ + ": cache path is not a directory\n");
+}
+
 TEST_F(Cli, CompileIntoAnUnwritableCacheFailsWithTheCacheCode) {
   // The kernel compiles, but is stored nowhere: that is the cache's failure, not a success.
   const auto dir = lkjit::test::make_unwritable_dir(cache_);

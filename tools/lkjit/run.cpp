@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "lkjit/cache.h"
 #include "lkjit/numeric.h"
 #include "lkjit/reference.h"
 #include "lkjit/runtime.h"
@@ -107,6 +108,9 @@ int run_main() {
       wtconv_plan({ly.C, kK, ly.L, dt, !kNoBias, kStride, 0}, Shape{ly.B, ly.C, ly.H, ly.W, kStride},
                   DeviceLimits::for_arch(parse_arch(kArch)), false, parse_path(kPath));
   const WTConvPath path = parse_path(kPath);
+  // The cache folder is made or refused (unsafe, not a folder) before the first line of output, so that its
+  // error comes alone rather than after a header.
+  if (disk_cache_enabled()) KernelCache().check();
   std::string why;
   if (!gpu_available(&why)) return run_without_gpu(layers, dtypes, why);
 
