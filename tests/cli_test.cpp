@@ -201,6 +201,29 @@ TEST_F(Cli, CompileDefaultTilesFitTheKernelSize) {
   EXPECT_THAT(r.output, AllOf(HasSubstr("k=11"), HasSubstr("the default tile"), HasSubstr("--tile")));
 }
 
+TEST_F(Cli, CompileWarnsOfOptionsThatDoNotApplyToTheKernel) {
+  // The kernel is compiled all the same (exit 0), but the option is not dropped silently.
+  const std::vector<std::pair<std::string, std::string>> ignored = {
+      {"--kernel wtconv_fold --deeper",
+       "lkjit: warning: compile: --deeper does not apply to wtconv_fold and is ignored; it applies to "
+       "wtconv_fwd_level, wtconv_bwd_level\n"},
+      {"--kernel wtconv_fwd_level -L 0", "lkjit: warning: compile: -L does not apply to wtconv_fwd_level and is ignored"},
+      {"--kernel wtconv_fold --dtype f16", "lkjit: warning: compile: --dtype does not apply to wtconv_fold and is ignored"},
+      {"--kernel wtconv_fwd_level --deeper --dtype f16", "--dtype does not apply to wtconv_fwd_level with --deeper"},
+  };
+  for (const auto& [args, warning] : ignored) {
+    const CommandResult r = run("compile " + args + " --emit-source");
+    EXPECT_EQ(r.code, 0) << args << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(warning)) << args;
+  }
+  for (const char* args : {"--kernel wtconv_fwd_level --deeper", "--kernel wtconv_fold -L 2 -k 3", "--dtype f16 -L 0"}) {
+    const CommandResult r = run(std::string("compile ") + args + " --emit-source");
+    EXPECT_EQ(r.code, 0) << args << ": " << r.output;
+    EXPECT_THAT(r.output, Not(HasSubstr("warning"))) << args;
+  }
+  EXPECT_EQ(cache_entries(), 0u);
+}
+
 TEST_F(Cli, CompileTakesEachArchOnce) {
   const CommandResult r = run("compile --kernel wtconv_fold --k 3 --L 1 --arch sm_90,90,sm_80");
   EXPECT_EQ(r.code, 0) << r.output;

@@ -30,7 +30,8 @@ cl::OptionCategory kCat("lkjit compile options");
 cl::opt<std::string> kKernel("kernel", cl::desc(kKernelHelp), cl::init("wtconv_fwd_plane"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kDtype("dtype", cl::desc("f32 | f16 | bf16"), cl::init("f32"), cl::sub(kCompile), cl::cat(kCat));
 IntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCompile), cl::cat(kCat));
-IntOption<0, kMaxLevels> kL("L", cl::desc("levels, 0..8"), cl::init(3), cl::sub(kCompile), cl::cat(kCat));
+IntOption<0, kMaxLevels> kL("L", cl::desc("levels, 0..8 (not of the level kernels: one serves every level; see --deeper)"),
+                            cl::init(3), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<bool> kDeeper("deeper", cl::desc("level kernels: the variant reading an fp32 low band"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kArchs("arch", cl::desc("comma-separated archs, e.g. sm_80,sm_90"), cl::init("sm_90"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kTile("tile", cl::desc("tile as tile_h,tile_w,planes,vy,threads; 0 on the axes the kernel does not have "
@@ -59,6 +60,43 @@ Tile parse_tile(const OpSpec& s) {
   return t;
 }
 
+// An option given for a kernel whose code it does not change (--deeper for a plane kernel, -L for a level
+// kernel, which serves every level) would be dropped silently: said on stderr, with the kernels it applies
+// to. The kernel name names every field that changes the code, so an option applies where it changes the name.
+void warn_ignored_options(const OpSpec& s, const Tile& t) {
+  struct Option {
+    const char* name;
+    bool given;
+    void (*vary)(OpSpec&);
+  };
+  const Option options[] = {
+      {"--deeper", kDeeper, [](OpSpec& o) { o.first = !o.first; }},
+      {"-L", kL.getNumOccurrences() > 0, [](OpSpec& o) { o.L = o.L == 0 ? 1 : 0; }},
+      {"-k", kK.getNumOccurrences() > 0, [](OpSpec& o) { o.k = o.k == 1 ? 3 : 1; }},
+      {"--dtype", kDtype.getNumOccurrences() > 0,
+       [](OpSpec& o) { o.dtype = o.dtype == DType::kF32 ? DType::kF16 : DType::kF32; }},
+  };
+  auto applies = [](const Option& opt, OpSpec o, const Tile& tile) {
+    const std::string name = kernel_name(o, tile);
+    opt.vary(o);
+    return kernel_name(o, tile) != name;
+  };
+  // The deeper level kernels read fp32 whatever --dtype: a warning about them says so.
+  const bool deeper = kDeeper && applies(options[0], s, t);
+  for (const auto& opt : options) {
+    if (!opt.given || applies(opt, s, t)) continue;
+    std::string to;
+    for (Kernel k : all_kernels()) {
+      OpSpec o = s;
+      o.kernel = k;
+      o.first = !deeper;
+      if (applies(opt, o, Tile{})) to += (to.empty() ? "" : ", ") + std::string(to_string(k));
+    }
+    std::cerr << fmt::format("lkjit: warning: compile: {} does not apply to {}{} and is ignored; it applies to {}\n",
+                             opt.name, to_string(s.kernel), deeper ? " with --deeper" : "", to);
+  }
+}
+
 }  // namespace
 
 bool compile_cmd() { return static_cast<bool>(kCompile); }
@@ -82,6 +120,7 @@ int compile_main() {
     }
     jobs.emplace_back(s, t);
   }
+  warn_ignored_options(jobs.front().first, jobs.front().second);
   if (kEmit) {
     std::cout << generate(jobs.front().first, jobs.front().second).source;
     return 0;
