@@ -68,8 +68,11 @@ BundleStats import_bundle(const DiskStore& store, const std::string& path) {
     return CacheError(fmt::format("lkjit: error: {}: not a valid lkjit bundle: {}; nothing imported", path, what));
   };
   std::string b, why;
+  // The file is the caller's input, not the cache: one that cannot be read is bad input, not a cache error.
   if (!read_whole_file(path, &b, &why))
-    throw CacheError(why.empty() ? fmt::format("lkjit: error: {}: no such bundle file", path) : "lkjit: error: " + why);
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("lkjit: error: {}; supported: a bundle file written by `lkjit cache export` or "
+                            "`lkjit prewarm --bundle`", why.empty() ? path + ": no such bundle file" : why));
   if (b.compare(0, kBundleMagic.size(), kBundleMagic) != 0)
     throw bad(fmt::format("bad magic (expected '{}')", kBundleMagic.substr(0, kBundleMagic.size() - 1)));
   // Trailer first: it vouches for every byte before it.

@@ -27,7 +27,7 @@ struct BundleStats {
 
 // Writes the entries of keys (every entry when keys is empty) to path, temp-then-rename.
 BundleStats export_bundle(const DiskStore& store, const std::vector<std::string>& keys, const std::string& path);
-// Throws CacheError naming the bundle and what is wrong.
+// Throws CacheError naming the bundle and what is wrong; Error (kInvalidArgument) when the file cannot be read.
 BundleStats import_bundle(const DiskStore& store, const std::string& path);
 
 // True for 64 lowercase hex digits (what make_key returns): never a path.

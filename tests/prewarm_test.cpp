@@ -212,6 +212,13 @@ TEST_F(Prewarm, BundlesRoundTripToAnotherCache) {
   const CommandResult bad = run("cache import " + shell_quote(bundle), tmp_ + "/third");
   EXPECT_EQ(bad.code, 5) << bad.output;
   EXPECT_THAT(bad.output, AllOf(HasSubstr(bundle), HasSubstr("nothing imported")));
+  // A file that is not there, or is a folder, is the user's bad input, not the cache's failure.
+  for (const std::string& file : {tmp_ + "/missing.bundle", tmp_}) {
+    const CommandResult r = run("cache import " + shell_quote(file), tmp_ + "/third");
+    EXPECT_EQ(r.code, 2) << file << ": " << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit: error: " + file + ": "), HasSubstr("supported: a bundle file")))
+        << file;
+  }
 }
 
 TEST_F(Prewarm, RefusesAWorldWritableCache) {

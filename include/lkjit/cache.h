@@ -109,7 +109,8 @@ class KernelCache {
   CacheClearReport clear() const;
   // A bundle of the given keys' entries (every entry when keys is empty), written temp-then-rename.
   CacheBundleReport export_bundle(const std::string& file, const std::vector<std::string>& keys = {}) const;
-  // Verifies the whole bundle, then adds its entries. Throws CacheError; a bad bundle adds nothing.
+  // Verifies the whole bundle, then adds its entries. Throws CacheError; a bad bundle adds nothing. A file that
+  // cannot be read (missing, a folder, no permission) is bad input: Error with code kInvalidArgument.
   CacheBundleReport import_bundle(const std::string& file) const;
 
  private:
