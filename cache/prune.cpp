@@ -169,7 +169,10 @@ DiskStore::ClearResult DiskStore::clear() const {
   for (const auto& name : names_in(dir_)) {
     if (!ends_with(name, ".lkjit")) continue;
     const std::string key = name.substr(0, name.size() - 6);
-    if (pinned(key) || is_locked(lock_path_for(key))) continue;
+    if (pinned(key) || is_locked(lock_path_for(key))) {
+      r.in_use.push_back(key);
+      continue;
+    }
     if (remove_or_note(dir_ + "/" + name, &r.failed)) ++r.removed;
   }
   sweep_stale(&r.failed);

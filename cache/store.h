@@ -79,6 +79,7 @@ class DiskStore {
   struct ClearResult {
     size_t removed = 0;               // entries
     std::vector<std::string> failed;  // "cannot remove PATH: REASON", entries and stale files
+    std::vector<std::string> in_use;  // keys of the entries kept: pinned here, or locked by a live process
   };
   // Removes every entry not in use, and stale files.
   ClearResult clear() const;

@@ -98,7 +98,7 @@ CacheClearReport KernelCache::clear() const {
   const cache::DiskStore store(dir_);
   if (!store.check_existing()) return {};
   auto r = store.clear();
-  return {r.removed, std::move(r.failed)};
+  return {r.removed, std::move(r.failed), std::move(r.in_use)};
 }
 
 CacheBundleReport KernelCache::export_bundle(const std::string& file, const std::vector<std::string>& keys) const {

@@ -228,6 +228,7 @@ TEST_F(StoreTest, NeverEvictsEntriesInUse) {
   const auto cleared = s.clear();
   EXPECT_EQ(cleared.removed, 1u);
   EXPECT_TRUE(cleared.failed.empty());
+  EXPECT_EQ(cleared.in_use, std::vector<std::string>{key_of('a')}) << "clear did not say what it kept";
   EXPECT_EQ(entry_keys(s), std::vector<std::string>{key_of('a')});
 }
 

@@ -840,6 +840,21 @@ TEST_F(Prewarm, MaintenanceOfAReadOnlyCacheFailsWithTheReason) {
   EXPECT_TRUE(fs::exists(corrupt) && fs::exists(good) && fs::exists(stale_lock));
 }
 
+TEST_F(Prewarm, ClearNamesTheEntriesItKeptInUse) {
+  fs::create_directories(cache_);
+  fs::permissions(cache_, fs::perms::owner_all);
+  for (char c : {'a', 'b'}) write_file(cache_ + "/" + std::string(64, c) + ".lkjit", fake_entry(c, 100));
+  // A live process compiling 'a' holds its lock: clear keeps it, and says so.
+  auto held = lkjit::cache::FileLock::acquire(cache_ + "/" + std::string(64, 'a') + ".lock", std::chrono::milliseconds(0));
+  ASSERT_TRUE(held.owned()) << held.error();
+  const CommandResult r = run("cache clear");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("clear: kept " + std::string(16, 'a') + "  lkjit_wtconv_fold_k3_L1_w256_sm90 (in use: "
+                                        "a live process holds its lock)"),
+                              HasSubstr("clear: removed 1 entries from " + cache_ + "; kept 1 in use\n")));
+  EXPECT_EQ(files_with(".lkjit"), std::vector<std::string>{std::string(64, 'a') + ".lkjit"});
+}
+
 TEST_F(Prewarm, CacheStatCountsKernelsBeingCompiled) {
   fs::create_directories(cache_);
   fs::permissions(cache_, fs::perms::owner_all);

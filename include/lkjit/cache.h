@@ -68,6 +68,7 @@ struct CachePruneReport {
 struct CacheClearReport {
   size_t removed = 0;               // entries
   std::vector<std::string> failed;  // "cannot remove PATH: REASON", entries and stale files
+  std::vector<std::string> in_use;  // keys of the entries kept because they are in use (loading here, or locked)
 };
 
 struct CacheBundleReport {

@@ -148,7 +148,17 @@ int prune_main(const KernelCache& c) {
 int clear_main(const KernelCache& c) {
   if (!present(c)) return 0;
   const auto r = c.clear();
-  std::cout << fmt::format("clear: removed {} entries from {}\n", r.removed, c.dir());
+  // Entries in use are kept by design; each is named, so that what stays is no surprise.
+  if (!r.in_use.empty()) {
+    std::map<std::string, std::string> names;
+    for (const auto& e : c.list())
+      if (e.ok) names[e.key] = e.inputs.kernel_name;
+    for (const auto& key : r.in_use)
+      std::cout << fmt::format("clear: kept {}  {} (in use: a live process holds its lock)\n", key.substr(0, 16),
+                               names.count(key) ? names[key] : "(unreadable)");
+  }
+  std::cout << fmt::format("clear: removed {} entries from {}{}\n", r.removed, c.dir(),
+                           r.in_use.empty() ? "" : fmt::format("; kept {} in use", r.in_use.size()));
   return report_unremoved(c, "clear", r.failed);
 }
 
