@@ -153,8 +153,8 @@ std::error_code DiskStore::remove_bad(const std::string& key) const {
   std::string bytes, problem;
   if (read_whole_file(path, &bytes, &problem)) {
     if (decode_entry(bytes, key, &problem)) return {};  // a good entry was published meanwhile
-  } else if (problem.empty()) {
-    return {};  // gone already
+  } else if (struct stat st {}; problem.empty() && ::lstat(path.c_str(), &st) != 0) {
+    return {};  // gone already (a dangling link is not: it reads as absent, and goes)
   }
   return llvm::sys::fs::remove(path);
 }

@@ -56,7 +56,8 @@ class DiskStore {
     int64_t last_used_ns = 0;  // the store's last-use stamp, ns since the epoch
     bool locked = false;       // a process holds the key's lock (compiling it)
   };
-  // Every *.lkjit file. verify=true reads and checks whole entries; false reads only metadata.
+  // Every *.lkjit file, those that cannot be read (a folder, a dangling link) not ok, with the reason.
+  // verify=true reads and checks whole entries; false reads only metadata.
   std::vector<Listed> list(bool verify = true) const;
   // Keys whose lock some process holds now, entry or not: the kernels being compiled. A lock file
   // nobody holds (its owner died) does not count.

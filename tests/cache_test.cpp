@@ -341,9 +341,15 @@ TEST(DiskStore, ListsEntriesWithTheirProblems) {
   const std::string bad_key(64, 'c');
   write_file(store.path_for(bad_key), "junk");
   write_file(tmp.path() + "/README", "not an entry");  // ignored: not *.lkjit
+  const std::string dangling_key(64, 'd');                 // a link whose target is gone: there, but unreadable
+  std::filesystem::create_symlink(tmp.path() + "/gone", store.path_for(dangling_key));
   auto listed = store.list();
   std::sort(listed.begin(), listed.end(), [](const auto& x, const auto& y) { return x.path < y.path; });
-  ASSERT_EQ(listed.size(), 3u);
+  ASSERT_EQ(listed.size(), 4u);
+  EXPECT_FALSE(listed[3].ok);
+  EXPECT_EQ(listed[3].key, dangling_key);
+  EXPECT_EQ(listed[3].problem, "cannot read: No such file or directory (a symbolic link to " + tmp.path() + "/gone)");
+  EXPECT_EQ(store.list(/*verify=*/false).size(), 4u);
   EXPECT_TRUE(listed[0].ok);
   EXPECT_EQ(listed[0].path, store.path_for(kKeyA));
   EXPECT_EQ(listed[0].meta.kernel_name, meta_for(kKeyA).kernel_name);

@@ -605,6 +605,14 @@ std::string fake_entry(char c, size_t payload_bytes) {
   return lkjit::cache::encode_entry(m, std::string(payload_bytes, c));
 }
 
+// The line of out that holds what, or "" (for checking what was said about one file).
+std::string line_with(const std::string& out, const std::string& what) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(what) != std::string::npos) return line;
+  return "";
+}
+
 TEST_F(Prewarm, PruneMaxBytesZeroMeansNoCap) {
   fs::create_directories(cache_);
   fs::permissions(cache_, fs::perms::owner_all);
@@ -642,10 +650,23 @@ TEST_F(Prewarm, AnEntryThatCannotBeReadIsListedAsUnreadable) {
   write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", fake_entry('a', 100));
   const std::string stuck = cache_ + "/" + std::string(64, 'c') + ".lkjit";
   fs::create_directories(stuck + "/x");
+  // So can a symbolic link whose target is gone.
+  const std::string dangling = cache_ + "/" + std::string(64, 'd') + ".lkjit";
+  fs::create_symlink(tmp_ + "/gone", dangling);
   CommandResult r = run("cache stat");
-  EXPECT_THAT(r.output, AllOf(HasSubstr("entries    2"), HasSubstr("unreadable 1"))) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("entries    3"), HasSubstr("unreadable 2"))) << r.output;
   r = run("cache ls");
-  EXPECT_THAT(r.output, HasSubstr(std::string(16, 'c') + "  (unreadable: cannot read: ")) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr(std::string(16, 'c') + "  (unreadable: cannot read: "),
+                              HasSubstr(std::string(16, 'd') + "  (unreadable: cannot read: No such file or directory (a "
+                                        "symbolic link to " + tmp_ + "/gone))")))
+      << r.output;
+  // verify reports it as the other unreadable entries, and removes the link (not its target).
+  r = run("cache verify");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(line_with(r.output, dangling),
+              AllOf(HasSubstr("corrupt: " + dangling + ": cannot read: "), HasSubstr("(removed; it is rebuilt on next use)")))
+      << r.output;
+  EXPECT_FALSE(fs::is_symlink(fs::symlink_status(dangling)));
 }
 
 TEST_F(Prewarm, StaleSweepLeavesSymlinksAndForeignLocksAlone) {
@@ -738,14 +759,6 @@ TEST_F(Prewarm, CacheStatPrintsHumanSizesAndTheFullMode) {
   r = run("cache stat");
   EXPECT_EQ(r.code, 5) << r.output;
   EXPECT_THAT(r.output, HasSubstr("(mode 1777)"));
-}
-
-// The line of out that holds what, or "" (for checking what was said about one file).
-std::string line_with(const std::string& out, const std::string& what) {
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);)
-    if (line.find(what) != std::string::npos) return line;
-  return "";
 }
 
 // A file name in the cache that no process can remove, root included: a non-empty directory.
