@@ -141,7 +141,7 @@ size_t DiskStore::sweep_stale(std::vector<std::string>* failed) const {
   return n;
 }
 
-DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms) const {
+DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms, bool strict) const {
   PruneResult r;
   if (!llvm::sys::fs::is_directory(dir_)) return r;
   // One pruner at a time: two would each evict for the same excess.
@@ -150,6 +150,7 @@ DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms) const {
     r.skipped = true;
     return r;
   }
+  // The sweep needs no guard: a stale lock is taken before it goes, and a temp file goes by its age.
   r.stale_files = sweep_stale(&r.failed);
   struct Item {
     int64_t used_ns;
@@ -169,6 +170,11 @@ DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms) const {
     return a.used_ns != b.used_ns ? a.used_ns < b.used_ns : a.key < b.key;  // least recently used first
   });
   r.remaining = items.size();
+  r.remaining_bytes = total;
+  if (strict && !guard.owned() && total > max_bytes) {
+    r.lock_error = guard.error();
+    return r;
+  }
   for (const auto& it : items) {
     if (total <= max_bytes) break;
     if (pinned(it.key) || is_locked(lock_path_for(it.key))) {

@@ -72,11 +72,15 @@ class DiskStore {
     size_t stale_files = 0;     // leftover temp and lock files of dead writers removed
     bool skipped = false;       // another process was pruning; nothing done
     std::vector<std::string> failed;  // "cannot remove PATH: REASON", one per file that should have gone
+    std::string lock_error;     // strict: entries were over the cap, but the prune lock could not be had: why
   };
   // Evicts least-recently-used entries until the total is at most max_bytes. Entries in use (pinned
   // in this process, or locked by any) are never evicted. Also removes stale temp and lock files.
-  // wait_ms: how long to wait for another process's prune (0: skip if one is running).
-  PruneResult prune(uint64_t max_bytes, int wait_ms = 0) const;
+  // wait_ms: how long to wait for another process's prune (0: skip if one is running). Eviction runs
+  // under the lock ".prune.lock"; when that cannot be created (a read-only directory), a strict prune
+  // evicts nothing and says why in lock_error, unless nothing is over the cap; otherwise (the prune
+  // after a store) it evicts unguarded, since keeping the cap matters more than a rare double eviction.
+  PruneResult prune(uint64_t max_bytes, int wait_ms = 0, bool strict = false) const;
   struct ClearResult {
     size_t removed = 0;               // entries
     std::vector<std::string> failed;  // "cannot remove PATH: REASON", entries and stale files

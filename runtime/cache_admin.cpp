@@ -90,8 +90,9 @@ CachePruneReport KernelCache::prune(std::optional<uint64_t> max_bytes) const {
   // 0 means no cap, as in LKJIT_CACHE_MAX_BYTES: only stale files go.
   const uint64_t cap = max_bytes.value_or(max_bytes_);
   // An explicit prune waits for a concurrent one rather than silently doing nothing.
-  const auto r = store.prune(cap ? cap : UINT64_MAX, /*wait_ms=*/10000);
-  return {r.removed, r.removed_bytes, r.kept_in_use, r.remaining, r.remaining_bytes, r.stale_files, r.skipped, r.failed};
+  const auto r = store.prune(cap ? cap : UINT64_MAX, /*wait_ms=*/10000, /*strict=*/true);
+  return {r.removed,     r.removed_bytes, r.kept_in_use, r.remaining, r.remaining_bytes,
+          r.stale_files, r.skipped,       r.failed,      r.lock_error};
 }
 
 CacheClearReport KernelCache::clear() const {

@@ -794,6 +794,29 @@ TEST_F(Prewarm, ClearAndPruneNameWhatTheyCannotRemove) {
   EXPECT_FALSE(fs::exists(stuck));
 }
 
+TEST_F(Prewarm, PruneEvictsNothingWithoutItsLock) {
+  // A folder in the way of .prune.lock makes the lock impossible to create, for root too.
+  fs::create_directories(cache_ + "/.prune.lock");
+  fs::permissions(cache_, fs::perms::owner_all);
+  for (char c : {'a', 'b'}) write_file(cache_ + "/" + std::string(64, c) + ".lkjit", fake_entry(c, 1000));
+  const std::string stale_lock = cache_ + "/" + std::string(64, 'c') + ".lock";
+  write_file(stale_lock, "12345\n");  // its owner died
+  CommandResult r = run("cache prune --max-bytes 1");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("removed 0 entries"), HasSubstr("1 stale files removed"),
+                              HasSubstr("lkjit: error: " + cache_ + "/.prune.lock: cannot open lock file: Is a directory; "
+                                        "prune evicts only under this lock, so nothing was evicted")))
+      << r.output;
+  EXPECT_EQ(files_with(".lkjit").size(), 2u) << "entries were evicted without the lock";
+  EXPECT_FALSE(fs::exists(stale_lock)) << "the stale-file sweep needs no lock";
+  // Nothing over the cap: nothing to guard, so no error.
+  for (const char* args : {"prune --max-bytes 0", "prune --max-bytes 1M", "prune"}) {
+    r = run(std::string("cache ") + args);
+    EXPECT_EQ(r.code, 0) << args << ": " << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr("removed 0 entries"), Not(HasSubstr("error")))) << args;
+  }
+}
+
 TEST_F(Prewarm, VerifySaysWhatItRemovedAndWhatItCouldNot) {
   fs::create_directories(cache_);
   fs::permissions(cache_, fs::perms::owner_all);
@@ -836,16 +859,19 @@ TEST_F(Prewarm, MaintenanceOfAReadOnlyCacheFailsWithTheReason) {
     ::chmod(cache_.c_str(), 0700);
     GTEST_SKIP() << "this user can write " << cache_ << " despite mode 0500 (root?)";
   }
-  for (const char* a : {"clear", "prune --max-bytes 1"}) {
-    const CommandResult r = run(std::string("cache ") + a);
-    EXPECT_EQ(r.code, 5) << a << ": " << r.output;
-    EXPECT_THAT(r.output, AllOf(HasSubstr("cannot remove " + good + ": Permission denied"),
-                                HasSubstr("cannot remove " + stale_lock + ": Permission denied"),
-                                HasSubstr("removed 0 entries"), HasSubstr("3 file(s) could not be removed")))
-        << a;
-  }
+  CommandResult r = run("cache clear");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("cannot remove " + good + ": Permission denied"),
+                              HasSubstr("cannot remove " + stale_lock + ": Permission denied"),
+                              HasSubstr("removed 0 entries"), HasSubstr("3 file(s) could not be removed")));
+  // prune cannot create its lock there, so it tries no eviction; the stale sweep still runs.
+  r = run("cache prune --max-bytes 1");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("cannot remove " + stale_lock + ": Permission denied"),
+                              HasSubstr(".prune.lock: cannot open lock file: Permission denied"),
+                              HasSubstr("nothing was evicted"), Not(HasSubstr("cannot remove " + good))));
   EXPECT_THAT(run("cache prune --max-bytes 0").output, HasSubstr("0 stale files removed"));
-  const CommandResult r = run("cache verify");
+  r = run("cache verify");
   EXPECT_EQ(r.code, 5) << r.output;
   EXPECT_THAT(line_with(r.output, corrupt), AllOf(HasSubstr("could not remove it: Permission denied"), Not(HasSubstr("removed;"))))
       << r.output;

@@ -63,6 +63,7 @@ struct CachePruneReport {
   size_t stale_files = 0;  // temp and lock files left by dead processes, removed
   bool skipped = false;    // another process was pruning
   std::vector<std::string> failed;  // "cannot remove PATH: REASON" for each file that should have gone
+  std::string lock_error;  // entries were over the cap, but the prune lock could not be created: why (none evicted)
 };
 
 struct CacheClearReport {
@@ -104,7 +105,8 @@ class KernelCache {
   std::vector<CacheEntryInfo> verify() const;
   // Least-recently-used eviction down to max_bytes (default: this cache's cap; 0: no cap, so only
   // stale temp and lock files are removed), plus stale files. Files that could not be removed are in
-  // failed, with the reason.
+  // failed, with the reason. Eviction needs the lock file "<dir>/.prune.lock": when it cannot be created
+  // (a read-only directory), nothing is evicted and lock_error says why.
   CachePruneReport prune(std::optional<uint64_t> max_bytes = std::nullopt) const;
   // Removes every entry not in use, and stale files; those that could not be removed are in failed.
   CacheClearReport clear() const;

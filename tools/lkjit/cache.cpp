@@ -142,7 +142,13 @@ int prune_main(const KernelCache& c) {
   std::cout << fmt::format("prune: removed {} entries ({}), kept {} in use; {} entries ({}) remain; {} stale files removed\n",
                            r.removed, human_bytes(r.removed_bytes), r.kept_in_use, r.remaining,
                            human_bytes(r.remaining_bytes), r.stale_files);
-  return report_unremoved(c, "prune", r.failed);
+  const int code = report_unremoved(c, "prune", r.failed);
+  if (r.lock_error.empty()) return code;
+  // Unguarded, two prunes would each evict for the same excess: none is evicted, and the cache stays over its cap.
+  std::cerr << fmt::format("lkjit: error: {}; prune evicts only under this lock, so nothing was evicted and {} stays "
+                           "over the {} cap\n", r.lock_error, human_bytes(r.remaining_bytes),
+                           human_bytes(cap.value_or(c.max_bytes())));
+  return static_cast<int>(ErrorCode::kCache);
 }
 
 int clear_main(const KernelCache& c) {
