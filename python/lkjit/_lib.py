@@ -345,35 +345,33 @@ def _strides(s, name, where="wtconv"):
 _PTR_BITS = 8 * ctypes.sizeof(ctypes.c_void_p)  # a void*'s range: [0, 2^_PTR_BITS - 1]
 
 
-def _ptr(value, name, where):
-    """A device pointer for the C ABI: an int (operator.index; not bool) in a void*'s range, or None; 0 and
-    None are null. TypeError for another type, SpecError (a ValueError) out of range, naming ``name``."""
+def _address(value, name, where, what, kind, null):
+    """An address-sized int for the C ABI (operator.index; not bool) in a void*'s range, or None. TypeError for
+    another type and SpecError (a ValueError) out of range, naming ``name``; ``what`` describes the value that
+    is expected, ``kind`` its range and ``null`` what 0 means."""
     if value is None:
         return None
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"lkjit: error: {where}: {name} must be a device pointer as an int (e.g. "
-                        f"tensor.data_ptr()), or 0 or None for null; got {value!r} ({type(value).__name__})")
+        raise TypeError(f"lkjit: error: {where}: {name} must be {what}, or 0 or None for {null}; "
+                        f"got {value!r} ({type(value).__name__})")
     v = operator.index(value)
     if not 0 <= v < 1 << _PTR_BITS:
-        raise SpecError(f"lkjit: error: {where}: {name}={v} is out of range; supported: a device address in "
-                        f"[0, 2^{_PTR_BITS}-1] (0: null)")
+        raise SpecError(f"lkjit: error: {where}: {name}={v} is out of range; supported: {kind} in "
+                        f"[0, 2^{_PTR_BITS}-1] (0: {null})")
     return v
+
+
+def _ptr(value, name, where):
+    """A device pointer for the C ABI: an int such as tensor.data_ptr(), or None; 0 and None are null."""
+    return _address(value, name, where, "a device pointer as an int (e.g. tensor.data_ptr())", "a device address",
+                    "null")
 
 
 def _stream(value, where):
-    """A CUDA stream for the C ABI: a cudaStream_t as an int (operator.index; not bool) in a void*'s range, or
-    None; 0 and None are the legacy default stream. TypeError for another type, SpecError out of range."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"lkjit: error: {where}: stream must be a CUDA stream handle (cudaStream_t) as an int, "
-                        f"e.g. torch.cuda.current_stream().cuda_stream, or 0 or None for the legacy default "
-                        f"stream; got {value!r} ({type(value).__name__})")
-    v = operator.index(value)
-    if not 0 <= v < 1 << _PTR_BITS:
-        raise SpecError(f"lkjit: error: {where}: stream={v} is out of range; supported: a cudaStream_t in "
-                        f"[0, 2^{_PTR_BITS}-1] (0: the legacy default stream)")
-    return v
+    """A CUDA stream for the C ABI: a cudaStream_t as an int, or None; 0 and None are the legacy default
+    stream."""
+    return _address(value, "stream", where, "a CUDA stream handle (cudaStream_t) as an int, e.g. "
+                    "torch.cuda.current_stream().cuda_stream", "a cudaStream_t", "the legacy default stream")
 
 
 def _ptr_list(values, name, where):
