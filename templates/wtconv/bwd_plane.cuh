@@ -88,8 +88,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
                               ? (kWarps / 3 < 1 ? 1 : kWarps / 3 > 5 ? 5 : kWarps / 3) : 0;
   constexpr int GA = GT - 32 * kBWarps;
   // The B warps finish the base wgrad well before the chain (about 2x sooner at 56x56). With kBdx they
-  // then take dX's base term dw^T(G, W~0) item by item (a warp claims 32 at a time) until the chain says
-  // it is done, keeping each in xs: X is dead once the chain's level-1 Haar has read it (the hand-off
+  // then sum db~ and take dX's base term dw^T(G, W~0) item by item (a warp claims 32 at a time) until the
+  // chain says it is done (tests can force all or none: WTConvParams::flags), keeping each in xs: X is dead once the chain's level-1 Haar has read it (the hand-off
   // barrier). Everyone then finishes the claimed items from xs and the rest from scratch: the same
   // values either way. Named barriers: q+1, 1+planes+q (the chain), 1+2 planes+q (hand-off), so at most
   // 5 planes a block.

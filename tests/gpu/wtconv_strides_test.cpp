@@ -52,8 +52,9 @@ struct Dims {
 // there are gaps everywhere. kPadded8: rows of a multiple of 8 elements (at least one spare column) and a
 // spare row per plane, so the plane kernels' 8- and 16-byte loads apply where W allows, beside gaps.
 // kPadded4: rows of 4 (mod 8) elements, so a 16-bit W = 16 takes 8-byte loads where 16 would cross rows.
-// kShifted, kShifted2, kShifted4: dense NCHW 1, 2 or 4 elements into the buffer, so a plane's start is
-// aligned to at most 2, 4 or 8 elements' bytes (the plane kernels then take narrower loads, or none).
+// kShifted, kShifted2, kShifted4: dense NCHW 1, 2 or 4 elements into the (aligned) buffer, so the first
+// plane starts 1, 2 or 4 elements past an alignment boundary, and later planes wherever H*W puts them: the
+// plane kernels take narrower loads there, or none.
 struct Placement {
   std::array<int64_t, 4> st;
   int64_t elems;
