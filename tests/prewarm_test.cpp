@@ -472,6 +472,8 @@ TEST_F(Prewarm, BadInputsNameTheValue) {
   const std::vector<std::pair<std::string, std::string>> files = {
       {R"({"dtypes": ["f16", "f64"], "layers": [{"C": 8, "H": 8, "W": 8}]})", ": dtypes[1]: dtype 'f64' is not supported"},
       {R"({"archs": ["sm_7x"], "layers": [{"C": 8, "H": 8, "W": 8}]})", ": archs[0]: arch 'sm_7x' is not of the form sm_XY"},
+      {R"({"presets": ["wtconvnext-t", "wtconvnext-xl"]})",
+       ": presets[1]: preset 'wtconvnext-xl' is unknown; supported: wtconvnext-t, wtconvnext-s, wtconvnext-b"},
       {R"({"archs": ["sm_90"], "layers": [{"C": 8, "H": 8, "W": 8}], "archs": ["sm_80"]})",
        ": duplicate key \"archs\"; supported: each key once per object"},
   };

@@ -141,7 +141,7 @@ PrewarmSet build_set() {
   }
   if (kPreset.getNumOccurrences())
     for (const auto& p : split_list(kPreset, "--preset"))
-      for (const auto& ly : preset_layers(p)) set.layers.push_back(ly);
+      for (const auto& ly : preset_layers(p, "--preset")) set.layers.push_back(ly);
   if (kShapes.getNumOccurrences()) {
     for (const auto& ly : parse_shapes(kShapes, parse_int_list(kK, "--k", 1, 31), parse_int_list(kL, "--L", 0, kMaxLevels)))
       set.layers.push_back(ly);

@@ -200,8 +200,10 @@ void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, 
       else throw bad(path, fmt::format("pass \"{}\" is unknown; supported: fwd, bwd", p));
     }
   }
-  for (const auto& p : strings(*root, "presets", path))
-    for (const auto& ly : preset_layers(p)) set->layers.push_back(ly);
+  const auto presets = strings(*root, "presets", path);
+  for (size_t i = 0; i < presets.size(); ++i)
+    for (const auto& ly : preset_layers(presets[i], fmt::format("{}: presets[{}]: preset", path, i)))
+      set->layers.push_back(ly);
   if (const llvm::json::Value* v = root->get("layers")) {
     const llvm::json::Array* a = v->getAsArray();
     if (!a) throw bad(path, "\"layers\" must be an array of objects");

@@ -16,14 +16,14 @@ namespace lkjit::tool {
 
 const char* const kPresetNames = "wtconvnext-t, wtconvnext-s, wtconvnext-b";
 
-std::vector<PrewarmLayer> preset_layers(const std::string& name) {
+std::vector<PrewarmLayer> preset_layers(const std::string& name, const std::string& where) {
   // Stem stride 4 then 2x downsampling per stage: 56, 28, 14, 7 at 224x224.
   std::vector<int64_t> channels;
   if (name == "wtconvnext-t" || name == "wtconvnext-s") channels = {96, 192, 384, 768};  // -s: more blocks only
   else if (name == "wtconvnext-b") channels = {128, 256, 512, 1024};
   else
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("lkjit: error: --preset '{}' is unknown; supported: {}", name, kPresetNames));
+                fmt::format("lkjit: error: {} '{}' is unknown; supported: {}", where, name, kPresetNames));
   const int64_t hw[] = {56, 28, 14, 7};
   const int levels[] = {5, 4, 3, 2};
   std::vector<PrewarmLayer> out;

@@ -42,8 +42,9 @@ struct PrewarmPlan {
 PrewarmPlan expand(const PrewarmSet& set);
 
 // WTConvNeXt stage layers at 224x224, batch 64, k=5, levels 5/4/3/2 by stage:
-// "wtconvnext-t" and "wtconvnext-s" (same layer shapes) C 96/192/384/768, "wtconvnext-b" 128..1024.
-std::vector<PrewarmLayer> preset_layers(const std::string& name);
+// "wtconvnext-t" and "wtconvnext-s" (same layer shapes) C 96/192/384/768, "wtconvnext-b" 128..1024. An
+// unknown name is an Error (invalid argument) that starts with `where` ("--preset", or a manifest's place).
+std::vector<PrewarmLayer> preset_layers(const std::string& name, const std::string& where);
 extern const char* const kPresetNames;  // "wtconvnext-t, wtconvnext-s, wtconvnext-b"
 
 // --shapes B:C:H:W,... crossed with --k and --L lists.
