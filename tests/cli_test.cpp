@@ -278,6 +278,16 @@ TEST_F(Cli, RunWithoutGpuCompilesThePlannedKernels) {
   EXPECT_EQ(cache_entries(), std::stoul(m[1].str()));
 }
 
+TEST_F(Cli, RunAndTuneRefuseAnUnknownLkjitTune) {
+  // Said at once, GPU or not, before anything compiles (without a GPU no layer would read it).
+  for (const char* args : {"run --dtypes f32 --shapes 1:8:8:8:1", "tune --list --shape 1:8:8:8 --arch sm_90"}) {
+    const CommandResult r = run(args, "", "LKJIT_TUNE=bogus");
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("LKJIT_TUNE='bogus' is unknown; supported: off, cached, tune, retune")) << args;
+    EXPECT_EQ(cache_entries(), 0u) << args;
+  }
+}
+
 TEST_F(Cli, RunWithoutGpuSaysWhenTheDiskCacheIsDisabled) {
   std::string why;
   if (lkjit::gpu_available(&why)) GTEST_SKIP() << "a GPU is present: `lkjit run` would execute, not just compile";

@@ -10,6 +10,7 @@
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
 #include "lkjit/spec.h"
+#include "lkjit/tuning.h"
 #include "lkjit/version.h"
 #include "tools/lkjit/common.h"
 
@@ -142,6 +143,9 @@ std::vector<int> parse_target_archs(const std::vector<std::string>& items, const
 }
 
 int dispatch() {
+  // LKJIT_TUNE steers the layers `run` builds and the tuner: a typo is said at once, with or without a
+  // GPU, not only once a layer runs on one (SpecError: exit 2).
+  if (run_cmd() || tune_cmd()) tune_mode_from_env();
   if (run_cmd()) return run_main();
   if (compile_cmd()) return compile_main();
   if (tune_cmd()) return tune_main();
