@@ -110,6 +110,7 @@ BundleStats import_bundle(const DiskStore& store, const std::string& path) {
     }
     uncapped.store(e.meta, e.payload);
     ++st.imported;
+    st.added.push_back(e.meta.key);
   }
   if (store.max_bytes()) store.prune(store.max_bytes());
   return st;

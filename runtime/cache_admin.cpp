@@ -1,5 +1,6 @@
 // lkjit/cache.h over cache/: the public, LLVM-free face of the on-disk store for tools.
 #include <algorithm>
+#include <set>
 
 #include "cache/bundle.h"
 #include "cache/key.h"
@@ -106,7 +107,7 @@ CacheBundleReport KernelCache::export_bundle(const std::string& file, const std:
   const cache::DiskStore store(dir_);
   store.check_existing();  // never ship entries out of a directory others could have written
   const auto s = cache::export_bundle(store, keys, file);
-  return {s.entries, s.imported, s.present, s.bytes, s.skipped};
+  return {s.entries, s.imported, s.present, 0, s.bytes, s.skipped};
 }
 
 CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
@@ -114,7 +115,15 @@ CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
   store.ensure_dir();
   store.check_existing();  // and listable (the cap is enforced by listing)
   const auto s = cache::import_bundle(store, file);
-  return {s.entries, s.imported, s.present, s.bytes, s.skipped};
+  CacheBundleReport r{s.entries, s.imported, s.present, 0, s.bytes, s.skipped};
+  if (max_bytes_) r.evicted = missing(s.added);
+  return r;
+}
+
+size_t KernelCache::missing(const std::vector<std::string>& keys) const {
+  std::set<std::string> have;
+  for (const auto& e : list(false)) have.insert(e.key);
+  return static_cast<size_t>(std::count_if(keys.begin(), keys.end(), [&](const std::string& k) { return !have.count(k); }));
 }
 
 }  // namespace lkjit

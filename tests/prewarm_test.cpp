@@ -191,6 +191,23 @@ TEST_F(Prewarm, AKilledPrewarmLeavesNothingThatBlocks) {
   EXPECT_TRUE(files_with(".lock").empty());
 }
 
+TEST_F(Prewarm, WarnsWhenTheSizeCapEvictsWhatItJustStored) {
+  // A cap far below the set keeps almost nothing: prewarm and import say so (still exit 0: the cache works
+  // as configured), instead of reporting success over an emptied cache.
+  const std::string bundle = tmp_ + "/kernels.bundle";
+  CommandResult r = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall + " --bundle " + shell_quote(bundle));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("warning")));  // the default cap holds them
+  r = run("cache import " + shell_quote(bundle), tmp_ + "/capped", "LKJIT_CACHE_MAX_BYTES=1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("5 added"), HasSubstr("lkjit: warning: import: the cache's size cap (1 B, "
+                                                              "LKJIT_CACHE_MAX_BYTES) evicted 5 of the 5 entries just stored")));
+  r = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall, tmp_ + "/capped2", "LKJIT_CACHE_MAX_BYTES=1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("5 compiled"), HasSubstr("lkjit: warning: prewarm: the cache's size cap (1 B"),
+                              HasSubstr("of the 5 entries just stored")));
+}
+
 TEST_F(Prewarm, BundlesRoundTripToAnotherCache) {
   const std::string bundle = tmp_ + "/kernels.bundle";
   const CommandResult made = run("prewarm --arch sm_90 --dtypes f16 --passes fwd " + kSmall + " --bundle " + shell_quote(bundle));

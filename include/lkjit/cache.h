@@ -76,6 +76,7 @@ struct CacheBundleReport {
   size_t entries = 0;   // in the bundle
   size_t imported = 0;  // import: newly added to the cache
   size_t present = 0;   // import: already cached
+  size_t evicted = 0;   // import: added, then evicted at once by the cache's size cap (max_bytes too small)
   uint64_t bytes = 0;   // bundle file size
   std::vector<std::string> skipped;  // export: requested keys missing or corrupt, with why
 };
@@ -100,6 +101,9 @@ class KernelCache {
   std::vector<CacheEntryInfo> list(bool verify = false) const;
   // Kernels being compiled now: keys whose lock some process holds, whether or not an entry exists.
   size_t compiling() const;
+  // How many of keys have no entry now (metadata listing): e.g. stored a moment ago, then evicted by the
+  // size cap because it is smaller than what was stored.
+  size_t missing(const std::vector<std::string>& keys) const;
   // Checks every entry; the corrupt ones are removed (as a lookup would) and returned with why, and
   // with remove_error set where the removal failed.
   std::vector<CacheEntryInfo> verify() const;

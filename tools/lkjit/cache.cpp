@@ -286,6 +286,7 @@ int cache_main() {
     const auto r = c.import_bundle(kArgs[1]);
     std::cout << fmt::format("import: {}: {} entries verified, {} added, {} already cached\n", kArgs[1], r.entries,
                              r.imported, r.present);
+    warn_evicted_by_cap(c, r.evicted, r.imported, "import");
     return 0;
   }
   if (action == "export") {

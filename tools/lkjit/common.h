@@ -10,6 +10,10 @@
 #include "lkjit/error.h"
 #include "lkjit/spec.h"
 
+namespace lkjit {
+class KernelCache;
+}
+
 namespace lkjit::tool {
 
 std::vector<std::string> split(const std::string& s, char sep);
@@ -54,6 +58,8 @@ std::vector<int64_t> parse_dims(const std::string& item, const char* what, const
 void require_positive_bchw(const std::vector<int64_t>& v, const char* what, const std::string& item);
 // 512 B, 48.0 KiB, 3.2 MiB, 1.5 GiB.
 std::string human_bytes(uint64_t bytes);
+// The warning when the cache's size cap evicted n of the `stored` entries a command just stored (0: none).
+void warn_evicted_by_cap(const KernelCache& c, size_t n, size_t stored, const char* what);
 // --progress's value: auto, always or never, else bad input (2) naming it.
 void check_progress_mode(const std::string& mode);
 // "sm_80, sm_90".

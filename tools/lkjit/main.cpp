@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
@@ -114,6 +115,13 @@ void check_progress_mode(const std::string& mode) {
   if (mode != "auto" && mode != "always" && mode != "never")
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never", mode));
+}
+
+void warn_evicted_by_cap(const KernelCache& c, size_t n, size_t stored, const char* what) {
+  if (!n) return;
+  llvm::errs() << fmt::format("lkjit: warning: {}: the cache's size cap ({}, LKJIT_CACHE_MAX_BYTES) evicted {} of the {} "
+                              "entries just stored; raise it to keep them\n",
+                              what, human_bytes(c.max_bytes()), n, stored);
 }
 
 std::string human_bytes(uint64_t b) {
