@@ -76,8 +76,7 @@ size_t KernelCache::compiling() const {
 
 std::vector<CacheEntryInfo> KernelCache::verify() const {
   const cache::DiskStore store(dir_);
-  store.ensure_dir();
-  store.check_existing();  // and listable
+  if (!store.check_existing()) return {};  // and listable; an absent directory is an empty cache
   auto infos = to_infos(store.list(/*verify=*/true));
   for (auto& e : infos)
     if (!e.ok)

@@ -734,7 +734,7 @@ TEST_F(Prewarm, EveryCacheActionChecksTheDirectory) {
   }
   // Not there yet: an empty cache, said so, and not created by looking.
   const std::string none = tmp_ + "/none";
-  for (const char* a : {"stat", "ls", "prune", "clear"}) {
+  for (const char* a : {"stat", "ls", "verify", "prune", "clear"}) {
     const CommandResult r = run(std::string("cache ") + a, none);
     EXPECT_EQ(r.code, 0) << a << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr("no cache at " + none + " yet")) << a;

@@ -105,7 +105,7 @@ class KernelCache {
   // size cap because it is smaller than what was stored.
   size_t missing(const std::vector<std::string>& keys) const;
   // Checks every entry; the corrupt ones are removed (as a lookup would) and returned with why, and
-  // with remove_error set where the removal failed.
+  // with remove_error set where the removal failed. Creates nothing: an absent directory has no entries.
   std::vector<CacheEntryInfo> verify() const;
   // Least-recently-used eviction down to max_bytes (default: this cache's cap; 0: no cap, so only
   // stale temp and lock files are removed), plus stale files. Files that could not be removed are in
