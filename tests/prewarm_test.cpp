@@ -732,6 +732,12 @@ TEST_F(Prewarm, EveryCacheActionChecksTheDirectory) {
     EXPECT_THAT(r.output, HasSubstr(file + ": ")) << a;
     EXPECT_THAT(r.output, Not(HasSubstr("0 entries"))) << a;
   }
+  // An option the action does not take is a usage error (1), not ignored.
+  for (const char* a : {"verify --max-bytes 1K", "ls --kernel x", "prune --kernel x"}) {
+    const CommandResult r = run(std::string("cache ") + a);
+    EXPECT_EQ(r.code, 1) << a << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(" applies to ")) << a;
+  }
   // Not there yet: an empty cache, said so, and not created by looking.
   const std::string none = tmp_ + "/none";
   for (const char* a : {"stat", "ls", "verify", "prune", "clear"}) {

@@ -276,6 +276,11 @@ int cache_main() {
   const size_t want = (action == "explain" || action == "import" || action == "export") ? 2 : 1;
   if (kArgs.size() != want)
     return usage(want == 2 ? fmt::format("{} takes one argument", action) : fmt::format("{} takes no argument", action));
+  // An option the action does not take is a usage error, not silently ignored.
+  if (kMaxBytes.getNumOccurrences() && action != "prune")
+    return usage(fmt::format("--max-bytes applies to prune, not {}", action));
+  if (kKernel.getNumOccurrences() && action != "explain")
+    return usage(fmt::format("--kernel applies to explain, not {}", action));
   const KernelCache c;
   if (action == "stat") return stat_main(c);
   if (action == "ls") return ls_main(c);

@@ -215,6 +215,8 @@ int prewarm_main() {
   }
   if (kList) {
     for (const auto& n : plan.notes) std::cerr << "prewarm: note: " << n << "\n";
+    if (!kBundle.empty())
+      std::cerr << fmt::format("prewarm: note: --list compiles nothing, so --bundle {} is not written\n", std::string(kBundle));
     for (const auto& j : plan.jobs)
       std::cout << fmt::format("{}  {}  {}\n", j.kernel_name, j.spec.to_string(), j.tile.to_string());
     std::cout << fmt::format("{} kernels\n", plan.jobs.size());
