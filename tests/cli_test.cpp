@@ -59,6 +59,13 @@ TEST_F(Cli, Version) {
   EXPECT_THAT(r.output, HasSubstr(std::string("lkjit ") + LKJIT_VERSION));
 }
 
+TEST_F(Cli, AnOptionBeforeTheSubcommandSaysSo) {
+  const CommandResult r = run("-k 5");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("'-k' needs a subcommand first"), HasSubstr("lkjit run"), Not(HasSubstr("Did you mean"))));
+  EXPECT_EQ(run("--help").code, 0);
+}
+
 TEST_F(Cli, CompileRejectsEvenK) {
   const CommandResult r = run("compile --k 4");
   EXPECT_EQ(r.code, 2) << r.output;

@@ -173,6 +173,17 @@ int main(int argc, char** argv) {
   // --help-hidden, which then lists only lkjit's and the generic ones (--help, --version).
   static cl::OptionCategory lkjit_top("lkjit options");
   cl::HideUnrelatedOptions(lkjit_top);
+  // An option before any subcommand (`lkjit -k 5`): LLVM would answer "Did you mean '-h'?".
+  if (argc >= 2 && argv[1][0] == '-') {
+    const std::string a = argv[1];
+    static const char* generic[] = {"-h", "--help", "-help", "--help-hidden", "--help-list", "--help-list-hidden",
+                                    "--version", "-version"};
+    if (std::none_of(std::begin(generic), std::end(generic), [&](const char* g) { return a == g; })) {
+      llvm::errs() << "lkjit: error: '" << a << "' needs a subcommand first; supported: lkjit run | compile | prewarm "
+                   << "| tune | cache [options] (e.g. lkjit run " << a << " ...); lkjit --help lists them\n";
+      return static_cast<int>(lkjit::ErrorCode::kUsage);
+    }
+  }
   if (argc < 2) {
     // The main job: `lkjit` alone behaves as `lkjit run`.
     static const char* run_argv[] = {argv[0], "run", nullptr};
