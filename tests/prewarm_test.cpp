@@ -24,6 +24,8 @@
 #include "cache/entry.h"
 #include "cache/key.h"
 #include "cache/lock.h"
+#include "lkjit/cache.h"
+#include "lkjit/error.h"
 #include "tests/test_support.h"
 
 extern char** environ;
@@ -654,9 +656,18 @@ TEST_F(Prewarm, ExportReplacesOnlyRegularFiles) {
   write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", fake_entry('a', 100));
   const std::string fifo = tmp_ + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // The CLI refuses it before exporting (bad input, like a missing folder) ...
   const CommandResult r = run("cache export " + shell_quote(fifo));
-  EXPECT_EQ(r.code, 5) << r.output;
-  EXPECT_THAT(r.output, HasSubstr(fifo + ": cannot publish: it exists and is not a regular file"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("export " + fifo + ": is not a file; supported: a new or regular file"));
+  EXPECT_EQ(run("cache export " + shell_quote(tmp_ + "/no/such/folder.bundle")).code, 2);
+  // ... and the library refuses to publish over it (a cache error) for callers that do not check first.
+  try {
+    lkjit::KernelCache(cache_).export_bundle(fifo);
+    ADD_FAILURE() << "exported over a FIFO";
+  } catch (const lkjit::CacheError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(fifo + ": cannot publish: it exists and is not a regular file"));
+  }
   struct stat st {};
   ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";

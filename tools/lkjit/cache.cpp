@@ -296,6 +296,8 @@ int cache_main() {
     return 0;
   }
   if (action == "export") {
+    if (kArgs[1].empty()) return usage("export: the file path is empty");
+    check_output_file(kArgs[1], "export");
     present(c);
     const auto r = c.export_bundle(kArgs[1]);
     for (const auto& s : r.skipped) std::cerr << "export: left out " << s << "\n";

@@ -58,6 +58,9 @@ std::vector<int64_t> parse_dims(const std::string& item, const char* what, const
 void require_positive_bchw(const std::vector<int64_t>& v, const char* what, const std::string& item);
 // 512 B, 48.0 KiB, 3.2 MiB, 1.5 GiB.
 std::string human_bytes(uint64_t bytes);
+// A file a command will write (a bundle): a regular file (replaced) or a new name, in a folder this process
+// can write. Error (kInvalidArgument) naming `what` and the path otherwise: checked before the work.
+void check_output_file(const std::string& path, const std::string& what);
 // The warning when the cache's size cap evicted n of the `stored` entries a command just stored (0: none).
 void warn_evicted_by_cap(const KernelCache& c, size_t n, size_t stored, const char* what);
 // --progress's value: auto, always or never, else bad input (2) naming it.

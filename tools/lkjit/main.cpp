@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include "lkjit/cache.h"
@@ -115,6 +118,20 @@ void check_progress_mode(const std::string& mode) {
   if (mode != "auto" && mode != "always" && mode != "never")
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never", mode));
+}
+
+void check_output_file(const std::string& b, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(b, ec);
+  const auto dir = fs::absolute(b).parent_path();
+  std::string why;
+  if (b.back() == '/' || (fs::exists(st) && !fs::is_regular_file(st))) why = "is not a file";
+  else if (!fs::is_directory(dir, ec)) why = fmt::format("its folder {} does not exist or is not a folder", dir.string());
+  else if (::access(dir.c_str(), W_OK | X_OK) != 0) why = fmt::format("its folder {} is not writable", dir.string());
+  if (!why.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("lkjit: error: {} {}: {}; supported: a new or regular file in a writable folder", what, b, why));
 }
 
 void warn_evicted_by_cap(const KernelCache& c, size_t n, size_t stored, const char* what) {

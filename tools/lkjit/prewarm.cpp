@@ -175,20 +175,8 @@ int prewarm_main() {
   // The bundle's path is checked before anything compiles, not after minutes of compiling: a regular file
   // (replaced) or a new name, in a folder this process can write.
   if (kBundle.getNumOccurrences()) {
-    const std::string b = kBundle;
-    if (b.empty()) throw Error(ErrorCode::kUsage, "lkjit: error: --bundle is empty; supported: a file path");
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const auto st = fs::status(b, ec);
-    const auto dir = fs::absolute(b).parent_path();
-    std::string why;
-    if (b.back() == '/' || (fs::exists(st) && !fs::is_regular_file(st))) why = "is not a file";
-    else if (!fs::is_directory(dir, ec)) why = fmt::format("its folder {} does not exist or is not a folder", dir.string());
-    else if (::access(dir.c_str(), W_OK | X_OK) != 0) why = fmt::format("its folder {} is not writable", dir.string());
-    if (!why.empty())
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("lkjit: error: --bundle {}: {}; supported: a new or regular file in a writable folder",
-                              b, why));
+    if (std::string(kBundle).empty()) throw Error(ErrorCode::kUsage, "lkjit: error: --bundle is empty; supported: a file path");
+    check_output_file(kBundle, "--bundle");
   }
   // Without the disk cache every compile would be thrown away at exit.
   if (!kList && !disk_cache_enabled())
