@@ -1,6 +1,6 @@
 // lkjit/cache.h over cache/: the public, LLVM-free face of the on-disk store for tools.
 #include <algorithm>
-#include <set>
+#include <filesystem>
 
 #include "cache/bundle.h"
 #include "cache/key.h"
@@ -120,9 +120,12 @@ CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
 }
 
 size_t KernelCache::missing(const std::vector<std::string>& keys) const {
-  std::set<std::string> have;
-  for (const auto& e : list(false)) have.insert(e.key);
-  return static_cast<size_t>(std::count_if(keys.begin(), keys.end(), [&](const std::string& k) { return !have.count(k); }));
+  // One stat a key, not a listing that reads every entry's metadata.
+  const cache::DiskStore store(dir_);
+  return static_cast<size_t>(std::count_if(keys.begin(), keys.end(), [&](const std::string& k) {
+    std::error_code ec;
+    return !std::filesystem::exists(store.path_for(k), ec);
+  }));
 }
 
 }  // namespace lkjit

@@ -101,8 +101,8 @@ class KernelCache {
   std::vector<CacheEntryInfo> list(bool verify = false) const;
   // Kernels being compiled now: keys whose lock some process holds, whether or not an entry exists.
   size_t compiling() const;
-  // How many of keys have no entry now (metadata listing): e.g. stored a moment ago, then evicted by the
-  // size cap because it is smaller than what was stored.
+  // How many of keys have no entry file now: e.g. stored a moment ago, then evicted by the size cap
+  // because it is smaller than what was stored.
   size_t missing(const std::vector<std::string>& keys) const;
   // Checks every entry; the corrupt ones are removed (as a lookup would) and returned with why, and
   // with remove_error set where the removal failed. Creates nothing: an absent directory has no entries.

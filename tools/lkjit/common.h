@@ -3,6 +3,7 @@
 #include <llvm/Support/CommandLine.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -58,6 +59,8 @@ std::vector<int64_t> parse_dims(const std::string& item, const char* what, const
 void require_positive_bchw(const std::vector<int64_t>& v, const char* what, const std::string& item);
 // 512 B, 48.0 KiB, 3.2 MiB, 1.5 GiB.
 std::string human_bytes(uint64_t bytes);
+// Refuses an option given as an empty path (usage error): it names no file, and would be dropped or read as "".
+void refuse_empty_paths(std::initializer_list<const llvm::cl::opt<std::string>*> options);
 // A file a command will write (a bundle): a regular file (replaced) or a new name, in a folder this process
 // can write. Error (kInvalidArgument) naming `what` and the path otherwise: checked before the work.
 void check_output_file(const std::string& path, const std::string& what);

@@ -120,6 +120,12 @@ void check_progress_mode(const std::string& mode) {
                 fmt::format("lkjit: error: --progress '{}' is unknown; supported: auto, always, never", mode));
 }
 
+void refuse_empty_paths(std::initializer_list<const llvm::cl::opt<std::string>*> options) {
+  for (const auto* o : options)
+    if (o->getNumOccurrences() && o->empty())
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --{} is empty; supported: a file path", o->ArgStr.str()));
+}
+
 void check_output_file(const std::string& b, const std::string& what) {
   namespace fs = std::filesystem;
   std::error_code ec;

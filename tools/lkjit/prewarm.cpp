@@ -39,7 +39,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <iostream>
 #include <random>
 
@@ -169,15 +168,10 @@ bool prewarm_cmd() { return static_cast<bool>(kCmd); }
 int prewarm_main() {
   check_progress_mode(kProgress);
   // An empty path names no file: --manifest '' would be dropped silently, --tuning-db '' read as "".
-  for (const auto* f : {&kManifest, &kTuningDb})
-    if (f->getNumOccurrences() && f->empty())
-      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --{} is empty; supported: a file path", f->ArgStr.str()));
+  refuse_empty_paths({&kManifest, &kTuningDb, &kBundle});
   // The bundle's path is checked before anything compiles, not after minutes of compiling: a regular file
   // (replaced) or a new name, in a folder this process can write.
-  if (kBundle.getNumOccurrences()) {
-    if (std::string(kBundle).empty()) throw Error(ErrorCode::kUsage, "lkjit: error: --bundle is empty; supported: a file path");
-    check_output_file(kBundle, "--bundle");
-  }
+  if (kBundle.getNumOccurrences()) check_output_file(kBundle, "--bundle");
   // Without the disk cache every compile would be thrown away at exit.
   if (!kList && !disk_cache_enabled())
     throw CacheError(fmt::format("lkjit: error: prewarm: the on-disk cache is disabled by LKJIT_CACHE_DISABLE=1, so "

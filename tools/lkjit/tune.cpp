@@ -304,9 +304,7 @@ int tune_main() {
   at_least("budget", kBudget, 0);
   check_progress_mode(kProgress);  // before --list and the GPU
   // An empty path would be no file (or, for --db, the default database): refused, as prewarm's --bundle ''.
-  for (const auto* f : {&kCsv, &kJson, &kPlot, &kDb})
-    if (f->getNumOccurrences() && f->empty())
-      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --{} is empty; supported: a file path", f->ArgStr.str()));
+  refuse_empty_paths({&kCsv, &kJson, &kPlot, &kDb});
   if (kList) {
     // Nothing is measured, so a report file would be empty: refused rather than silently not written.
     for (const auto* f : {&kCsv, &kJson, &kPlot})
