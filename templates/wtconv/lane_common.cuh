@@ -12,7 +12,8 @@
 namespace lkjit {
 
 // Columns of level l's images for planes up to wmax wide: ceil(wmax / 2^l), as the level sizes halve.
-__host__ __device__ constexpr int lane_wmax(int wmax, int l) { return l == 0 ? wmax : (lane_wmax(wmax, l - 1) + 1) / 2; }
+// Closed form: NVRTC compiled the recursive one as a real call (with a stack frame) where l is a runtime value.
+__host__ __device__ constexpr int lane_wmax(int wmax, int l) { return (wmax + (1 << l) - 1) >> l; }
 
 // A plane's column of shared memory: element e at p[e * CS]. CS, the column stride, is the block's
 // threads where a thread owns a plane, 16 where two threads of a warp share one (a warp's 16 planes then
