@@ -178,8 +178,21 @@ int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, const int64_t*
                                   float* grad_base_w, float* grad_base_b, float* grad_base_s,
                                   float* const* grad_level_w, float* const* grad_level_s, int64_t B, int64_t H,
                                   int64_t W, void* stream) {
+  return lkjit_wtconv_backward_flags(h, x, x_strides, dout, dout_strides, dx, dx_strides, grad_base_w, grad_base_b,
+                                     grad_base_s, grad_level_w, grad_level_s, B, H, W, 0u, stream);
+}
+
+int lkjit_wtconv_backward_flags(lkjit_wtconv* h, const void* x, const int64_t* x_strides, const void* dout,
+                                const int64_t* dout_strides, void* dx, const int64_t* dx_strides, float* grad_base_w,
+                                float* grad_base_b, float* grad_base_s, float* const* grad_level_w,
+                                float* const* grad_level_s, int64_t B, int64_t H, int64_t W, unsigned flags,
+                                void* stream) {
   return guarded([&] {
     require_handle(h, "lkjit_wtconv_backward");
+    if (flags & ~unsigned(LKJIT_BACKWARD_REUSE_FORWARD_FOLD))
+      throw lkjit::SpecError(fmt::format("lkjit: error: wtconv backward: flags={:#x} has unknown bits; supported: "
+                                         "0 or LKJIT_BACKWARD_REUSE_FORWARD_FOLD ({:#x})",
+                                         flags, unsigned(LKJIT_BACKWARD_REUSE_FORWARD_FOLD)));
     std::lock_guard<std::mutex> lock(h->mu);
     const auto& o = h->layer.options();
     lkjit::detail::check_activations(x, dout, dx, true);
@@ -192,7 +205,7 @@ int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, const int64_t*
     copy_strides(st.out, dx_strides);
     lkjit::detail::resolve_strides(o, lkjit::Shape{B, o.C, H, W, o.stride}, &st, true);  // before the driver
     lkjit::rt::make_current(o.device);
-    h->layer.backward(x, dout, dx, g, B, H, W, stream, &st);
+    h->layer.backward(x, dout, dx, g, B, H, W, stream, &st, (flags & LKJIT_BACKWARD_REUSE_FORWARD_FOLD) != 0);
   });
 }
 

@@ -31,8 +31,9 @@ extern "C" {
 #endif
 
 /* Bumped when a signature below changes or an entry point is added; python/lkjit checks it.
- * 2: lkjit_wtconv_forward_strided, lkjit_wtconv_backward_strided. 3: lkjit_wtconv_transpose. */
-#define LKJIT_C_API_VERSION 3
+ * 2: lkjit_wtconv_forward_strided, lkjit_wtconv_backward_strided. 3: lkjit_wtconv_transpose.
+ * 4: lkjit_wtconv_backward_flags. */
+#define LKJIT_C_API_VERSION 4
 
 enum {
   LKJIT_OK = 0,
@@ -96,6 +97,20 @@ LKJIT_API int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, cons
                                             float* grad_base_s, float* const* grad_level_w,
                                             float* const* grad_level_s, int64_t B, int64_t H, int64_t W,
                                             void* stream);
+
+/* Flags of lkjit_wtconv_backward_flags. LKJIT_BACKWARD_REUSE_FORWARD_FOLD: the parameters still hold the
+ * values of this layer's last forward (PyTorch's autograd guarantees it for the tensors a forward saves), so
+ * a layer captured in a CUDA graph, whose calls otherwise fold first, reads that forward's fold instead of
+ * folding again (with different values the gradients would be the old values'). */
+enum { LKJIT_BACKWARD_REUSE_FORWARD_FOLD = 1 };
+
+/* lkjit_wtconv_backward_strided with flags (LKJIT_BACKWARD_*; other bits: LKJIT_E_INVALID_ARGUMENT). */
+LKJIT_API int lkjit_wtconv_backward_flags(lkjit_wtconv* h, const void* x, const int64_t* x_strides,
+                                          const void* dout, const int64_t* dout_strides, void* dx,
+                                          const int64_t* dx_strides, float* grad_base_w, float* grad_base_b,
+                                          float* grad_base_s, float* const* grad_level_w,
+                                          float* const* grad_level_s, int64_t B, int64_t H, int64_t W,
+                                          unsigned flags, void* stream);
 
 /* Compiles and loads every kernel of a shape (backward too when backward != 0), for NCHW activations: the
  * first channels_last call of a small map may still compile the lane kernels (lkjit_wtconv_runs_lane). */

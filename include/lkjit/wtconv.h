@@ -153,9 +153,13 @@ class WTConv {
 
   // dX and every parameter gradient from dOut and the forward input X. Gradients are written
   // (not accumulated), reduced deterministically: two calls give bit-identical results. strides.out
-  // is dX's.
+  // is dX's. reuse_forward_fold: the parameters still hold the values of this layer's last forward
+  // (PyTorch's autograd guarantees it for the tensors a forward saves); a layer captured in a CUDA graph,
+  // whose calls otherwise fold first, then reads that forward's fold instead of folding again (one
+  // launch less per training step; with different values the gradients would be those of the old ones).
   void backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
-                int64_t H, int64_t W, Stream s = nullptr, const WTConvStrides* strides = nullptr);
+                int64_t H, int64_t W, Stream s = nullptr, const WTConvStrides* strides = nullptr,
+                bool reuse_forward_fold = false);
 
   // Runs forward (dout == nullptr) or backward once with an event pair around every kernel, and returns
   // each kernel's time and traffic model. Synchronizes the stream; for benchmarks and reports.
@@ -208,8 +212,10 @@ class WTConv {
                                       std::optional<Stream> call = std::nullopt);
   [[noreturn]] static void throw_first_call_captured(const std::string& what);
   void launch_fold(Stream s);  // Eq. 8 from the parameters set_weights last gave
+  // reuse_fold: a backward that may read the fold of the forward it follows (backward's reuse_forward_fold).
   void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
-                const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings = nullptr);
+                const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings = nullptr,
+                bool reuse_fold = false);
   struct TileOverride {
     Kernel kernel;
     int level;

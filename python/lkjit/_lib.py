@@ -12,7 +12,8 @@ import operator
 import os
 import threading
 
-C_API_VERSION = 3  # LKJIT_C_API_VERSION this binding was written for
+C_API_VERSION = 4  # LKJIT_C_API_VERSION this binding was written for
+REUSE_FORWARD_FOLD = 1  # LKJIT_BACKWARD_REUSE_FORWARD_FOLD
 
 DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2}
 _DTYPE_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
@@ -257,6 +258,8 @@ def _declare(lib):
         "lkjit_wtconv_forward_strided": (c.c_int, [vp, vp, sp, vp, sp, i64, i64, i64, vp]),
         "lkjit_wtconv_backward_strided": (c.c_int, [vp, vp, sp, vp, sp, vp, sp, vp, vp, vp, pp, pp, i64, i64, i64,
                                                     vp]),
+        "lkjit_wtconv_backward_flags": (c.c_int, [vp, vp, sp, vp, sp, vp, sp, vp, vp, vp, pp, pp, i64, i64, i64,
+                                                  c.c_uint, vp]),
         "lkjit_wtconv_prepare": (c.c_int, [vp, i64, i64, i64, c.c_int]),
         "lkjit_wtconv_describe": (c.c_int, [vp, i64, i64, i64, c.c_int, c.c_int, c.POINTER(c.c_char_p)]),
         "lkjit_wtconv_runs_lane": (c.c_int, [vp, i64, i64, i64, c.c_int, c.POINTER(c.c_int)]),
@@ -516,24 +519,27 @@ class WTConvLayer:
                                                       _strides(out_strides, "out_strides"), B, H, W, stream or None))
 
     def backward(self, x, dout, dx, grad_base_w, grad_base_b, grad_base_s, grad_level_w, grad_level_s, B, H, W,
-                 stream=0, x_strides=None, dout_strides=None, dx_strides=None):
+                 stream=0, x_strides=None, dout_strides=None, dx_strides=None, reuse_forward_fold=False):
         """dX and the parameter gradients (written, deterministic); strides as forward's, dx's checked like out's.
-        grad_level_w, grad_level_s: lists of L pointers."""
+        grad_level_w, grad_level_s: lists of L pointers. reuse_forward_fold: the parameters still hold the values
+        of this layer's last forward (autograd guarantees it for saved tensors), so a layer captured in a CUDA
+        graph reads that forward's fold instead of folding again (LKJIT_BACKWARD_REUSE_FORWARD_FOLD)."""
         w = "wtconv"
         self._backward(_ptr(x, "x", w), _ptr(dout, "dout", w), _ptr(dx, "dx", w), _ptr(grad_base_w, "grad_base_w", w),
                        _ptr(grad_base_b, "grad_base_b", w), _ptr(grad_base_s, "grad_base_s", w),
                        _ptr_list(grad_level_w, "grad_level_w", w), _ptr_list(grad_level_s, "grad_level_s", w), B, H,
-                       W, _stream(stream, w), x_strides, dout_strides, dx_strides)
+                       W, _stream(stream, w), x_strides, dout_strides, dx_strides,
+                       as_bool(reuse_forward_fold, "reuse_forward_fold"))
 
     def _backward(self, x, dout, dx, grad_base_w, grad_base_b, grad_base_s, grad_level_w, grad_level_s, B, H, W,
-                  stream=0, x_strides=None, dout_strides=None, dx_strides=None):
+                  stream=0, x_strides=None, dout_strides=None, dx_strides=None, reuse_forward_fold=False):
         """backward without the pointer and stream checks (see "pointers and streams" above)."""
         self._check_levels(grad_level_w, grad_level_s, "grad_level_w", "grad_level_s")
         B, H, W = _bhw(B, H, W)
-        _check(self._lib.lkjit_wtconv_backward_strided(
+        _check(self._lib.lkjit_wtconv_backward_flags(
             self._handle(), x, _strides(x_strides, "x_strides"), dout, _strides(dout_strides, "dout_strides"), dx,
             _strides(dx_strides, "dx_strides"), grad_base_w, grad_base_b or None, grad_base_s, _ptrs(grad_level_w),
-            _ptrs(grad_level_s), B, H, W, stream or None))
+            _ptrs(grad_level_s), B, H, W, REUSE_FORWARD_FOLD if reuse_forward_fold else 0, stream or None))
 
     def prepare(self, B, H, W, backward=False):
         """Compiles and loads every kernel of a shape."""

@@ -373,14 +373,16 @@ def _fwd_impl(x, params, L, layer_id, stride, where=_FWD, keep_nchw=None, mode=N
     return out
 
 
-def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x_is_nchw_copy=False, mode=None):
+def _bwd_impl(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x_is_nchw_copy=False, mode=None,
+              reuse_fold=False):
     """_bwd_run's [dX, one gradient per parameter], each in its own allocation (what the custom op returns)."""
-    dx, grads, _ = _bwd_run(grad_out, x, params, L, layer_id, stride, check, where, x_is_nchw_copy, mode)
+    dx, grads, _ = _bwd_run(grad_out, x, params, L, layer_id, stride, check, where, x_is_nchw_copy, mode,
+                            reuse_fold=reuse_fold)
     return [dx] + grads
 
 
 def _bwd_run(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x_is_nchw_copy=False, mode=None,
-             packed=False):
+             packed=False, reuse_fold=False):
     """WTConv backward: (dX, [one gradient per entry of the flat parameter list], flat); dX in x's dtype, shape
     and strides (NCHW contiguous if x is not dense), parameter gradients fp32 in the parameters' shapes;
     deterministic. x and grad_out are read through their strides (copied only if not dense).
@@ -390,7 +392,9 @@ def _bwd_run(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x
     transposing one on it, and dX gets the dense channels_last strides (x's, but for the strides of any
     size-1 dims, which PyTorch ignores). mode: LKJIT_TORCH_LAYOUT as the forward read it; None: read it.
     packed: the parameter gradients are views of one fp32 buffer, ``flat`` (else None), packed in the list's
-    order (one allocation instead of 2L+3; a custom op may not return aliasing tensors)."""
+    order (one allocation instead of 2L+3; a custom op may not return aliasing tensors).
+    reuse_fold: the parameters are the saved tensors of this layer's forward (autograd refuses in-place changes
+    of them), so a layer captured in a CUDA graph reads that forward's fold instead of folding again."""
     if check:
         _check_input(x, x.shape[1] if x.dim() == 4 else -1, where)
     if mode is None:
@@ -431,11 +435,11 @@ def _bwd_run(grad_out, x, params, L, layer_id, stride, check=True, where=_BWD, x
         xn, gn = _as_nchw(x, device, stream), _as_nchw(grad_out, device, stream)
         dxn = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         ent.layer._backward(xn.data_ptr(), gn.data_ptr(), dxn.data_ptr(), ptrs[0], gb, ptrs[1], *gw, B, H, W,
-                            stream, None, None, None)
+                            stream, None, None, None, reuse_fold)
         _copy_layout(dxn, dx, device, stream)
         return dx, grads, flat
     ent.layer._backward(x.data_ptr(), grad_out.data_ptr(), dx.data_ptr(), ptrs[0], gb, ptrs[1], *gw, B, H, W,
-                        stream, _strides(x), _strides(grad_out), _strides(dx))
+                        stream, _strides(x), _strides(grad_out), _strides(dx), reuse_fold)
     return dx, grads, flat
 
 
@@ -466,7 +470,7 @@ class _WTConvFunction(torch.autograd.Function):
         # The kernel computes every gradient at once, so needs_input_grad saves nothing; autograd drops
         # the gradients of inputs that do not require one.
         dx, grads, _ = _bwd_run(grad_out, x, params, ctx.L, ctx.layer_id, ctx.stride, check=False,
-                                x_is_nchw_copy=ctx.x_is_nchw_copy, mode=ctx.mode, packed=True)
+                                x_is_nchw_copy=ctx.x_is_nchw_copy, mode=ctx.mode, packed=True, reuse_fold=True)
         return (None, None, None, None, dx, *grads)
 
 
@@ -490,7 +494,7 @@ class _WTConvPackedFunction(torch.autograd.Function):
     def backward(ctx, grad_out):
         x, _ = ctx.saved_tensors
         dx, _, flat = _bwd_run(grad_out, x, ctx.views, ctx.L, ctx.layer_id, ctx.stride, check=False,
-                               x_is_nchw_copy=ctx.x_is_nchw_copy, mode=ctx.mode, packed=True)
+                               x_is_nchw_copy=ctx.x_is_nchw_copy, mode=ctx.mode, packed=True, reuse_fold=True)
         return None, None, None, None, None, dx, flat
 
 
@@ -522,16 +526,18 @@ def _wtconv_fwd_fake(x, base_w, base_b, base_s, level_w, level_s, layer_id, stri
 @torch.library.custom_op("lkjit::wtconv_bwd", mutates_args=(), tags=_TAGS)
 def wtconv_bwd(grad_out: Tensor, x: Tensor, base_w: Tensor, base_b: typing.Optional[Tensor], base_s: Tensor,
                level_w: typing.List[Tensor], level_s: typing.List[Tensor], layer_id: int,
-               stride: int) -> typing.List[Tensor]:
+               stride: int, reuse_fold: bool = False) -> typing.List[Tensor]:
     """[dX, d base_w, d base_s, d level_w[0..L-1], d level_s[0..L-1], (d base_b if bias)]: dX in x's dtype,
     shape and strides (NCHW contiguous if x is not dense), parameter gradients fp32 in the parameters'
-    shapes; deterministic. grad_out in any layout."""
+    shapes; deterministic. grad_out in any layout. reuse_fold (wtconv_fwd's registered backward sets it): the
+    parameters are those the layer's last forward saw, so a layer captured in a CUDA graph reads that
+    forward's fold instead of folding again; leave it False when calling the op directly."""
     return _bwd_impl(grad_out, x, _flat(base_w, base_b, base_s, level_w, level_s, _BWD), len(level_w), layer_id,
-                     stride)
+                     stride, reuse_fold=reuse_fold)
 
 
 @wtconv_bwd.register_fake
-def _wtconv_bwd_fake(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
+def _wtconv_bwd_fake(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold=False):
     params = [base_w, base_s, *level_w, *level_s] + ([base_b] if base_b is not None else [])
     dx = torch.empty_like(x) if _dense(x) else x.new_empty(x.shape)  # the strides _bwd_impl's dX has
     return [dx] + [p.new_empty(p.shape) for p in params]
@@ -549,7 +555,8 @@ def _backward(ctx, grad_out):
     x, base_w, base_s = saved[:3]
     level_w, level_s = list(saved[3:3 + L]), list(saved[3 + L:3 + 2 * L])
     base_b = saved[3 + 2 * L] if ctx.has_bias else None
-    g = wtconv_bwd(grad_out, x, base_w, base_b, base_s, level_w, level_s, ctx.layer_id, ctx.stride)
+    # reuse_fold: these are the forward's saved parameters (autograd refuses in-place changes of them).
+    g = wtconv_bwd(grad_out, x, base_w, base_b, base_s, level_w, level_s, ctx.layer_id, ctx.stride, True)
     # g = [dX, d base_w, d base_s, d level_w..., d level_s..., (d base_b)]; inputs order as the op's.
     return (g[0], g[1], g[3 + 2 * L] if ctx.has_bias else None, g[2], list(g[3:3 + L]), list(g[3 + L:3 + 2 * L]),
             None, None)

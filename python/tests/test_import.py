@@ -177,6 +177,33 @@ def test_null_pointers_are_checked_before_the_gpu():
         layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(grads, grad_level_s=[0, 1]))
 
 
+def test_backward_flags_are_checked_before_the_gpu():
+    """lkjit_wtconv_backward_flags refuses unknown bits (code 2, naming the value and the accepted flag) before
+    anything else; with LKJIT_BACKWARD_REUSE_FORWARD_FOLD the other checks still run. The Python method takes
+    the flag as a bool."""
+    import ctypes
+
+    from lkjit import _lib
+    _library_or_skip()
+    lib = _lib.load()
+    layer = lkjit.WTConvLayer(4, L=1)
+    h = layer._handle()
+    lv = (ctypes.c_void_p * 1)(1)
+
+    def call(flags, x=1):
+        return lib.lkjit_wtconv_backward_flags(h, x, None, 1, None, 1, None, 1, 1, 1, lv, lv, 1, 8, 8, flags, None)
+    assert call(2) == 2
+    assert "flags=0x2 has unknown bits; supported: 0 or LKJIT_BACKWARD_REUSE_FORWARD_FOLD (0x1)" in \
+        lib.lkjit_last_error().decode()
+    assert call(_lib.REUSE_FORWARD_FOLD, x=None) == 2
+    assert "x, dout and dx must be non-null" in lib.lkjit_last_error().decode()
+    grads = dict(grad_base_w=1, grad_base_b=1, grad_base_s=1, grad_level_w=[1], grad_level_s=[1])
+    with pytest.raises(TypeError, match="reuse_forward_fold must be a bool"):
+        layer.backward(1, 1, 1, B=1, H=8, W=8, reuse_forward_fold=1, **grads)
+    with pytest.raises(lkjit.SpecError, match="x, dout and dx must be non-null"):
+        layer.backward(0, 1, 1, B=1, H=8, W=8, reuse_forward_fold=True, **grads)
+
+
 def test_transpose_arguments_are_checked_before_the_gpu():
     """lkjit's layout transpose refuses bad arguments (SpecError naming the value) before any GPU call."""
     _library_or_skip()

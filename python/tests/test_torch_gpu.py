@@ -652,6 +652,47 @@ def test_cuda_graph_of_a_training_step_follows_the_updates():
         assert_close(p, q, 1e-6, 1e-5, f"after 3 replays: {name}")
 
 
+def test_captured_layer_backward_reuses_the_forward_fold_only_when_told():
+    """Once a layer has been captured every call folds first, except a backward told that its parameters are
+    the forward's (wtconv_fwd's registered backward and the eager path tell it: autograd refuses in-place
+    changes of saved tensors). Parameters changed through .data (no version bump, so Python does not refold)
+    show which fold each backward read: with reuse_fold its dX is the old values' (the fold was skipped), and a
+    direct wtconv_bwd call (reuse_fold=False) folds the new values first."""
+    m = make_layer(4, 5, 2, 1, True, seed=41)
+    twin = copy.deepcopy(m)
+    torch.manual_seed(42)
+    x = torch.randn(2, 4, 12, 10, device=DEV)
+    g = torch.randn_like(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: compiles and allocates outside the capture
+        with torch.no_grad():
+            m(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        m(x)  # the layer is captured from now on
+    bw, bb, bs, lw, ls = params_of(m)
+    args = (x, bw.detach(), bb.detach(), bs.detach(), [t.detach() for t in lw], [t.detach() for t in ls],
+            m._lkjit_id, 1)
+    torch.ops.lkjit.wtconv_fwd(*args)  # folds the current values
+    _, old_dx, _ = run(twin, x, g)
+    with torch.no_grad():
+        for p, q in zip(m.parameters(), twin.parameters()):
+            p.data.mul_(1.5)  # hidden from m's Python side: no version bump
+            q.mul_(1.5)  # the twin (never captured) refolds on the version bump
+    _, new_dx, new_grads = run(twin, x, g)
+    assert (new_dx - old_dx).abs().max().item() > 1e-2, "the change must show in dX"
+    reused = torch.ops.lkjit.wtconv_bwd(g, *args, True)
+    assert_close(reused[0], old_dx, 1e-5, 1e-4, "reuse_fold: dX of the forward's fold")
+    folded = torch.ops.lkjit.wtconv_bwd(g, *args)
+    assert_close(folded[0], new_dx, 1e-5, 1e-4, "no reuse_fold: dX of the new values")
+    # folded's order: dX, base_w, base_s, level_w..., level_s..., base_b; new_grads: flat_params' order (the same)
+    for i, (a, b) in enumerate(zip(folded[1:], new_grads)):
+        assert_close(a, b, 1e-4 * (b.abs().max().item() + 1e-3), 1e-3, f"no reuse_fold: gradient {i}")
+    del graph
+
+
 def test_cuda_graph_keeps_scratch_a_larger_shape_outgrew():
     """A captured forward + backward (whose partial gradients live in the layer's scratch) still replays
     correctly after an eager call of a larger shape made the layer grow its scratch: the graph's buffer

@@ -406,7 +406,7 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
 }
 
 void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
-                      const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings) {
+                      const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings, bool reuse_fold) {
   const bool capturing = stream_capturing(s);
   impl_->captured = impl_->captured || capturing;
   if (impl_->scratch.bytes() < list.scratch_floats * 4) {
@@ -415,8 +415,9 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
     impl_->scratch = DeviceBuffer(list.scratch_floats * 4 + 256, opt_.device);
   }
   // A graph replay may have changed the parameters without the caller knowing (a captured optimizer
-  // step), so once the layer has been captured every call folds first, captured calls included.
-  if (impl_->captured) launch_fold(s);
+  // step), so once the layer has been captured every call folds first, captured calls included; except a
+  // backward whose caller vouches that the parameters are those of the forward it follows.
+  if (impl_->captured && !reuse_fold) launch_fold(s);
   float* scratch = static_cast<float*>(impl_->scratch.data());
   auto ref = [&](int64_t o) { return o >= 0 ? scratch + o : nullptr; };
   for (const auto& l : list.launches) {
@@ -490,12 +491,13 @@ void WTConv::forward(const void* x, void* out, int64_t B, int64_t H, int64_t W, 
 }
 
 void WTConv::backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
-                      int64_t H, int64_t W, Stream s, const WTConvStrides* strides) {
+                      int64_t H, int64_t W, Stream s, const WTConvStrides* strides, bool reuse_forward_fold) {
   detail::check_activations(x, dout, dx, true);
   const WTConvStrides st = detail::resolve_strides(opt_, Shape{B, opt_.C, H, W, opt_.stride}, strides, true);
   if (!impl_ || !impl_->have_weights) throw SpecError("lkjit: error: wtconv backward: call set_weights() first");
   detail::check_gradients(opt_, grads);
-  run_list(launch_list(B, H, W, true, act_layout(st, opt_.C), s), x, dout, dx, st, &grads, s);
+  run_list(launch_list(B, H, W, true, act_layout(st, opt_.C), s), x, dout, dx, st, &grads, s, nullptr,
+           reuse_forward_fold);
 }
 
 }  // namespace lkjit
