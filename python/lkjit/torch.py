@@ -501,8 +501,9 @@ class _WTConvPackedFunction(torch.autograd.Function):
 # ---- custom ops (torch.compile, torch.export, tracing) ---------------------------------------------
 # CUDA graphs (mode="reduce-overhead", torch.cuda.graph): the ops are capturable. Once a call has been
 # captured, the C++ layer folds before each call, captured ones included, so a replay folds the parameters'
-# values at replay time; it keeps any scratch a graph may use, and refuses a shape's first call under
-# capture (it compiles and allocates: warm up first, as inductor and torch.cuda.make_graphed_callables do).
+# values at replay time (a backward through autograd reads its forward's fold: reuse_fold); it keeps any
+# scratch a graph may use, and refuses a shape's first call under capture (it compiles and allocates: warm
+# up first, as inductor and torch.cuda.make_graphed_callables do).
 # needs_fixed_stride_order: inductor passes the inputs in the stride order they were traced with, so the
 # output layout the fake implementation chose from them (channels_last or not) is the one the kernels produce.
 _TAGS = tuple(getattr(torch.Tag, t) for t in ("needs_fixed_stride_order",) if hasattr(torch.Tag, t))
@@ -691,10 +692,11 @@ class WTConv2d(nn.Module):
     objects holding those views, not modules (no requires_grad_(), not visited by modules() / apply()).
 
     CUDA graphs (torch.cuda.graph, make_graphed_callables, torch.compile mode="reduce-overhead") capture
-    the layer: once captured, it refolds before every call, so replays (and the eager calls between them)
-    use the parameters' current values. Run each input shape once before capturing it (the first call
-    compiles kernels and allocates scratch, which capture forbids: lkjit.SpecError says so). A captured
-    step is not bound by the host time per call (bench/RESULTS.md, section 3).
+    the layer: once captured, it refolds before every call (a backward reads its forward's fold), so replays
+    (and the eager calls between them) use the parameters' current values. Run each input shape once before
+    capturing it (the first call compiles kernels and allocates scratch, which capture forbids:
+    lkjit.SpecError says so). A captured step is not bound by the host time per call (bench/RESULTS.md,
+    section 3).
 
     Raises ValueError: in_channels != out_channels, wt_type other than 'db1', kernel_size / wt_levels /
     stride out of range (odd k in [1, 31], levels in [0, 8], stride in [1, 64]); on forward: input not
