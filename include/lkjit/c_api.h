@@ -98,10 +98,12 @@ LKJIT_API int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, cons
                                             float* const* grad_level_s, int64_t B, int64_t H, int64_t W,
                                             void* stream);
 
-/* Flags of lkjit_wtconv_backward_flags. LKJIT_BACKWARD_REUSE_FORWARD_FOLD: the parameters still hold the
- * values of this layer's last forward (PyTorch's autograd guarantees it for the tensors a forward saves), so
- * a layer captured in a CUDA graph, whose calls otherwise fold first, reads that forward's fold instead of
- * folding again (with different values the gradients would be the old values'). */
+/* Flags of lkjit_wtconv_backward_flags. LKJIT_BACKWARD_REUSE_FORWARD_FOLD: the caller guarantees that the
+ * layer's fold is still the one its last forward made from the values the parameters hold now: no
+ * set_weights, no in-place change of them, and no other forward or graph replay of this layer with other
+ * values in between (PyTorch's autograd refuses in-place changes of the tensors a forward saves). A layer
+ * captured in a CUDA graph, whose calls otherwise fold first, then reads that fold instead of folding again;
+ * if the guarantee is broken, dX and the tap gradients are those of the fold's values. */
 enum { LKJIT_BACKWARD_REUSE_FORWARD_FOLD = 1 };
 
 /* lkjit_wtconv_backward_strided with flags (LKJIT_BACKWARD_*; other bits: LKJIT_E_INVALID_ARGUMENT). */

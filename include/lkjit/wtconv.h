@@ -141,8 +141,9 @@ class WTConv {
   // each has run outside capture for the layer and shape: a first call compiles, loads and allocates,
   // which capture forbids, so under capture it throws SpecError instead. Scratch a captured graph may
   // use is never freed while the layer lives (workspace_bytes counts it). Once a call has been captured,
-  // every forward and backward folds first (captured ones too), so replays and the calls between them
-  // read the parameters' current values even when a replay changed them behind the caller's back.
+  // every forward and backward folds first (captured ones too; not a backward told reuse_forward_fold), so
+  // replays and the calls between them read the parameters' current values even when a replay changed them
+  // behind the caller's back.
   void set_weights(const WTConvWeights& w, Stream s = nullptr);
 
   // out = WTConv(x). Shape (B, C, H, W) with C == options.C, B in [1, 2^31-1], H and W in [1, 2^30],
@@ -153,10 +154,12 @@ class WTConv {
 
   // dX and every parameter gradient from dOut and the forward input X. Gradients are written
   // (not accumulated), reduced deterministically: two calls give bit-identical results. strides.out
-  // is dX's. reuse_forward_fold: the parameters still hold the values of this layer's last forward
-  // (PyTorch's autograd guarantees it for the tensors a forward saves); a layer captured in a CUDA graph,
-  // whose calls otherwise fold first, then reads that forward's fold instead of folding again (one
-  // launch less per training step; with different values the gradients would be those of the old ones).
+  // is dX's. reuse_forward_fold: the caller guarantees that the folded copy is still the one this layer's
+  // last forward made from the values the parameters hold now (no set_weights, no in-place change, no other
+  // forward or graph replay with other values in between; PyTorch's autograd refuses in-place changes of
+  // the tensors a forward saves). A layer captured in a CUDA graph, whose calls otherwise fold first, then
+  // reads that fold instead of folding again: one launch less per training step. Broken, dX and the tap
+  // gradients are those of the fold's values.
   void backward(const void* x, const void* dout, void* dx, const WTConvGradients& grads, int64_t B,
                 int64_t H, int64_t W, Stream s = nullptr, const WTConvStrides* strides = nullptr,
                 bool reuse_forward_fold = false);

@@ -286,13 +286,16 @@ def load():
                 continue
             try:
                 lib = ctypes.CDLL(p)
+                lib.lkjit_c_api_version.restype, lib.lkjit_c_api_version.argtypes = ctypes.c_int, []
+                # The version first: an older library lacks newer entry points, and naming its version
+                # says more than the first missing symbol would.
+                got = lib.lkjit_c_api_version()
+                if got != C_API_VERSION:
+                    tried.append(f"{p}: C ABI version {got}, this package needs {C_API_VERSION} (rebuild liblkjit.so)")
+                    continue
                 _declare(lib)
             except (OSError, AttributeError) as e:
                 tried.append(f"{p}: {e}")
-                continue
-            got = lib.lkjit_c_api_version()
-            if got != C_API_VERSION:
-                tried.append(f"{p}: C ABI version {got}, this package needs {C_API_VERSION} (rebuild liblkjit.so)")
                 continue
             _lib, _lib_path = lib, (os.path.abspath(p) if os.sep in p else p)
             return lib
@@ -521,9 +524,10 @@ class WTConvLayer:
     def backward(self, x, dout, dx, grad_base_w, grad_base_b, grad_base_s, grad_level_w, grad_level_s, B, H, W,
                  stream=0, x_strides=None, dout_strides=None, dx_strides=None, reuse_forward_fold=False):
         """dX and the parameter gradients (written, deterministic); strides as forward's, dx's checked like out's.
-        grad_level_w, grad_level_s: lists of L pointers. reuse_forward_fold: the parameters still hold the values
-        of this layer's last forward (autograd guarantees it for saved tensors), so a layer captured in a CUDA
-        graph reads that forward's fold instead of folding again (LKJIT_BACKWARD_REUSE_FORWARD_FOLD)."""
+        grad_level_w, grad_level_s: lists of L pointers. reuse_forward_fold: the caller guarantees that the
+        layer's fold is still the one its last forward made from these parameter values (no set_weights, and no
+        other forward or graph replay with other values, in between), so a layer captured in a CUDA graph reads
+        it instead of folding again (LKJIT_BACKWARD_REUSE_FORWARD_FOLD)."""
         w = "wtconv"
         self._backward(_ptr(x, "x", w), _ptr(dout, "dout", w), _ptr(dx, "dx", w), _ptr(grad_base_w, "grad_base_w", w),
                        _ptr(grad_base_b, "grad_base_b", w), _ptr(grad_base_s, "grad_base_s", w),

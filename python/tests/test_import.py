@@ -178,9 +178,9 @@ def test_null_pointers_are_checked_before_the_gpu():
 
 
 def test_backward_flags_are_checked_before_the_gpu():
-    """lkjit_wtconv_backward_flags refuses unknown bits (code 2, naming the value and the accepted flag) before
-    anything else; with LKJIT_BACKWARD_REUSE_FORWARD_FOLD the other checks still run. The Python method takes
-    the flag as a bool."""
+    """lkjit_wtconv_backward_flags refuses unknown bits (code 2, naming the value and the accepted flag) right
+    after the handle check, before the pointers; with LKJIT_BACKWARD_REUSE_FORWARD_FOLD the other checks still
+    run. The Python method takes the flag as a bool."""
     import ctypes
 
     from lkjit import _lib

@@ -1,6 +1,7 @@
 // Scale folding (I/O-aware reformulation, §4.3, Eq. 8): W~0 = s0 W0, b~ = s0 b, W~_l = s_l W_l, so the
 // level and output kernels never multiply by a scale. Runs once per weight update (and, once a layer has
-// been captured in a CUDA graph, before each of its calls: it is on every step's critical path).
+// been captured in a CUDA graph, before each of its calls but a backward reusing its forward's fold: it is
+// on every step's critical path).
 #pragma once
 #include "wtconv/common.cuh"
 
@@ -38,7 +39,8 @@ __device__ __forceinline__ void wtconv_fold(const WTConvParams& p) {
   constexpr int KK = Cfg::k * Cfg::k;
   const long long n = (long long)p.C * (KK + 1 + Cfg::L * 4LL * KK);
   const long long e0 = blockIdx.x * (long long)blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;
-  // Both copies' offsets (up to 2n) in 32 bits where they fit.
+  // Both copies' offsets (up to 2n) in 32 bits where they fit; e + step cannot wrap there either, as
+  // fold_geometry caps the grid at 4096 blocks (step <= 2^20, e < n < 2^31).
   if (2 * n < (1LL << 32))
     wtconv_fold_range<KK, Cfg::L, unsigned>(p, (unsigned)e0, (unsigned)step, (unsigned)n);
   else
