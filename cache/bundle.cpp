@@ -4,6 +4,7 @@
 #include <llvm/Support/Path.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -43,6 +44,9 @@ BundleStats export_bundle(const DiskStore& store, const std::vector<std::string>
   for (const auto& key : wanted) {
     std::string bytes, why;
     if (!is_key(key) || !read_whole_file(store.path_for(key), &bytes, &why)) {
+      // Absent to open(), yet a dangling link is there: unreadable, as `cache ls` and `verify` say.
+      if (why.empty() && is_key(key) && unfollowable(store.path_for(key), ENOENT, &why))
+        why = store.path_for(key) + ": " + why;
       st.skipped.push_back(fmt::format("{}: {}", key, why.empty() ? "not in the cache" : why));
       continue;
     }

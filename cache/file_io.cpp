@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cache/entry.h"
 #include "lkjit/error.h"
 
 namespace lkjit::cache {
@@ -106,6 +107,19 @@ bool file_times(const std::string& path, int64_t* mtime_ns, uint64_t* size) {
   if (::stat(path.c_str(), &st) != 0) return false;
   *mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   *size = static_cast<uint64_t>(st.st_size);
+  return true;
+}
+
+bool unfollowable(const std::string& path, int stat_errno, std::string* why, int64_t* mtime_ns) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return false;
+  *why = fmt::format("cannot read: {}", std::strerror(stat_errno));
+  if (S_ISLNK(st.st_mode)) {
+    char target[4096];
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target);
+    *why += fmt::format(" (a symbolic link to {})", n < 0 ? "?" : escape_bytes(std::string_view(target, n)));
+  }
+  if (mtime_ns) *mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return true;
 }
 

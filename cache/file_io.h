@@ -23,5 +23,9 @@ void write_file_atomically(const std::string& path, const std::string& bytes, un
 void stamp_now(const std::string& path);
 // Modification time in ns since the epoch, and size; false when the file is gone.
 bool file_times(const std::string& path, int64_t* mtime_ns, uint64_t* size);
+// Why a name stat cannot follow is there all the same (a symbolic link whose target is gone, or a loop of
+// links): "cannot read: REASON (a symbolic link to TARGET)", and the link's own mtime if asked; false when
+// the name itself is gone.
+bool unfollowable(const std::string& path, int stat_errno, std::string* why, int64_t* mtime_ns = nullptr);
 
 }  // namespace lkjit::cache

@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -44,22 +42,6 @@ bool remove_or_note(const std::string& path, std::vector<std::string>* failed) {
   return true;
 }
 
-// Why a name stat cannot follow is there all the same (a symbolic link whose target is gone, or a loop of
-// links), with the link's own times; false when the name itself is gone.
-bool unfollowable(const std::string& path, int stat_errno, std::string* why, int64_t* mtime_ns, uint64_t* size) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return false;
-  *why = fmt::format("cannot read: {}", std::strerror(stat_errno));
-  if (S_ISLNK(st.st_mode)) {
-    char target[4096];
-    const ssize_t n = ::readlink(path.c_str(), target, sizeof target);
-    *why += fmt::format(" (a symbolic link to {})", n < 0 ? "?" : escape_bytes(std::string_view(target, n)));
-  }
-  *mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  *size = static_cast<uint64_t>(st.st_size);
-  return true;
-}
-
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -76,8 +58,9 @@ std::vector<DiskStore::Listed> DiskStore::list(bool verify) const {
     l.key = name.substr(0, name.size() - 6);
     l.locked = is_locked(lock_path_for(l.key));
     if (!file_times(l.path, &l.last_used_ns, &l.file_bytes)) {
-      // A dangling link is listed as unreadable, as other entries that cannot be read, not hidden.
-      if (unfollowable(l.path, errno, &l.problem, &l.last_used_ns, &l.file_bytes)) out.push_back(std::move(l));
+      // A dangling link is listed as unreadable, as other entries that cannot be read, not hidden. Its
+      // bytes (0) are no entry's: prune does not count them either.
+      if (unfollowable(l.path, errno, &l.problem, &l.last_used_ns)) out.push_back(std::move(l));
       continue;  // else removed meanwhile
     }
     std::string bytes;

@@ -699,6 +699,28 @@ TEST_F(Prewarm, AnEntryThatCannotBeReadIsListedAsUnreadable) {
   EXPECT_FALSE(fs::is_symlink(fs::symlink_status(dangling)));
 }
 
+TEST_F(Prewarm, ExportAndStatTreatADanglingLinkAsUnreadable) {
+  // export says why it leaves the link out, as ls and verify do, and stat counts no bytes for it (prune
+  // counts none either): the size is the real entry's alone.
+  fs::create_directories(cache_);
+  ASSERT_EQ(::chmod(cache_.c_str(), 0700), 0);
+  const std::string entry = cache_ + "/" + std::string(64, 'a') + ".lkjit";
+  write_file(entry, fake_entry('a', 100));
+  ASSERT_LT(fs::file_size(entry), 1024u);
+  const std::string dangling = cache_ + "/" + std::string(64, 'd') + ".lkjit";
+  fs::create_symlink(tmp_ + "/gone", dangling);
+  CommandResult r = run("cache stat");
+  EXPECT_THAT(r.output, AllOf(HasSubstr("entries    2"), HasSubstr("unreadable 1"),
+                              HasSubstr("size       " + std::to_string(fs::file_size(entry)) + " B of")))
+      << r.output;
+  r = run("cache export " + shell_quote(tmp_ + "/out.bundle"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("export: left out " + std::string(64, 'd') + ": " + dangling +
+                                        ": cannot read: No such file or directory (a symbolic link to " + tmp_ + "/gone)"),
+                              Not(HasSubstr("not in the cache")), HasSubstr("1 entries")))
+      << r.output;
+}
+
 TEST_F(Prewarm, StaleSweepLeavesSymlinksAndForeignLocksAlone) {
   // A lock file is opened without following links, and only lkjit's own (key-named) locks are swept.
   fs::create_directories(cache_);
