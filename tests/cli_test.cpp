@@ -119,6 +119,12 @@ TEST_F(Cli, RunRejectsOutOfRangeValuesWith2) {
   // is raised silently (--check-planes 0 used to check one plane). Integers beyond int are no usage error.
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--shapes 0:4:9:9:2", "B=0"},
+      // Integers beyond int64 too: the field, the value as written and the field's range.
+      {"--shapes 1:4:99999999999999999999:9:2",
+       "--shapes: H=99999999999999999999 in '1:4:99999999999999999999:9:2' is out of range; supported: [1, 2^30]"},
+      {"--shapes 1:4:9:-99999999999999999999:2", "--shapes: W=-99999999999999999999 in"},
+      {"--shapes 1:4:9:9:99999999999999999999", "L=99999999999999999999 in '1:4:9:9:99999999999999999999' is out of "
+                                                "range; supported: L in [0, 8]"},
       {"--check-planes 0", "--check-planes=0 is out of range; supported: [1, 2147483647]"},
       {"--check-planes -1", "--check-planes=-1 is out of range; supported: [1, 2147483647]"},
       {"--iters 0", "--iters=0 is out of range; supported: [1, 2147483647]"},

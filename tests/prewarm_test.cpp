@@ -510,6 +510,8 @@ TEST_F(Prewarm, OutOfRangeValuesExitWith2) {
       {"--shapes 0:4:8:8", 2, "--shapes: B=0 in '0:4:8:8' is out of range; supported: >= 1"},
       {"--shapes 1:4:8:8,1:-4:8:8", 2, "--shapes: C=-4 in '1:-4:8:8' is out of range"},
       {"--shapes 1:4:x:8", 1, "--shapes: 'x' in '1:4:x:8' is not an integer"},
+      {"--shapes 99999999999999999999:4:8:8", 2,
+       "--shapes: B=99999999999999999999 in '99999999999999999999:4:8:8' is out of range; supported: [1, 2^31-1]"},
       {"--shapes 1:4:8:8 --passes sideways", 2, "--passes: 'sideways' is unknown; supported: fwd, bwd"},
       // Integers beyond int are out of range too, not malformed.
       {"--shapes 1:4:8:8 --k 3,99999999999", 2, "--k: '99999999999' is out of range; supported: [1, 31]"},

@@ -16,6 +16,7 @@
 #include "lkjit/spec.h"
 #include "lkjit/tuning.h"
 #include "lkjit/version.h"
+#include "lkjit/wtconv.h"
 #include "tools/lkjit/common.h"
 
 namespace cl = llvm::cl;
@@ -71,18 +72,33 @@ void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, 
                                         name.size() == 1 ? "-" : "--", name.str(), value.str(), lo, hi));
 }
 
+namespace {
+
+// The layer's range of a shape field (validate_options, validate_shape), for a value beyond int64 that
+// never reaches those checks.
+std::string field_range(const std::string& field) {
+  if (field == "B") return "[1, 2^31-1]";
+  if (field == "C") return "[1, 2^24]";
+  if (field == "H" || field == "W") return "[1, 2^30]";
+  if (field == "L") return fmt::format("L in [0, {}]", kMaxLevels);
+  return fmt::format("[{}, {}]", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+}
+
+}  // namespace
+
 std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form) {
-  const auto f = split(item, ':');
-  if (f.size() != split(form, ':').size())
+  const auto f = split(item, ':'), names = split(form, ':');
+  if (f.size() != names.size())
     throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: '{}' is not {}", what, item, form));
   std::vector<int64_t> v;
-  for (const auto& x : f) {
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (!is_decimal_integer(f[i]))
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: '{}' in '{}' is not an integer", what, f[i], item));
     try {
-      size_t pos = 0;
-      v.push_back(std::stoll(x, &pos));
-      if (pos != x.size()) throw std::invalid_argument(x);
-    } catch (const std::exception&) {
-      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: '{}' in '{}' is not an integer", what, x, item));
+      v.push_back(std::stoll(f[i]));
+    } catch (const std::out_of_range&) {  // an integer all the same: bad input (2), as any value out of range
+      throw SpecError(fmt::format("lkjit: error: {}: {}={} in '{}' is out of range; supported: {}", what, names[i], f[i],
+                                  item, field_range(names[i])));
     }
   }
   return v;
