@@ -67,9 +67,12 @@ TEST_F(Cli, AnOptionBeforeTheSubcommandSaysSo) {
 }
 
 TEST_F(Cli, CompileRejectsEvenK) {
-  const CommandResult r = run("compile --k 4");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("k=4"), HasSubstr("[1, 31]")));
+  // Even or beyond [1, 31]: the message says both rules.
+  for (const char* k : {"4", "33", "0"}) {
+    const CommandResult r = run(std::string("compile -k ") + k);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(std::string("k=") + k + " is out of range; supported: odd k in [1, 31]")) << k;
+  }
   EXPECT_EQ(cache_entries(), 0u);
 }
 
@@ -129,7 +132,9 @@ TEST_F(Cli, RunRejectsOutOfRangeValuesWith2) {
       {"--check-planes -1", "--check-planes=-1 is out of range; supported: [1, 2147483647]"},
       {"--iters 0", "--iters=0 is out of range; supported: [1, 2147483647]"},
       {"--iters 99999999999", "--iters=99999999999 is out of range; supported: [1, 2147483647]"},
-      {"-k 99999999999", "-k=99999999999 is out of range; supported: [1, 31]"},
+      {"-k 99999999999", "-k=99999999999 is out of range; supported: odd k in [1, 31]"},
+      {"-k 33", "-k=33 is out of range; supported: odd k in [1, 31]"},
+      {"-k 4", "k=4 is out of range; supported: odd k in [1, 31]"},
       {"--stride 99999999999999999999", "--stride=99999999999999999999 is out of range; supported: [1, 64]"},
       {"--path diagonal", "--path 'diagonal' is unknown; supported: auto, plane, tiled, lane"},
   };

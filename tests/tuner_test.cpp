@@ -865,6 +865,7 @@ TEST(TuneCli, OutOfRangeValuesExitWith2) {
       {"--reps 0", 2, "--reps=0 is out of range; supported: [1, 2147483647]"},
       {"--top 99999999999", 2, "--top=99999999999 is out of range; supported: [1, 2147483647]"},
       {"-L 9", 2, "-L=9 is out of range; supported: [0, 8]"},
+      {"-k 33", 2, "-k=33 is out of range; supported: odd k in [1, 31]"},
       {"-j 99999999999", 2, "-j=99999999999 is out of range; supported: [0, 2147483647]"},
       {"--seed 4294967296", 2, "--seed=4294967296 is out of range; supported: [0, 4294967295]"},
       {"--min-noise -0.5", 2, "tune: --min-noise=-0.5 is out of range; supported: >= 0"},

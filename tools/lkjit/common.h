@@ -19,9 +19,9 @@ namespace lkjit::tool {
 
 std::vector<std::string> split(const std::string& s, char sep);
 // A comma-separated list of integers of option `what` ("k" for --k): usage error (1) for an item that is not
-// an integer, bad input (2) naming the item and the range for one outside [lo, hi].
+// an integer, bad input (2) naming the item and the range for one outside [lo, hi] (or even, if odd).
 std::vector<int> parse_ints(const std::string& s, const char* what, int lo = std::numeric_limits<int>::min(),
-                            int hi = std::numeric_limits<int>::max());
+                            int hi = std::numeric_limits<int>::max(), bool odd = false);
 // An optional sign, then decimal digits: an integer, whether or not it fits a type.
 bool is_decimal_integer(llvm::StringRef s);
 
@@ -29,10 +29,11 @@ bool is_decimal_integer(llvm::StringRef s);
 // parser calls a value beyond int a usage error (1) with a generic message; InRange makes any well-formed integer
 // outside [Lo, Hi] bad input (2), with a message naming the option, the value and the range. A parser cannot throw
 // through LLVM (built without exceptions), so the message waits in option_errors() until main reports it.
+// Odd: an even value is out of range too (kernel sizes), and the message says "odd".
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 std::vector<std::string>& option_errors();
-void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, int64_t hi);
-template <class T, int64_t Lo, int64_t Hi>
+void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, int64_t hi, bool odd = false);
+template <class T, int64_t Lo, int64_t Hi, bool Odd = false>
 class InRange : public llvm::cl::parser<T> {
  public:
   using llvm::cl::parser<T>::parser;
@@ -40,13 +41,15 @@ class InRange : public llvm::cl::parser<T> {
     long long n = 0;
     const bool fits = !arg.getAsInteger(0, n);  // radix 0, as LLVM's parser: 0x10 is 16
     if (!fits && !is_decimal_integer(arg)) return llvm::cl::parser<T>::parse(o, name, arg, v);  // "x": its usage error
-    if (!fits || n < Lo || n > Hi) note_out_of_range(name, arg, Lo, Hi);
+    if (!fits || n < Lo || n > Hi || (Odd && n % 2 == 0)) note_out_of_range(name, arg, Lo, Hi, Odd);
     else v = static_cast<T>(n);
     return false;
   }
 };
 template <int64_t Lo, int64_t Hi>
 using IntOption = llvm::cl::opt<int, false, InRange<int, Lo, Hi>>;
+template <int64_t Lo, int64_t Hi>
+using OddIntOption = llvm::cl::opt<int, false, InRange<int, Lo, Hi, true>>;
 template <int64_t Lo, int64_t Hi>
 using UnsignedOption = llvm::cl::opt<unsigned, false, InRange<unsigned, Lo, Hi>>;
 

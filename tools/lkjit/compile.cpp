@@ -29,7 +29,7 @@ cl::SubCommand kCompile("compile", "Generate and compile one kernel for the give
 cl::OptionCategory kCat("lkjit compile options");
 cl::opt<std::string> kKernel("kernel", cl::desc(kKernelHelp), cl::init("wtconv_fwd_plane"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kDtype("dtype", cl::desc("f32 | f16 | bf16"), cl::init("f32"), cl::sub(kCompile), cl::cat(kCat));
-IntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCompile), cl::cat(kCat));
+OddIntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCompile), cl::cat(kCat));
 IntOption<0, kMaxLevels> kL("L", cl::desc("levels, 0..8 (not of the level kernels: one serves every level; see --deeper)"),
                             cl::init(3), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<bool> kDeeper("deeper", cl::desc("level kernels: the variant reading an fp32 low band"), cl::sub(kCompile), cl::cat(kCat));

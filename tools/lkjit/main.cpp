@@ -43,7 +43,7 @@ bool is_decimal_integer(llvm::StringRef s) {
   return !s.empty() && s.find_first_not_of("0123456789") == llvm::StringRef::npos;
 }
 
-std::vector<int> parse_ints(const std::string& s, const char* what, int lo, int hi) {
+std::vector<int> parse_ints(const std::string& s, const char* what, int lo, int hi, bool odd) {
   std::vector<int> v;
   for (const auto& t : split(s, ',')) {
     if (!is_decimal_integer(t))
@@ -55,8 +55,9 @@ std::vector<int> parse_ints(const std::string& s, const char* what, int lo, int 
     } catch (const std::out_of_range&) {
       beyond = true;
     }
-    if (beyond || n < lo || n > hi)
-      throw SpecError(fmt::format("lkjit: error: --{}: '{}' is out of range; supported: [{}, {}]", what, t, lo, hi));
+    if (beyond || n < lo || n > hi || (odd && n % 2 == 0))
+      throw SpecError(fmt::format("lkjit: error: --{}: '{}' is out of range; supported: {}[{}, {}]", what, t,
+                                  odd ? fmt::format("odd {} in ", what) : "", lo, hi));
     v.push_back(static_cast<int>(n));
   }
   return v;
@@ -67,9 +68,10 @@ std::vector<std::string>& option_errors() {
   return errors;
 }
 
-void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, int64_t hi) {
-  option_errors().push_back(fmt::format("lkjit: error: {}{}={} is out of range; supported: [{}, {}]",
-                                        name.size() == 1 ? "-" : "--", name.str(), value.str(), lo, hi));
+void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, int64_t hi, bool odd) {
+  option_errors().push_back(fmt::format("lkjit: error: {}{}={} is out of range; supported: {}[{}, {}]",
+                                        name.size() == 1 ? "-" : "--", name.str(), value.str(),
+                                        odd ? fmt::format("odd {} in ", name.str()) : "", lo, hi));
 }
 
 namespace {

@@ -111,9 +111,9 @@ std::vector<DType> parse_dtypes(const std::string& s) {
   return v;
 }
 
-std::vector<int> parse_int_list(const std::string& s, const char* what, int lo, int hi) {
+std::vector<int> parse_int_list(const std::string& s, const char* what, int lo, int hi, bool odd = false) {
   split_list(s, what);  // no empty list or item
-  return parse_ints(s, what + 2, lo, hi);
+  return parse_ints(s, what + 2, lo, hi, odd);
 }
 
 // Everything the command line and the files ask for.
@@ -142,7 +142,7 @@ PrewarmSet build_set() {
     for (const auto& p : split_list(kPreset, "--preset"))
       for (const auto& ly : preset_layers(p, "--preset")) set.layers.push_back(ly);
   if (kShapes.getNumOccurrences()) {
-    for (const auto& ly : parse_shapes(kShapes, parse_int_list(kK, "--k", 1, 31), parse_int_list(kL, "--L", 0, kMaxLevels)))
+    for (const auto& ly : parse_shapes(kShapes, parse_int_list(kK, "--k", 1, 31, /*odd=*/true), parse_int_list(kL, "--L", 0, kMaxLevels)))
       set.layers.push_back(ly);
   } else if (kK.getNumOccurrences() || kL.getNumOccurrences()) {
     throw Error(ErrorCode::kUsage, "lkjit: error: --k and --L apply to --shapes, which is missing (e.g. --shapes 64:96:56:56)");

@@ -27,7 +27,7 @@ cl::SubCommand kRun("run", "WTConv forward on WTConvNeXt-T layers (default) or g
 cl::OptionCategory kRunCat("lkjit run options");
 cl::opt<std::string> kShapes("shapes", cl::desc("layers as B:C:H:W:L separated by commas (default: WTConvNeXt-T at 224x224, batch 64)"),
                              cl::init("64:96:56:56:5,64:192:28:28:4,64:384:14:14:3,64:768:7:7:2"), cl::sub(kRun), cl::cat(kRunCat));
-IntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kRun), cl::cat(kRunCat));
+OddIntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<std::string> kDtypes("dtypes", cl::desc("comma-separated: f32,f16,bf16"), cl::init("f32,f16"), cl::sub(kRun), cl::cat(kRunCat));
 IntOption<1, 64> kStride("stride", cl::desc("output stride, 1..64"), cl::init(1), cl::sub(kRun), cl::cat(kRunCat));
 cl::opt<bool> kNoBias("no-bias", cl::desc("layers without bias"), cl::sub(kRun), cl::cat(kRunCat));

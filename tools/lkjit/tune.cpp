@@ -28,7 +28,7 @@ namespace {
 cl::SubCommand kCmd("tune", "Explore tile configurations of a WTConv layer's kernels on the GPU (--list: no GPU)");
 cl::OptionCategory kCat("lkjit tune options");
 cl::opt<std::string> kShape("shape", cl::desc("problem as B:C:H:W"), cl::init("64:96:56:56"), cl::sub(kCmd), cl::cat(kCat));
-IntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCmd), cl::cat(kCat));
+OddIntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCmd), cl::cat(kCat));
 IntOption<0, kMaxLevels> kL("L", cl::desc("wavelet levels, 0..8"), cl::init(3), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kDtype("dtype", cl::desc("f32 | f16 | bf16"), cl::init("f32"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kPass("pass", cl::desc("fwd | bwd"), cl::init("fwd"), cl::sub(kCmd), cl::cat(kCat));
