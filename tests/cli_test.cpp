@@ -195,6 +195,28 @@ TEST_F(Cli, RunChecksTheCacheFolderBeforePrintingAnything) {
   EXPECT_EQ(r.output, "lkjit: error: " + cache_ + ": cache path is not a directory\n");
 }
 
+TEST_F(Cli, ABrokenTuningDatabaseIsSaidWithoutAGpu) {
+  // Layers read the database only on a GPU, and then ignore a broken one quietly: run and tune --list say so
+  // at once, naming the file and the parse error, and go on.
+  const std::string db = tmp_.path() + "/bad.json", env = "LKJIT_TUNING_DB=" + shell_quote(db);
+  lkjit::test::write_file(db, "{\"format\": 1,");
+  const std::string warning = "lkjit: warning: " + db + ": tuning database is not JSON: ";
+  const std::string list = "tune --list --arch sm_90 --shape 1:4:8:8 -k 3 --L 1";
+  CommandResult r = run(list, "", env);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr(warning), HasSubstr("lkjit tune --list:"))) << r.output;
+  r = run(list + " --db " + shell_quote(db));
+  EXPECT_THAT(r.output, HasSubstr(warning)) << r.output;
+  r = run("run --dtypes f32 --shapes 1:4:8:8:1 -k 3", "", env);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count(r.output, warning), 1u) << r.output;
+  // Nothing to say where the database is not read (LKJIT_TUNE=off) or there is none.
+  r = run("run --dtypes f32 --shapes 1:4:8:8:1 -k 3", "", env + " LKJIT_TUNE=off");
+  EXPECT_THAT(r.output, Not(HasSubstr("warning"))) << r.output;
+  r = run(list);
+  EXPECT_THAT(r.output, Not(HasSubstr("warning"))) << r.output;
+}
+
 TEST_F(Cli, CompileIntoAnUnwritableCacheFailsWithTheCacheCode) {
   // The kernel compiles, but is stored nowhere: that is the cache's failure, not a success.
   const auto dir = lkjit::test::make_unwritable_dir(cache_);

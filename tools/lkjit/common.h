@@ -70,6 +70,9 @@ void refuse_empty_paths(std::initializer_list<const llvm::cl::opt<std::string>*>
 void check_output_file(const std::string& path, const std::string& what);
 // The warning when the cache's size cap evicted n of the `stored` entries a command just stored (0: none).
 void warn_evicted_by_cap(const KernelCache& c, size_t n, size_t stored, const char* what);
+// A tuning database file that does not parse: a warning naming it and the error (layers read it only on a
+// GPU, and then ignore it quietly), not a failure. Nothing for a missing or good file.
+void warn_broken_tuning_db(const std::string& path);
 // --progress's value: auto, always or never, else bad input (2) naming it.
 void check_progress_mode(const std::string& mode);
 // "sm_80, sm_90".

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cache/tuning_db.h"
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
@@ -130,6 +131,16 @@ std::string join_archs(const std::vector<int>& archs) {
   std::string s;
   for (int a : archs) s += (s.empty() ? "" : ", ") + arch_name(a);
   return s;
+}
+
+void warn_broken_tuning_db(const std::string& path) {
+  try {
+    cache::TuningDb::load(path);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    if (why.rfind("lkjit: error: ", 0) == 0) why.erase(0, 14);
+    llvm::errs() << fmt::format("lkjit: warning: {}; layers ignore it and take their default tiles\n", why);
+  }
 }
 
 void check_progress_mode(const std::string& mode) {

@@ -15,6 +15,7 @@
 #include "lkjit/reference.h"
 #include "lkjit/runtime.h"
 #include "lkjit/testing.h"
+#include "lkjit/tuning.h"
 #include "lkjit/wtconv.h"
 #include "tools/lkjit/common.h"
 
@@ -111,6 +112,8 @@ int run_main() {
   // The cache folder is made or refused (unsafe, not a folder) before the first line of output, so that its
   // error comes alone rather than after a header.
   if (disk_cache_enabled()) KernelCache().check();
+  // A GPU run's layers would ignore a broken database quietly; without one it is never read.
+  if (resolve_tune_mode(std::nullopt, TuneMode::kCached) != TuneMode::kOff) warn_broken_tuning_db(tuning_db_path());
   std::string why;
   if (!gpu_available(&why)) return run_without_gpu(layers, dtypes, why);
 

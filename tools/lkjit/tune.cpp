@@ -311,6 +311,7 @@ int tune_main() {
       if (!f->empty())
         throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: tune: --{} writes measured results, and --list "
                                                    "measures nothing; drop one of them", f->ArgStr.str()));
+    warn_broken_tuning_db(kDb.empty() ? tuning_db_path() : std::string(kDb));  // no GPU run reads it to say so
     return list_main(p);
   }
 
