@@ -202,12 +202,13 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
   Tile pt;
   const bool fits = plane_fits(plane, sh, lim, &pt);
   if (path == WTConvPath::kPlane && !fits) {
-    // The rule is the default tile's: once the plane path is taken, a tuned tile may use up to a whole block.
+    // The rule is the default tile's: on planes that pass it, a tuned tile may use up to a whole block.
     const auto why = reject_reason(plane, pt, lim, &sh);
     throw SpecError(fmt::format(
         "lkjit: error: wtconv: {} planes do not fit in shared memory for the plane path: {}; supported: planes whose "
         "default tile's block takes at most half of {}'s {} B of shared memory per block, so that two blocks share an "
-        "SM (tuned tiles may take more: `lkjit tune --list` shows them; the tiled path takes any size)",
+        "SM (only the default tile's rule: on planes that pass it, tuned tiles may take more; the tiled path takes "
+        "any size)",
         sh.to_string(),
         why ? *why : fmt::format("one block of the default tile {} takes {} B", pt.to_string(),
                                  launch_geometry(plane, pt, sh).smem_bytes),
