@@ -154,8 +154,23 @@ const LoadedKernel& load_kernel(const CompiledKernel& k, int device) {
   return loaded.emplace(key, lk).first->second;
 }
 
-void launch(const LoadedKernel& k, const LaunchGeometry& g, const void* params, size_t, Stream s) {
+void launch(const LoadedKernel& k, const LaunchGeometry& g, const void* params, size_t, Stream s, bool early) {
   void* args[] = {const_cast<void*>(params)};
+  if (early) {
+    CUlaunchAttribute a{};
+    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig c{};
+    c.gridDimX = g.grid[0], c.gridDimY = g.grid[1], c.gridDimZ = g.grid[2];
+    c.blockDimX = g.block[0], c.blockDimY = g.block[1], c.blockDimZ = g.block[2];
+    c.sharedMemBytes = g.smem_bytes;
+    c.hStream = static_cast<CUstream>(s);
+    c.attrs = &a;
+    c.numAttrs = 1;
+    rt::check(rt::driver().cuLaunchKernelEx(&c, static_cast<CUfunction>(k.function), args, nullptr),
+              "cuLaunchKernelEx", k.kernel_name);
+    return;
+  }
   rt::check(rt::driver().cuLaunchKernel(static_cast<CUfunction>(k.function), g.grid[0], g.grid[1], g.grid[2],
                                         g.block[0], g.block[1], g.block[2], g.smem_bytes,
                                         static_cast<CUstream>(s), args, nullptr),

@@ -16,6 +16,9 @@ const std::vector<EnvVar>& env_table() {
        "size cap of the on-disk cache: bytes, or with a K/M/G/T suffix (powers of 1024); 0 = no cap. "
        "Least recently used entries are evicted after each store"},
       {"LKJIT_LOG", "0", "1: log compiles and cache hits/misses to stderr"},
+      {"LKJIT_EARLY_LAUNCH", "1",
+       "0: launch every kernel in stream order; 1: on sm_90+, a captured layer's main kernel may start while the "
+       "fold before it runs (programmatic dependent launch)"},
       {"LKJIT_DUMP_DIR", "", "write each generated source and NVRTC log there (created if missing)"},
       {"LKJIT_TUNE", "",
        "tile choice: off (heuristic only) | cached (tuning-database lookup) | tune (tune on a miss) | "

@@ -111,7 +111,10 @@ struct LoadedKernel {
 const LoadedKernel& load_kernel(const CompiledKernel& k, int device = 0);
 
 // Launches with a by-value params struct (the template's ABI struct). Throws DriverError.
+// early: programmatic dependent launch (sm_90+ only; the caller checks the arch). The kernel may start
+// before the previous kernel in the stream completes, once that kernel lets it (pdl_launch_dependents in
+// templates/common/pdl.cuh); it must call pdl_wait() before reading anything that kernel writes.
 void launch(const LoadedKernel& k, const LaunchGeometry& g, const void* params, size_t params_bytes,
-            Stream s = nullptr);
+            Stream s = nullptr, bool early = false);
 
 }  // namespace lkjit

@@ -693,6 +693,50 @@ def test_captured_layer_backward_reuses_the_forward_fold_only_when_told():
     del graph
 
 
+@pytest.mark.parametrize("path", ["lane", "plane"])
+def test_captured_layer_main_kernels_read_the_fold_of_the_new_values(path):
+    """A captured layer folds before every call, and the kernel after the fold may start before the fold ends
+    (programmatic dependent launch, sm_90+): it must still read the new fold. Parameters changed behind Python's
+    back (.data: no version bump) before each of four rounds of forward and backward calls (reuse_fold=False:
+    both fold first) give a never-captured twin's outputs and gradients. channels_last 14x14 runs the lane
+    kernels, NCHW 40x36 the plane kernels, both busy enough (8x64 planes) to still run when the fold ends."""
+    C = 64
+    m = make_layer(C, 5, 3, 1, True, seed=51)
+    twin = copy.deepcopy(m)
+    torch.manual_seed(52)
+    if path == "lane":
+        x = torch.randn(8, C, 14, 14, device=DEV).contiguous(memory_format=torch.channels_last)
+        assert runs_lane(m, x) and runs_lane(m, x, backward=True)
+    else:
+        x = torch.randn(8, C, 40, 36, device=DEV)
+    g = torch.randn_like(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: compiles and allocates outside the capture
+        with torch.no_grad():
+            m(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        m(x)  # the layer is captured from now on
+    bw, bb, bs, lw, ls = params_of(m)
+    args = (x, bw.detach(), bb.detach(), bs.detach(), [t.detach() for t in lw], [t.detach() for t in ls],
+            m._lkjit_id, 1)
+    for i, f in enumerate([1.5, -0.75, 1.25, -1.1]):
+        with torch.no_grad():
+            for p, q in zip(m.parameters(), twin.parameters()):
+                p.data.mul_(f)  # hidden from m's Python side
+                q.mul_(f)
+        want_out, want_dx, want_grads = run(twin, x, g)
+        out = torch.ops.lkjit.wtconv_fwd(*args)
+        assert_close(out, want_out, 1e-5, 1e-4, f"round {i}: out")
+        got = torch.ops.lkjit.wtconv_bwd(g, *args)
+        assert_close(got[0], want_dx, 1e-5, 1e-4, f"round {i}: dX")
+        for j, (a, b) in enumerate(zip(got[1:], want_grads)):
+            assert_close(a, b, 1e-4 * (b.abs().max().item() + 1e-3), 1e-3, f"round {i}: gradient {j}")
+    del graph
+
+
 def test_cuda_graph_keeps_scratch_a_larger_shape_outgrew():
     """A captured forward + backward (whose partial gradients live in the layer's scratch) still replays
     correctly after an eager call of a larger shape made the layer grow its scratch: the graph's buffer

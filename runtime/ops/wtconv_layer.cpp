@@ -38,6 +38,9 @@ struct PlannedLaunch {
   LaunchGeometry g;
   WTConvParams q;
   ScratchRefs refs;
+  // The plane and lane kernels read the fold only after pdl_wait() (templates/common/pdl.cuh), so right
+  // after a fold they may start early and load their activations while it runs.
+  bool waits_for_fold = false;
 };
 
 const std::string& worse(const std::string& a, const std::string& b) {
@@ -97,6 +100,7 @@ struct WTConv::Impl {
   // The fold kernel, loaded once: set_weights runs after every optimizer step.
   const LoadedKernel* fold = nullptr;
   LaunchGeometry fold_geometry;
+  bool early_launch = false;  // LKJIT_EARLY_LAUNCH on an sm_90+ device (run_list)
 };
 
 WTConv::WTConv(const WTConvOptions& options) : opt_(options) { detail::validate_options(opt_); }
@@ -119,6 +123,7 @@ void WTConv::ensure_impl() {
   if (!impl_) {
     impl_ = new Impl;
     impl_->dev = device_info(opt_.device);
+    impl_->early_launch = impl_->dev.arch >= 90 && rt::env("LKJIT_EARLY_LAUNCH") != "0";
   }
 }
 
@@ -381,8 +386,13 @@ const WTConvLaunchList& WTConv::launch_list(int64_t B, int64_t H, int64_t W, boo
         }
         break;
       }
+      case Kernel::kWTConvFwdLane:
+      case Kernel::kWTConvBwdLane:
+        l.waits_for_fold = true;
+        break;
       case Kernel::kWTConvFwdPlane:
       case Kernel::kWTConvBwdPlane:
+        l.waits_for_fold = true;
         for (int lv = 0; lv <= L; ++lv) {  // the images' pitches, as the generator sized them
           const auto st = gen::wtconv::strip_layout(pk.spec, p.lw[lv], pk.tile.vy);
           l.q.lpitch[lv] = static_cast<int>(st.pitch);
@@ -417,10 +427,12 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
   // A graph replay may have changed the parameters without the caller knowing (a captured optimizer
   // step), so once the layer has been captured every call folds first, captured calls included; except a
   // backward whose caller vouches that the parameters are those of the forward it follows.
-  if (impl_->captured && !reuse_fold) launch_fold(s);
+  const bool folded = impl_->captured && !reuse_fold;
+  if (folded) launch_fold(s);
   float* scratch = static_cast<float*>(impl_->scratch.data());
   auto ref = [&](int64_t o) { return o >= 0 ? scratch + o : nullptr; };
-  for (const auto& l : list.launches) {
+  for (size_t i = 0; i < list.launches.size(); ++i) {
+    const PlannedLaunch& l = list.launches[i];
     WTConvParams q = l.q;
     q.x = x;
     q.g = g;
@@ -457,7 +469,10 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
       launch(*l.k, l.g, &q, sizeof(q), s);
       timings->push_back({l.k->kernel_name, timer.stop_ms(s), l.bytes});
     } else {
-      launch(*l.k, l.g, &q, sizeof(q), s);
+      // Right after the fold (nothing between them in the stream), a kernel that waits for it may start
+      // early (sm_90+): one launch gap and the fold's run time leave a captured step's critical path.
+      const bool early = folded && i == 0 && l.waits_for_fold && impl_->early_launch;
+      launch(*l.k, l.g, &q, sizeof(q), s, early);
     }
   }
   last_origin_ = list.origin;

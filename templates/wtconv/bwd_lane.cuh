@@ -130,6 +130,7 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
       lane_haar_chain<N0, CS, 2, L>(m, chain, dz.sp, p.lh);
       lane_pair_sync<SPLIT>(pair);
     }
+    pdl_wait();  // the fold launched just before, if any (run_list): the levels read its taps
     // 2. Per level and subband: the wgrad partial, then dY_l in place of dZ_l.
     bwd_lane_levels<Cfg, 1, CS>(m, dz.off, yo, dz.sp, p, plane, c, x, role);
     lane_pair_sync<SPLIT>(pair);
@@ -143,6 +144,7 @@ __device__ __forceinline__ void wtconv_bwd_lane(const WTConvParams& p) {
   // 4. dX rows: the transposed base conv over a window of G rows, plus the level-1 synthesis of dY.
   {
     float wf[KK];
+    if constexpr (L == 0) pdl_wait();
     lane_load_taps<L, KK, true>(wf, p, c, 0);
     T* __restrict__ dx = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);
     lane_output_rows<K, N0, L, CS>(dx, p.out_st[2], p.out_st[3], g, gsy, gsx, H, W, wf, 0.f, m, dz.off[1],

@@ -74,6 +74,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       stage_act<GT, R>(t, xs, lay.xs_pitch, H, W, 1, x, off64(p.x_st));
       stage_act<GT, R>(t, gs, lay.xs_pitch, Ho, Wo, S, go, off64(p.g_st));
     }
+    pdl_wait();  // the fold launched just before, if any (run_list): its taps are read next
     load_channel_taps<GT, K, Cfg::L>(t, p.wfold, p.C, c,  // each k x k flipped
                                      [&](int j, int i, float v) { wf[j * KK4 + (KK - 1 - i)] = v; });
   }

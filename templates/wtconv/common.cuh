@@ -3,6 +3,7 @@
 #pragma once
 #include "abi/wtconv_params.h"
 #include "common/dtype.cuh"
+#include "common/pdl.cuh"
 
 namespace lkjit {
 

@@ -36,6 +36,9 @@ __device__ __forceinline__ void wtconv_fold_range(const WTConvParams& p, I e0, I
 
 template <class Cfg>
 __device__ __forceinline__ void wtconv_fold(const WTConvParams& p) {
+  // A main kernel launched right after (WTConv::run_list) may start now: it reads the fold only after
+  // pdl_wait(), so its activation loads overlap this kernel.
+  pdl_launch_dependents();
   constexpr int KK = Cfg::k * Cfg::k;
   const long long n = (long long)p.C * (KK + 1 + Cfg::L * 4LL * KK);
   const long long e0 = blockIdx.x * (long long)blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;

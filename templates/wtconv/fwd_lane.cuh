@@ -51,6 +51,7 @@ __device__ __forceinline__ void wtconv_fwd_lane(const WTConvParams& p) {
     lane_haar_act<N1, CS>(m, lv.off[1], lv.sp[1], p.lh[1], role, SPLIT, x, xsy, xsx, H, W);
     lane_pair_sync<SPLIT>(pair);
     lane_haar_chain<N0, CS, 2, L, SPLIT>(m, lv.off, lv.sp, p.lh, role, pair);
+    pdl_wait();  // the fold launched just before, if any (run_list): the level convs read its taps
     // 2. Level convs, in place.
     fwd_lane_convs<Cfg, 1, CS>(m, lv.off, lv.sp, p, c, role);
     lane_pair_sync<SPLIT>(pair);
@@ -62,6 +63,7 @@ __device__ __forceinline__ void wtconv_fwd_lane(const WTConvParams& p) {
   //    level-1 synthesis.
   const int yh = (H + 1) / 2, y0 = SPLIT == 1 ? 0 : role * yh, y1 = SPLIT == 1 ? H : (role ? H : yh);
   float wb[KK];
+  if constexpr (L == 0) pdl_wait();
   lane_load_taps<L, KK>(wb, p, c, 0);
   const float bias = __ldg(p.wfold + fold_t(p.C, L, KK, KK) + c);
   T* __restrict__ out = static_cast<T*>(p.out) + act_plane(p.out_st, plane, p.C);

@@ -51,6 +51,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   {
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
     stage_act_widest<GT, R, 16>(t, xs, lay.xs_pitch, H, W, x, p.x_st);
+    pdl_wait();  // the fold launched just before, if any (run_list): its taps are read next
     load_channel_taps<GT, K, Cfg::L>(t, p.wfold, p.C, c,
                                      [&](int j, int i, float v) { ws[j == 0 ? i : W1 + (j - 1) * KK4 + i] = v; });
     if (t == 0) ws[KK] = __ldg(p.wfold + fold_bias(p.C, c, KK));
