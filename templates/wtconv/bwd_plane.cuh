@@ -25,6 +25,19 @@ struct BwdPlaneLayout : PlaneImages<Cfg> {
   }
 };
 
+// Thread t's share of sum G over an H x W plane (interior at gs + R * pitch + R): elements t, t + n, ... in
+// that order, so the db~ sums are the same whichever threads take them.
+template <int R>
+__device__ __forceinline__ float strided_plane_sum(const float* gs, int pitch, int H, int W, const FastDiv& fw, int t,
+                                                   int n) {
+  float acc = 0.f;
+  for (int r = t; r < H * W; r += n) {
+    const int i = fw.div(r), j = r - i * W;
+    acc += gs[(i + R) * pitch + j + R];
+  }
+  return acc;
+}
+
 template <class Cfg>
 __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   using T = typename Cfg::T;
@@ -105,11 +118,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     if constexpr (kBdx) {
       // db~ = sum G here too: per-thread strided sums in a fixed order, warp sums added in warp order.
       const int lane = t & 31;
-      float acc = 0.f;
-      for (int r = t - GA; r < H * W; r += GT - GA) {
-        const int i = fwd.div(r), j = r - i * W;
-        acc += gs[(i + R) * lay.xs_pitch + j + R];
-      }
+      float acc = strided_plane_sum<R>(gs, lay.xs_pitch, H, W, fwd, t - GA, GT - GA);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
       if (lane == 0) red[(t - GA) >> 5] = acc;
@@ -228,11 +237,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     wgrad_sets<K, true>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);
   // db~ = sum of G over the plane (unless the B threads did it): per-thread strided sums, added in a fixed order.
   if constexpr (!kBdx) {
-    float acc = 0.f;
-    for (int r = t; r < H * W; r += GT) {
-      const int i = fwd.div(r), j = r - i * W;
-      acc += gs[(i + R) * lay.xs_pitch + j + R];
-    }
+    const float acc = strided_plane_sum<R>(gs, lay.xs_pitch, H, W, fwd, t, GT);
     const float s = ordered_sum(acc, t, GT, red, [&] { g.sync(); });
     if (t == 0) part0[KK] = s;
   }

@@ -136,27 +136,21 @@ __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   const T* __restrict__ x = static_cast<const T*>(p.x) + b * p.x_st[0];
   T* __restrict__ out = static_cast<T*>(p.out) + b * p.out_st[0];
 
-  if constexpr (sizeof(T) == 2) {
-    if (C % 8 == 0 && HW % 8 == 0 && p.x_st[0] % 8 == 0 && p.out_st[0] % 8 == 0 &&
-        ((unsigned long long)p.x & 15) == 0 && ((unsigned long long)p.out & 15) == 0) {
-      if (dense_nhwc(p.x_st, C, W) && dense_nchw(p.out_st, HW, W)) {
-        transpose_vec16<Cfg::threads>(x, out, HW, C, p0, c0, tile);
-        return;
-      }
-      if (dense_nchw(p.x_st, HW, W) && dense_nhwc(p.out_st, C, W)) {
-        transpose_vec16<Cfg::threads>(x, out, C, HW, c0, p0, tile);
+  // Dense 16-bit NHWC <-> NCHW: the direction decided once, then the widest copy the sizes and alignments
+  // allow (16-byte vectors, else 4-byte words). Both copies take the source as nr rows x nc columns (pixels
+  // x channels from NHWC, channels x pixels from NCHW) and this block's tile at (r0, k0).
+  const bool to_nchw = dense_nhwc(p.x_st, C, W) && dense_nchw(p.out_st, HW, W);
+  if (sizeof(T) == 2 && (to_nchw || (dense_nchw(p.x_st, HW, W) && dense_nhwc(p.out_st, C, W)))) {
+    const int nr = to_nchw ? HW : C, nc = to_nchw ? C : HW, r0 = to_nchw ? p0 : c0, k0 = to_nchw ? c0 : p0;
+    const unsigned long long ptrs = (unsigned long long)p.x | (unsigned long long)p.out;
+    if constexpr (sizeof(T) == 2) {
+      if (C % 8 == 0 && HW % 8 == 0 && p.x_st[0] % 8 == 0 && p.out_st[0] % 8 == 0 && (ptrs & 15) == 0) {
+        transpose_vec16<Cfg::threads>(x, out, nr, nc, r0, k0, tile);
         return;
       }
     }
-  }
-  if (sizeof(T) == 2 && C % 2 == 0 && HW % 2 == 0 && p.x_st[0] % 2 == 0 && p.out_st[0] % 2 == 0 &&
-      ((unsigned long long)p.x & 3) == 0 && ((unsigned long long)p.out & 3) == 0) {
-    if (dense_nhwc(p.x_st, C, W) && dense_nchw(p.out_st, HW, W)) {
-      transpose_words<kRows>(x, out, HW, C, p0, c0, tile);
-      return;
-    }
-    if (dense_nchw(p.x_st, HW, W) && dense_nhwc(p.out_st, C, W)) {
-      transpose_words<kRows>(x, out, C, HW, c0, p0, tile);
+    if (C % 2 == 0 && HW % 2 == 0 && p.x_st[0] % 2 == 0 && p.out_st[0] % 2 == 0 && (ptrs & 3) == 0) {
+      transpose_words<kRows>(x, out, nr, nc, r0, k0, tile);
       return;
     }
   }
