@@ -14,7 +14,8 @@
 4. End to end: a training step (SGD, cross-entropy) of timm's convnext_tiny, batch 64, 224x224, as is and
    with every block's 7x7 depthwise conv_dw replaced by WTConv2d(k=5, L = 5, 4, 3, 2 by stage), in fp32
    and under bf16 autocast: images/s and peak memory (max_memory_allocated + lkjit workspaces). Each step
-   runs eagerly (the host can bound it) and as one CUDA graph replayed (GPU time).
+   runs eagerly (the host can bound it) and as one CUDA graph replayed (GPU time). `--graph-rounds R`: only
+   the bf16 CUDA-graph step of both models, alternated R times (the target's comparison, drift spread evenly).
 5. Host: CPU time per call of each WTConvNeXt-T layer against dw7 (batch 1), and per training step of both
    networks at batch 8, where the GPU waits for the host (`--only host`).
 
@@ -370,6 +371,8 @@ def bench_kernels(args):
 
 
 def bench_network(args):
+    if args.graph_rounds:
+        return bench_network_graph_rounds(args)
     out = []
     # (WTConv2d, CUDA graph, packed_params)
     runs = [(False, False, False), (True, False, False), (True, False, True), (False, True, False), (True, True, False)]
@@ -380,6 +383,28 @@ def bench_network(args):
             out.append(r)
             print(f"  {r['model']} {r['amp']} {r['mode']}: {r['images_per_s']:.0f} img/s, {r['peak_MiB']:.0f} MiB",
                   file=sys.stderr)
+    return out
+
+
+def bench_network_graph_rounds(args):
+    """The bf16 CUDA-graph rows alone (the target's comparison): convnext_tiny and WTConvNeXt-T alternated
+    args.graph_rounds times, so that drift over the run falls on both; each row reports the median of its
+    rounds (round_ms lists them)."""
+    rows = {}
+    for _ in range(args.graph_rounds):
+        for with_wt in (False, True):
+            r = network_step(args, True, with_wt, graph=True)
+            torch.cuda.empty_cache()
+            rows.setdefault(with_wt, []).append(r)
+            print(f"  {r['model']} bf16 CUDA graph: {r['step_ms']:.3f} ms", file=sys.stderr)
+    out = []
+    for with_wt in (False, True):
+        rs = rows[with_wt]
+        ms = statistics.median(r["step_ms"] for r in rs)
+        r = dict(max(rs, key=lambda r: r["peak_MiB"]), step_ms=ms, images_per_s=rs[0]["batch"] / (ms / 1000),
+                 round_ms=[round(r["step_ms"], 3) for r in rs], losses_finite=all(r["losses_finite"] for r in rs),
+                 mode=f"CUDA graph, median of {len(rs)} rounds")
+        out.append(r)
     return out
 
 
@@ -494,9 +519,13 @@ def print_tables(res):
               "losses finite |")
         print("|---|---|---|---|---|---|---|---|---|")
         for r in res["network"]:
-            print(f"| {r['model']} | {r['amp']} | {r['mode']} | {r['step_ms']:.1f} | {r['images_per_s']:.0f} | "
+            print(f"| {r['model']} | {r['amp']} | {r['mode']} | {r['step_ms']:.2f} | {r['images_per_s']:.0f} | "
                   f"{r['peak_MiB']:.0f} | {r['lkjit_workspace_MiB']:.0f} | {r['first_step_s']:.1f} | "
                   f"{r['losses_finite']} |")
+        rounds = [r for r in res["network"] if "round_ms" in r]
+        if len(rounds) == 2:
+            print("\nRounds (ms): " + "; ".join(f"{r['model']} {r['round_ms']}" for r in rounds)
+                  + f". Step-time ratio convnext_tiny / WTConvNeXt-T: **{rounds[0]['step_ms'] / rounds[1]['step_ms']:.4f}**.")
         print("\nWTConv2d: k=5, L = 5, 4, 3, 2 by stage, replacing each block's 7x7 depthwise conv_dw. Peak = "
               "max_memory_allocated + lkjit workspaces. fp32 runs with PyTorch's default TF32 settings "
               f"(cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
@@ -523,6 +552,9 @@ def main():
     ap.add_argument("--json", help="write the results to this JSON file")
     ap.add_argument("--only", default="layers,memory,network,kernels,host",
                     help="comma-separated: layers, memory, network, kernels, host")
+    ap.add_argument("--graph-rounds", type=int, default=0, metavar="R",
+                    help="network: only the bf16 CUDA-graph step of both models, alternated R times (median of "
+                         "each; run-to-run drift then falls on both)")
     ap.add_argument("--profile", action="store_true",
                     help="only print the per-kernel CUDA time of a bf16 AMP training step of each network (torch.profiler)")
     ap.add_argument("--profile-rows", type=int, default=25, help="rows of the --profile tables")

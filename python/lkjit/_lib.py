@@ -243,11 +243,11 @@ _lib_path = None
 
 
 def _declare(lib):
+    """Signatures of the entry points (lkjit_c_api_version's is set by load(), which calls it first)."""
     c = ctypes
     i64, vp, pp, sp = c.c_int64, c.c_void_p, c.POINTER(c.c_void_p), c.POINTER(c.c_int64)
     sigs = {
         "lkjit_version": (c.c_char_p, []),
-        "lkjit_c_api_version": (c.c_int, []),
         "lkjit_last_error": (c.c_char_p, []),
         "lkjit_gpu_available": (c.c_int, [c.POINTER(c.c_char_p)]),
         "lkjit_wtconv_create": (c.c_int, [i64, c.c_int, c.c_int, c.c_int, c.c_int, c.c_int, c.c_int, pp]),
