@@ -652,6 +652,24 @@ def test_cuda_graph_of_a_training_step_follows_the_updates():
         assert_close(p, q, 1e-6, 1e-5, f"after 3 replays: {name}")
 
 
+def capture_layer(m, x):
+    """Captures m(x) in a CUDA graph after an eager warm-up (compiles and allocations stay outside the capture),
+    so m's lkjit layer is captured from then on. Returns the graph (keep it alive) and the arguments of m's
+    custom-op calls on x: (x, base_w, base_b, base_s, level_w, level_s, layer id, stride 1)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        with torch.no_grad():
+            m(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        m(x)
+    bw, bb, bs, lw, ls = params_of(m)
+    return graph, (x, bw.detach(), bb.detach(), bs.detach(), [t.detach() for t in lw], [t.detach() for t in ls],
+                   m._lkjit_id, 1)
+
+
 def test_captured_layer_backward_reuses_the_forward_fold_only_when_told():
     """Once a layer has been captured every call folds first, except a backward told that its parameters are
     the forward's (wtconv_fwd's registered backward and the eager path tell it: autograd refuses in-place
@@ -663,18 +681,7 @@ def test_captured_layer_backward_reuses_the_forward_fold_only_when_told():
     torch.manual_seed(42)
     x = torch.randn(2, 4, 12, 10, device=DEV)
     g = torch.randn_like(x)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up: compiles and allocates outside the capture
-        with torch.no_grad():
-            m(x)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph), torch.no_grad():
-        m(x)  # the layer is captured from now on
-    bw, bb, bs, lw, ls = params_of(m)
-    args = (x, bw.detach(), bb.detach(), bs.detach(), [t.detach() for t in lw], [t.detach() for t in ls],
-            m._lkjit_id, 1)
+    graph, args = capture_layer(m, x)
     torch.ops.lkjit.wtconv_fwd(*args)  # folds the current values
     _, old_dx, _ = run(twin, x, g)
     with torch.no_grad():
@@ -710,18 +717,7 @@ def test_captured_layer_main_kernels_read_the_fold_of_the_new_values(path):
     else:
         x = torch.randn(8, C, 40, 36, device=DEV)
     g = torch.randn_like(x)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up: compiles and allocates outside the capture
-        with torch.no_grad():
-            m(x)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph), torch.no_grad():
-        m(x)  # the layer is captured from now on
-    bw, bb, bs, lw, ls = params_of(m)
-    args = (x, bw.detach(), bb.detach(), bs.detach(), [t.detach() for t in lw], [t.detach() for t in ls],
-            m._lkjit_id, 1)
+    graph, args = capture_layer(m, x)
     for i, f in enumerate([1.5, -0.75, 1.25, -1.1]):
         with torch.no_grad():
             for p, q in zip(m.parameters(), twin.parameters()):
