@@ -470,7 +470,8 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
       timings->push_back({l.k->kernel_name, timer.stop_ms(s), l.bytes});
     } else {
       // Right after the fold (nothing between them in the stream), a kernel that waits for it may start
-      // early (sm_90+): one launch gap and the fold's run time leave a captured step's critical path.
+      // early (sm_90+), taking the fold and one launch gap off a captured call's critical path (a network
+      // step showed no gain beyond its noise: bench/RESULTS.md, session 14).
       const bool early = folded && i == 0 && l.waits_for_fold && impl_->early_launch;
       launch(*l.k, l.g, &q, sizeof(q), s, early);
     }
