@@ -389,7 +389,7 @@ def bench_network(args):
 def bench_network_graph_rounds(args):
     """The bf16 CUDA-graph rows alone (the target's comparison): convnext_tiny and WTConvNeXt-T alternated
     args.graph_rounds times, so that drift over the run falls on both; each row reports the median of its
-    rounds (round_ms lists them)."""
+    rounds (round_ms lists them), and the other fields of its round with the highest peak memory."""
     rows = {}
     for _ in range(args.graph_rounds):
         for with_wt in (False, True):
@@ -546,13 +546,20 @@ def print_tables(res):
                   + ", ".join(f"{r['model']} ({r['mode']}) {r['step_ms']:.1f} ms" for r in h["network_b8"]) + ".")
 
 
+def rounds_arg(v):
+    n = int(v)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{v} is below 0; supported: 0 (every network row) or a number of rounds")
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations (10 + 20 per layer, 3 + 10 network steps)")
     ap.add_argument("--json", help="write the results to this JSON file")
     ap.add_argument("--only", default="layers,memory,network,kernels,host",
                     help="comma-separated: layers, memory, network, kernels, host")
-    ap.add_argument("--graph-rounds", type=int, default=0, metavar="R",
+    ap.add_argument("--graph-rounds", type=rounds_arg, default=0, metavar="R",
                     help="network: only the bf16 CUDA-graph step of both models, alternated R times (median of "
                          "each; run-to-run drift then falls on both)")
     ap.add_argument("--profile", action="store_true",

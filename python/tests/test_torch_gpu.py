@@ -716,6 +716,9 @@ def test_captured_layer_main_kernels_read_the_fold_of_the_new_values(path):
         assert runs_lane(m, x) and runs_lane(m, x, backward=True)
     else:
         x = torch.randn(8, C, 40, 36, device=DEV)
+        layer = lkjit._lib.WTConvLayer(C, 5, 3, "f32", True, 1, x.get_device())
+        for bwd, kernel in ((False, "wtconv_fwd_plane"), (True, "wtconv_bwd_plane")):  # not the tiled path
+            assert kernel in layer.describe(8, 40, 36, bwd), layer.describe(8, 40, 36, bwd)
     g = torch.randn_like(x)
     graph, args = capture_layer(m, x)
     for i, f in enumerate([1.5, -0.75, 1.25, -1.1]):

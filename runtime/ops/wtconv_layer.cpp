@@ -431,8 +431,8 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
   if (folded) launch_fold(s);
   float* scratch = static_cast<float*>(impl_->scratch.data());
   auto ref = [&](int64_t o) { return o >= 0 ? scratch + o : nullptr; };
-  for (size_t i = 0; i < list.launches.size(); ++i) {
-    const PlannedLaunch& l = list.launches[i];
+  for (size_t li = 0; li < list.launches.size(); ++li) {
+    const PlannedLaunch& l = list.launches[li];
     WTConvParams q = l.q;
     q.x = x;
     q.g = g;
@@ -472,7 +472,7 @@ void WTConv::run_list(const WTConvLaunchList& list, const void* x, const void* g
       // Right after the fold (nothing between them in the stream), a kernel that waits for it may start
       // early (sm_90+), taking the fold and one launch gap off a captured call's critical path (a network
       // step showed no gain beyond its noise: bench/RESULTS.md, session 14).
-      const bool early = folded && i == 0 && l.waits_for_fold && impl_->early_launch;
+      const bool early = folded && li == 0 && l.waits_for_fold && impl_->early_launch;
       launch(*l.k, l.g, &q, sizeof(q), s, early);
     }
   }

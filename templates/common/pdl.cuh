@@ -3,6 +3,8 @@
 // called pdl_launch_dependents() or exited. It must call pdl_wait() before its first read of anything the
 // earlier kernel writes: pdl_wait() returns once that grid has completed and its writes are visible.
 // Both are no-ops before sm_90, and pdl_wait() returns at once in a kernel launched without the attribute.
+// The host decides which launch carries the attribute (WTConv::run_list: only the kernel right after a fold),
+// so a kernel that lets dependents start early trusts that only such followers are launched after it.
 #pragma once
 
 namespace lkjit {
