@@ -113,7 +113,6 @@ BundleStats import_bundle(const DiskStore& store, const std::string& path) {
       continue;
     }
     uncapped.store(e.meta, e.payload);
-    ++st.imported;
     st.added.push_back(e.meta.key);
   }
   if (store.max_bytes()) store.prune(store.max_bytes());

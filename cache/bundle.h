@@ -19,8 +19,7 @@ constexpr int kBundleFormatVersion = 1;
 
 struct BundleStats {
   size_t entries = 0;   // in the bundle
-  size_t imported = 0;  // import: newly published
-  std::vector<std::string> added;  // import: their keys
+  std::vector<std::string> added;  // import: keys of the entries newly published
   size_t present = 0;   // import: already in the cache
   uint64_t bytes = 0;   // bundle size
   std::vector<std::string> skipped;  // export: keys missing or corrupt in the store, with why

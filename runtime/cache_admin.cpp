@@ -106,7 +106,7 @@ CacheBundleReport KernelCache::export_bundle(const std::string& file, const std:
   const cache::DiskStore store(dir_);
   store.check_existing();  // never ship entries out of a directory others could have written
   const auto s = cache::export_bundle(store, keys, file);
-  return {s.entries, s.imported, s.present, 0, s.bytes, s.skipped};
+  return {s.entries, 0, s.present, 0, s.bytes, s.skipped};
 }
 
 CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
@@ -114,7 +114,7 @@ CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
   store.ensure_dir();
   store.check_existing();  // and listable (the cap is enforced by listing)
   const auto s = cache::import_bundle(store, file);
-  CacheBundleReport r{s.entries, s.imported, s.present, 0, s.bytes, s.skipped};
+  CacheBundleReport r{s.entries, s.added.size(), s.present, 0, s.bytes, s.skipped};
   if (max_bytes_) r.evicted = missing(s.added);
   return r;
 }

@@ -525,7 +525,7 @@ TEST_F(BundleTest, RoundTrips) {
   EXPECT_EQ(out.bytes, fs::file_size(file_));
   const auto in = import_bundle(to_, file_);
   EXPECT_EQ(in.entries, 3u);
-  EXPECT_EQ(in.imported, 3u);
+  EXPECT_EQ(in.added.size(), 3u);
   EXPECT_EQ(in.present, 0u);
   for (char c : {'a', 'b', 'c'}) {
     std::string why;

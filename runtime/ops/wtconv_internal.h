@@ -2,6 +2,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "lkjit/wtconv.h"
@@ -10,6 +11,9 @@ namespace lkjit::detail {
 
 // lh[0] = n, lh[l] = ceil(lh[l-1] / 2): padded level sizes.
 std::vector<int64_t> level_sizes(int64_t n, int L);
+// The allowed range of a layer field (B, C, H, W, k, L, stride) as the errors write it: "[1, 2^24]" for C;
+// "" for a name that is none of them. validate_options, validate_shape and the CLI's shape parsing all say it.
+std::string field_range(const std::string& field);
 // SpecError naming every bad option.
 void validate_options(const WTConvOptions& o);
 // SpecError naming every bad size (B, H, W >= 1 and within range; C and stride as the layer's).

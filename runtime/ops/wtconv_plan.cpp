@@ -18,12 +18,23 @@ std::vector<int64_t> level_sizes(int64_t n, int L) {
   return v;
 }
 
+std::string field_range(const std::string& field) {
+  if (field == "B") return "[1, 2^31-1]";
+  if (field == "C") return "[1, 2^24]";
+  if (field == "H" || field == "W") return "[1, 2^30]";
+  if (field == "k") return "odd k in [1, 31]";
+  if (field == "L") return fmt::format("L in [0, {}]", kMaxLevels);
+  if (field == "stride") return "[1, 64]";
+  return "";
+}
+
 void validate_options(const WTConvOptions& o) {
   std::vector<std::string> e;
-  if (o.C < 1 || o.C > (int64_t(1) << 24)) e.push_back(fmt::format("C={} is out of range; supported: [1, 2^24]", o.C));
-  if (o.k < 1 || o.k > 31 || o.k % 2 == 0) e.push_back(fmt::format("k={} is out of range; supported: odd k in [1, 31]", o.k));
-  if (o.L < 0 || o.L > kMaxLevels) e.push_back(fmt::format("L={} is out of range; supported: L in [0, {}]", o.L, kMaxLevels));
-  if (o.stride < 1 || o.stride > 64) e.push_back(fmt::format("stride={} is out of range; supported: [1, 64]", o.stride));
+  auto bad = [&](const char* f, int64_t v) { e.push_back(fmt::format("{}={} is out of range; supported: {}", f, v, field_range(f))); };
+  if (o.C < 1 || o.C > (int64_t(1) << 24)) bad("C", o.C);
+  if (o.k < 1 || o.k > 31 || o.k % 2 == 0) bad("k", o.k);
+  if (o.L < 0 || o.L > kMaxLevels) bad("L", o.L);
+  if (o.stride < 1 || o.stride > 64) bad("stride", o.stride);
   if (o.device < 0) e.push_back(fmt::format("device={} is out of range; supported: >= 0", o.device));
   if (o.layout != Layout::kNCHW && o.layout != Layout::kNHWC)
     e.push_back(fmt::format("layout={} is out of range; supported: NCHW, NHWC", static_cast<int>(o.layout)));
@@ -35,10 +46,11 @@ void validate_options(const WTConvOptions& o) {
 
 void validate_shape(const WTConvOptions& o, const Shape& sh) {
   std::vector<std::string> e;
-  if (sh.B < 1 || sh.B > (int64_t(1) << 31) - 1) e.push_back(fmt::format("B={} is out of range; supported: [1, 2^31-1]", sh.B));
+  auto bad = [&](const char* f, int64_t v) { e.push_back(fmt::format("{}={} is out of range; supported: {}", f, v, field_range(f))); };
+  if (sh.B < 1 || sh.B > (int64_t(1) << 31) - 1) bad("B", sh.B);
   if (sh.C != o.C) e.push_back(fmt::format("C={} does not match the layer's C={}", sh.C, o.C));
-  if (sh.H < 1 || sh.H > (int64_t(1) << 30)) e.push_back(fmt::format("H={} is out of range; supported: [1, 2^30]", sh.H));
-  if (sh.W < 1 || sh.W > (int64_t(1) << 30)) e.push_back(fmt::format("W={} is out of range; supported: [1, 2^30]", sh.W));
+  if (sh.H < 1 || sh.H > (int64_t(1) << 30)) bad("H", sh.H);
+  if (sh.W < 1 || sh.W > (int64_t(1) << 30)) bad("W", sh.W);
   if (sh.stride != o.stride) e.push_back(fmt::format("stride={} does not match the layer's stride={}", sh.stride, o.stride));
   if (e.empty() && double(sh.B) * double(sh.C) * double(sh.H) * double(sh.W) > double(int64_t(1) << 40))
     e.push_back(fmt::format("B*C*H*W={:.4g} exceeds the supported 2^40 elements",  // in doubles: int64 overflows

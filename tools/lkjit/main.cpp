@@ -18,6 +18,7 @@
 #include "lkjit/tuning.h"
 #include "lkjit/version.h"
 #include "lkjit/wtconv.h"
+#include "runtime/ops/wtconv_internal.h"
 #include "tools/lkjit/common.h"
 
 namespace cl = llvm::cl;
@@ -75,20 +76,6 @@ void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, 
                                         odd ? fmt::format("odd {} in ", name.str()) : "", lo, hi));
 }
 
-namespace {
-
-// The layer's range of a shape field (validate_options, validate_shape), for a value beyond int64 that
-// never reaches those checks.
-std::string field_range(const std::string& field) {
-  if (field == "B") return "[1, 2^31-1]";
-  if (field == "C") return "[1, 2^24]";
-  if (field == "H" || field == "W") return "[1, 2^30]";
-  if (field == "L") return fmt::format("L in [0, {}]", kMaxLevels);
-  return fmt::format("[{}, {}]", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-}
-
-}  // namespace
-
 std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form) {
   const auto f = split(item, ':'), names = split(form, ':');
   if (f.size() != names.size())
@@ -100,8 +87,12 @@ std::vector<int64_t> parse_dims(const std::string& item, const char* what, const
     try {
       v.push_back(std::stoll(f[i]));
     } catch (const std::out_of_range&) {  // an integer all the same: bad input (2), as any value out of range
+      // The layer's range (it never sees a value beyond int64), else int64's.
+      std::string range = detail::field_range(names[i]);
+      if (range.empty())
+        range = fmt::format("[{}, {}]", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
       throw SpecError(fmt::format("lkjit: error: {}: {}={} in '{}' is out of range; supported: {}", what, names[i], f[i],
-                                  item, field_range(names[i])));
+                                  item, range));
     }
   }
   return v;
