@@ -474,6 +474,25 @@ TEST(LaunchGeometry, PlaneGridIsOneBlockPerPlaneGroup) {
   EXPECT_EQ(launch_geometry(s, Tile{0, 0, 2, 4, 256}, big).smem_bytes, 2 * bytes);
 }
 
+// The lane backward asks ptxas for 12 warps an SM (__launch_bounds__'s second argument), and its shared
+// memory keeps them at the 14x14 planes of a WTConvNeXt-T stage: 6 blocks of 32 two-thread planes an SM on
+// sm_90 (1 KiB reserved a block), so the 64x384 planes run in one wave on 132 SMs. The forward keeps the
+// plain bound.
+TEST(LaunchGeometry, LaneBackwardKeepsTwelveWarpsAnSMAt14x14) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  const Shape sh{64, 384, 14, 14, 1};
+  const OpSpec bwd = spec_of(Kernel::kWTConvBwdLane, DType::kBF16, 5, 3);
+  const Tile t = default_tile(bwd, sh, lim);
+  EXPECT_EQ(t.threads, 64);
+  EXPECT_EQ(t.planes, 32);
+  EXPECT_THAT(generate(bwd, t).source, HasSubstr("__launch_bounds__(64, 6)\n"));
+  const int64_t blocks = lim.smem_per_sm / (launch_geometry(bwd, t, sh).smem_bytes + 1024);
+  EXPECT_GE(blocks, 6);
+  EXPECT_GE(blocks * lim.sm_count * t.planes, sh.B * sh.C);
+  const OpSpec fwd = spec_of(Kernel::kWTConvFwdLane, DType::kBF16, 5, 3);
+  EXPECT_THAT(generate(fwd, default_tile(fwd, sh, lim)).source, HasSubstr("__launch_bounds__(64)\n"));
+}
+
 // The layout transpose: one block per 64-channel x 64-pixel tile of each image, whatever the direction.
 TEST(LaunchGeometry, TransposeCoversEveryTile) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);

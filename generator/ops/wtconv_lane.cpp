@@ -19,19 +19,20 @@ int64_t lane_regs(int k, int64_t w) { return k * (w + k - 1) + w + k * k; }
 
 int64_t lane_wmax(int64_t w, int l) { return l == 0 ? w : (lane_wmax(w, l - 1) + 1) / 2; }
 
-// Floats per plane: the level images (forward: Y_l then Z_l in place; backward: dZ_l then dY_l, then from
-// an odd element Y_1's LL and Y_l for l >= 2), subbands an odd number of floats apart in the backward and
-// in a forward with two threads a plane.
+// Floats per plane: the level images (forward: Y_l then Z_l in place; backward: dZ_l then dY_l, then all
+// of Y_2 at L = 2, or the LL of Y_l for 2 <= l < L), subbands an odd number of floats apart in a forward
+// with two threads a plane, and at the backward's level 1 and its stored Y_2.
 int64_t lane_plane_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
-  const bool bwd = s.kernel == Kernel::kWTConvBwdLane, odd = bwd || t.planes != 0;
+  const bool bwd = s.kernel == Kernel::kWTConvBwdLane;
   const auto lh = level_sizes(sh.H, s.L);
-  int64_t n = 0, deeper = 0;
+  int64_t n = 0;
   for (int l = 1; l <= s.L; ++l) {
     const int64_t sp = lh[l] * lane_wmax(t.tile_w, l);
+    const bool odd = bwd ? l == 1 : t.planes != 0;
     n += 4 * (odd ? sp | 1 : sp);
-    if (l >= 2) deeper += 4 * (sp | 1);
+    if (bwd && s.L == 2 && l == 2) n += 4 * (sp | 1);
+    if (bwd && l >= 2 && l < s.L) n += sp;
   }
-  if (bwd && s.L >= 1) n = (n | 1) + lh[1] * lane_wmax(t.tile_w, 1) + deeper;
   return n;
 }
 int lane_block_planes(const Tile& t) { return t.planes ? t.planes : t.threads; }
@@ -92,6 +93,11 @@ Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
   return t;
 }
 
+// The backward's blocks an SM should hold: 12 warps' worth. The 14x14 planes of a WTConvNeXt-T stage
+// (64x384) then fit one wave on 132 SMs (6 blocks of 32 two-thread planes; shared memory allows 6), where
+// the uncapped 208 registers allowed 4. ptxas then keeps 168 registers, with a few spills.
+int lane_bwd_min_blocks(const OpSpec&, const Tile& t) { return std::max(1, 384 / t.threads); }
+
 LaunchGeometry lane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   LaunchGeometry g;
   g.grid[0] = static_cast<unsigned>(cdiv(sh.B * sh.C, lane_block_planes(t)));
@@ -145,7 +151,7 @@ std::vector<KernelTraits> wtconv_lane_kernels() {
       {Kernel::kWTConvFwdLane, "wtconv/fwd_lane.cuh", "wtconv_fwd_lane", "WTConvParams", validate_common, lane_space,
        lane_reject, lane_default, lane_geometry, lane_cfg, fwd_lane_name},
       {Kernel::kWTConvBwdLane, "wtconv/bwd_lane.cuh", "wtconv_bwd_lane", "WTConvParams", validate_common, lane_space,
-       lane_reject, lane_default, lane_geometry, lane_cfg, bwd_lane_name},
+       lane_reject, lane_default, lane_geometry, lane_cfg, bwd_lane_name, lane_bwd_min_blocks},
       {Kernel::kWTConvReduceLane, "wtconv/reduce_lane.cuh", "wtconv_reduce_lane", "WTConvParams", validate_common,
        reduce_lane_space, reduce_lane_reject, reduce_lane_default, reduce_lane_geometry, reduce_cfg,
        reduce_lane_name},

@@ -82,6 +82,13 @@ __device__ __forceinline__ void haar4(float a, float b, float c, float d, float 
   y[3] = 0.5f * (a - b - c + d);
 }
 
+// Subband s (0..3) of haar4(a, b, c, d) for a runtime s, rounded as haar4 rounds it: the products with
+// +-1 are exact, so each sum is the same sum.
+__device__ __forceinline__ float haar4_band(float a, float b, float c, float d, int s) {
+  const float sb = (s & 2) ? -1.f : 1.f, sc = (s & 1) ? -1.f : 1.f;
+  return 0.5f * (a + sb * b + sc * c + (sb * sc) * d);
+}
+
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // Row pitch (floats) of a tiled kernel's shared-memory image: the width rounded up to odd. Threads that

@@ -41,7 +41,7 @@ __device__ __forceinline__ void wtconv_fwd_lane(const WTConvParams& p) {
   const auto [role, pair, plane] = Thread();
   if (plane >= (long long)p.B * p.C) return;  // a pair leaves together; no block-wide barriers
   const int c = (int)(plane % p.C), H = p.H, W = p.W;
-  const LaneLevels<L, N0, SPLIT == 2> lv(p.lh);
+  const LaneLevels<L, N0, SPLIT == 2 ? L : 0> lv(p.lh);
   const LaneMem<CS> m = Thread::mem(lane_smem, lv.off[L + 1]);
   const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
   const long long xsy = p.x_st[2], xsx = p.x_st[3];

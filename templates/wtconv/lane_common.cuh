@@ -48,10 +48,10 @@ struct LaneThread {
 };
 
 // Element offsets of a plane's level images: level l (1..L) holds 4 subbands of lh[l] x lane_wmax(l),
-// subband s at off[l] + s * sp[l], sp[l] = lh[l] * lane_wmax(l), rounded up to odd where kOddPitch (two
-// threads on subbands s and s+1 then hit distinct banks). off[L+1] is the total (the host's
+// subband s at off[l] + s * sp[l], sp[l] = lh[l] * lane_wmax(l), rounded up to odd for levels l <= kOddUpTo
+// (two threads on subbands s and s+1 then hit distinct banks). off[L+1] is the total (the host's
 // lane_plane_floats for the forward; the backward's Y images follow, bwd_lane.cuh).
-template <int L, int WMAX, bool kOddPitch = false>
+template <int L, int WMAX, int kOddUpTo = 0>
 struct LaneLevels {
   int off[L + 2], sp[L + 1];
   __device__ explicit LaneLevels(const int* lh) {
@@ -59,7 +59,7 @@ struct LaneLevels {
 #pragma unroll
     for (int l = 1; l <= L; ++l) {
       sp[l] = lh[l] * lane_wmax(WMAX, l);
-      if (kOddPitch) sp[l] |= 1;
+      if (l <= kOddUpTo) sp[l] |= 1;
       off[l + 1] = off[l] + 4 * sp[l];
     }
   }
@@ -211,16 +211,14 @@ __device__ __forceinline__ void lane_haar_act_row(float (&dst)[NW], const T* __r
   float r0[N], r1[N];
   lane_load_act<N, 0>(r0, a, sy, sx, 2 * r, H, W);
   lane_load_act<N, 0>(r1, a, sy, sx, 2 * r + 1, H, W);
-  const float sb = (s & 2) ? -0.5f : 0.5f, sc = (s & 1) ? -0.5f : 0.5f, sd = sb * sc * 2.f;  // haar4's signs
 #pragma unroll
-  for (int j = 0; j < N1; ++j)
-    dst[R + j] = fmaf(0.5f, r0[2 * j], fmaf(sb, r0[2 * j + 1], fmaf(sc, r1[2 * j], sd * r1[2 * j + 1])));
+  for (int j = 0; j < N1; ++j) dst[R + j] = haar4_band(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1], s);
 }
 
 // Haar analysis of level l > 1 from the LL subband of level l-1 (hp x NP at m[src], zero past its width)
-// into 4 subbands of h x N at m[dst], subband s at s * pitch (h = ceil(hp/2), N = ceil(NP/2)). Rows
-// i0, i0 + di, ...
-template <int N, int NP, int CS>
+// into the first NS of the 4 subbands of h x N at m[dst], subband s at s * pitch (h = ceil(hp/2),
+// N = ceil(NP/2)). Rows i0, i0 + di, ...
+template <int N, int NP, int CS, int NS = 4>
 __device__ __forceinline__ void lane_haar_level(LaneMem<CS> m, int src, int hp, int dst, int pitch, int h, int i0 = 0,
                                                 int di = 1) {
 #pragma unroll 1
@@ -235,23 +233,23 @@ __device__ __forceinline__ void lane_haar_level(LaneMem<CS> m, int src, int hp, 
       float y[4];
       haar4(p00, p01, r1 ? q10 : 0.f, r1 ? q11 : 0.f, y);
 #pragma unroll
-      for (int s = 0; s < 4; ++s) m[dst + s * pitch + i * N + j] = y[s];
+      for (int s = 0; s < NS; ++s) m[dst + s * pitch + i * N + j] = y[s];
     }
   }
 }
 
 // Levels l..L of a Haar chain: level l from the LL subband (subband 0) of the image at off[l-1], its
-// subbands sp[l] apart. Level indices are template arguments (recursion; NVRTC takes no generic
-// lambdas), as register rows need them. With SPLIT = 2 threads on one chain, thread `role` takes
-// alternate rows and the pair syncs after each level.
-template <int N0, int CS, int l, int L, int SPLIT = 1>
+// first NS subbands sp[l] apart (NS = 1: the LL alone). Level indices are template arguments (recursion;
+// NVRTC takes no generic lambdas), as register rows need them. With SPLIT = 2 threads on one chain,
+// thread `role` takes alternate rows and the pair syncs after each level.
+template <int N0, int CS, int l, int L, int SPLIT = 1, int NS = 4>
 __device__ __forceinline__ void lane_haar_chain(LaneMem<CS> m, const int* off, const int* sp, const int* lh,
                                                 int role = 0, unsigned pair = 0) {
   if constexpr (l <= L) {
-    lane_haar_level<lane_wmax(N0, l), lane_wmax(N0, l - 1), CS>(m, off[l - 1], lh[l - 1], off[l], sp[l], lh[l], role,
-                                                                 SPLIT);
+    lane_haar_level<lane_wmax(N0, l), lane_wmax(N0, l - 1), CS, NS>(m, off[l - 1], lh[l - 1], off[l], sp[l], lh[l],
+                                                                     role, SPLIT);
     lane_pair_sync<SPLIT>(pair);
-    lane_haar_chain<N0, CS, l + 1, L, SPLIT>(m, off, sp, lh, role, pair);
+    lane_haar_chain<N0, CS, l + 1, L, SPLIT, NS>(m, off, sp, lh, role, pair);
   }
 }
 
