@@ -43,8 +43,7 @@ GeneratedSource generate(const OpSpec& spec, const Tile& tile) {
       "  lkjit::{fn}<Cfg>(p);\n"
       "}}\n",
       fmt::arg("name", g.kernel_name), fmt::arg("ver", kGeneratorVersion), fmt::arg("hdr", t.template_header), fmt::arg("cfg", t.cfg_body(spec, tile)),
-      fmt::arg("bounds", t.min_blocks ? fmt::format("{}, {}", tile.threads, t.min_blocks(spec, tile))
-                                      : std::to_string(tile.threads)),
+      fmt::arg("bounds", tile.blocks ? fmt::format("{}, {}", tile.threads, tile.blocks) : std::to_string(tile.threads)),
       fmt::arg("params", t.params_type), fmt::arg("fn", t.device_fn));
   return g;
 }
@@ -70,6 +69,7 @@ std::vector<Tile> enumerate(const OpSpec& spec, const DeviceLimits& limits, cons
       else if (n == "planes") t.planes = v;
       else if (n == "vy") t.vy = v;
       else if (n == "threads") t.threads = v;
+      else if (n == "blocks") t.blocks = v;
     }
     if (!reject_reason(spec, t, limits, shape)) out.push_back(t);
     size_t a = 0;

@@ -23,9 +23,6 @@ struct KernelTraits {
   LaunchGeometry (*geometry)(const OpSpec&, const Tile&, const Shape&);
   std::string (*cfg_body)(const OpSpec&, const Tile&);     // members of `struct Cfg`
   std::string (*name_fields)(const OpSpec&, const Tile&);  // kernel name without "lkjit_" and arch
-  // Blocks an SM should hold at once (__launch_bounds__'s second argument: ptxas caps the registers to
-  // fit them); none given: no cap beyond the block size.
-  int (*min_blocks)(const OpSpec&, const Tile&) = nullptr;
 };
 
 const KernelTraits& traits(Kernel k);  // ops/registry.cpp

@@ -87,7 +87,7 @@ std::string OpSpec::to_string() const {
 
 bool Tile::operator==(const Tile& o) const {
   return tile_h == o.tile_h && tile_w == o.tile_w && planes == o.planes && vy == o.vy &&
-         threads == o.threads;
+         threads == o.threads && blocks == o.blocks;
 }
 
 std::string Tile::to_string() const {
@@ -95,6 +95,7 @@ std::string Tile::to_string() const {
   if (planes) s += fmt::format("p{}_", planes);
   if (tile_h || tile_w) s += fmt::format("t{}x{}_", tile_h, tile_w);
   if (vy) s += fmt::format("v{}_", vy);
+  if (blocks) s += fmt::format("b{}_", blocks);
   s += fmt::format("w{}", threads);
   return s;
 }

@@ -47,8 +47,8 @@ std::mutex& key_mutex(const std::string& key) {
 }
 
 std::string spec_id(const OpSpec& s, const Tile& t) {
-  return fmt::format("{}/{}/{}/{}/{}/{}|{}/{}/{}/{}/{}", int(s.kernel), int(s.dtype), s.k, s.L, s.first, s.arch,
-                     t.tile_h, t.tile_w, t.planes, t.vy, t.threads);
+  return fmt::format("{}/{}/{}/{}/{}/{}|{}/{}/{}/{}/{}/{}", int(s.kernel), int(s.dtype), s.k, s.L, s.first, s.arch,
+                     t.tile_h, t.tile_w, t.planes, t.vy, t.threads, t.blocks);
 }
 
 cache::KeyInputs key_inputs(const GeneratedSource& src, int arch) {

@@ -110,7 +110,7 @@ std::string spec_key(const OpSpec& s) {
 }
 
 const std::vector<std::string>& tile_axis_names() {
-  static const std::vector<std::string> names = {"tile_h", "tile_w", "planes", "vy", "threads"};
+  static const std::vector<std::string> names = {"tile_h", "tile_w", "planes", "vy", "threads", "blocks"};
   return names;
 }
 
@@ -120,6 +120,7 @@ int tile_axis(const Tile& t, const std::string& a) {
   if (a == "planes") return t.planes;
   if (a == "vy") return t.vy;
   if (a == "threads") return t.threads;
+  if (a == "blocks") return t.blocks;
   return 0;
 }
 
@@ -129,6 +130,7 @@ bool set_tile_axis(Tile& t, const std::string& a, int v) {
   else if (a == "planes") t.planes = v;
   else if (a == "vy") t.vy = v;
   else if (a == "threads") t.threads = v;
+  else if (a == "blocks") t.blocks = v;
   else return false;
   return true;
 }

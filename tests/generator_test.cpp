@@ -64,6 +64,7 @@ std::vector<Tile> full_product(const TileSpace& space) {
       else if (n == "planes") u.planes = v;
       else if (n == "vy") u.vy = v;
       else if (n == "threads") u.threads = v;
+      else if (n == "blocks") u.blocks = v;
       else ADD_FAILURE() << "unknown tile axis " << n;
       rec(a + 1, u);
     }
@@ -474,23 +475,50 @@ TEST(LaunchGeometry, PlaneGridIsOneBlockPerPlaneGroup) {
   EXPECT_EQ(launch_geometry(s, Tile{0, 0, 2, 4, 256}, big).smem_bytes, 2 * bytes);
 }
 
-// The lane backward asks ptxas for 12 warps an SM (__launch_bounds__'s second argument), and its shared
-// memory keeps them at the 14x14 planes of a WTConvNeXt-T stage: 6 blocks of 32 two-thread planes an SM on
-// sm_90 (1 KiB reserved a block), so the 64x384 planes run in one wave on 132 SMs. The forward keeps the
+// The lane backward of the 14x14 planes of a WTConvNeXt-T stage asks ptxas for 12 warps an SM (the tile's
+// blocks, __launch_bounds__'s second argument), and its shared memory keeps them: 6 blocks of 32
+// two-thread planes an SM on sm_90 (1 KiB reserved a block), so the 64x384 planes run in one wave on 132
+// SMs. A problem that 4 blocks an SM hold, the forward, and sm_80 (whose shared memory holds 4) keep the
 // plain bound.
 TEST(LaunchGeometry, LaneBackwardKeepsTwelveWarpsAnSMAt14x14) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
   const Shape sh{64, 384, 14, 14, 1};
   const OpSpec bwd = spec_of(Kernel::kWTConvBwdLane, DType::kBF16, 5, 3);
   const Tile t = default_tile(bwd, sh, lim);
-  EXPECT_EQ(t.threads, 64);
-  EXPECT_EQ(t.planes, 32);
+  EXPECT_EQ(t, (Tile{0, 14, 32, 0, 64, 6}));
   EXPECT_THAT(generate(bwd, t).source, HasSubstr("__launch_bounds__(64, 6)\n"));
   const int64_t blocks = lim.smem_per_sm / (launch_geometry(bwd, t, sh).smem_bytes + 1024);
   EXPECT_GE(blocks, 6);
   EXPECT_GE(blocks * lim.sm_count * t.planes, sh.B * sh.C);
+  Tile uncapped = t;
+  uncapped.blocks = 0;
+  EXPECT_THAT(generate(bwd, uncapped).source, HasSubstr("__launch_bounds__(64)\n"));
+  EXPECT_EQ(default_tile(bwd, Shape{64, 96, 14, 14, 1}, lim).blocks, 0);
+  EXPECT_EQ(default_tile(bwd, sh, DeviceLimits::for_arch(80)).blocks, 0);
   const OpSpec fwd = spec_of(Kernel::kWTConvFwdLane, DType::kBF16, 5, 3);
-  EXPECT_THAT(generate(fwd, default_tile(fwd, sh, lim)).source, HasSubstr("__launch_bounds__(64)\n"));
+  EXPECT_EQ(default_tile(fwd, sh, lim).blocks, 0);
+}
+
+// A register cap must leave the register rows unspilled (>= 168 a thread) and cap something (<= 255), and
+// shared memory must hold that many blocks; each refusal names the value and the range.
+TEST(Enumerate, LaneRegisterCapsAreUsableOnes) {
+  const DeviceLimits lim = DeviceLimits::for_arch(90);
+  const OpSpec bwd = spec_of(Kernel::kWTConvBwdLane, DType::kBF16, 5, 3);
+  const Shape sh{64, 384, 14, 14, 1};
+  EXPECT_THAT(reject_reason(bwd, Tile{0, 14, 32, 0, 64, 12}, lim, &sh).value_or(""),
+              AllOf(HasSubstr("blocks=12 with threads=64 caps registers at 85"), HasSubstr("168..255")));
+  EXPECT_THAT(reject_reason(bwd, Tile{0, 14, 32, 0, 64, 3}, lim, &sh).value_or(""),
+              HasSubstr("caps registers at 341"));
+  EXPECT_THAT(reject_reason(bwd, Tile{0, 14, 0, 0, 32, 12}, lim, &sh).value_or(""),
+              AllOf(HasSubstr("blocks=12"), HasSubstr("supported: blocks <= ")));
+  int capped = 0;
+  for (const Tile& t : enumerate(bwd, lim, &sh)) {
+    if (!t.blocks) continue;
+    ++capped;
+    const int64_t cap = lim.regs_per_sm / (int64_t(t.blocks) * t.threads);
+    EXPECT_TRUE(cap >= 168 && cap <= 255) << t.to_string();
+  }
+  EXPECT_GT(capped, 0);
 }
 
 // The layout transpose: one block per 64-channel x 64-pixel tile of each image, whatever the direction.

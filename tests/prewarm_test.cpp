@@ -268,10 +268,10 @@ TEST_F(Prewarm, PresetCoversForwardBackwardAndEveryPath) {
   for (const char* arch : {"sm80", "sm90"}) {
     for (const char* dt : {"f32", "f16", "bf16"})
       for (const auto& [pass, rest] : std::vector<std::pair<std::string, std::string>>{
-               {"fwd", "_k5_L3_p32_t0x14_w64_"},  // 14x14: two threads a plane; the backward's blocks 64 (sm_80: 32)
-               {"bwd", std::string(arch) == "sm90" ? "_k5_L3_p32_t0x14_w64_" : "_k5_L3_p16_t0x14_w32_"},
-               {"fwd", "_k5_L2_t0x8_w64_"},
-               {"bwd", "_k5_L2_t0x8_w64_"}})
+               {"fwd", "_k5_L3_p32_t0x14_w64_"},  // 14x14: two threads a plane; the backward capped for 6
+               {"bwd", std::string(arch) == "sm90" ? "_k5_L3_p32_t0x14_b6_w64_" : "_k5_L3_p32_t0x14_w64_"},  // blocks
+               {"fwd", "_k5_L2_t0x8_w64_"},   // an SM where shared memory holds them (sm_80: 4)
+               {"bwd", "_k5_L2_t0x8_b6_w64_"}})
         EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_" + pass + "_lane_" + dt + rest + arch));
     for (const char* name : {"reduce_lane_k5_L3_w512_", "reduce_lane_k5_L2_w512_"})
       EXPECT_THAT(r.output, HasSubstr(std::string("lkjit_wtconv_") + name + arch));
@@ -314,15 +314,24 @@ TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
   // lkjit's tuning database: a record's spec key and tile make a kernel name.
   write_file(db, R"({"format": 1, "kind": "lkjit-tuning-db", "records": [
     {"device": "NVIDIA H200", "arch": 90, "sm_count": 132, "spec": "lkjit_wtconv_fwd_plane_f16_k5_L3_sm90",
-     "bucket": "B64_C128_H56_W56_s1", "shape": [64, 96, 56, 56, 1], "tile": {"planes": 2, "threads": 256, "vy": 2}}]})");
+     "bucket": "B64_C128_H56_W56_s1", "shape": [64, 96, 56, 56, 1], "tile": {"planes": 2, "threads": 256, "vy": 2}},
+    {"device": "NVIDIA H200", "arch": 90, "sm_count": 132, "spec": "lkjit_wtconv_bwd_lane_bf16_k5_L3_sm90",
+     "bucket": "B64_C512_H14_W14_s1", "shape": [64, 384, 14, 14, 1],
+     "tile": {"tile_w": 14, "planes": 32, "threads": 64, "blocks": 6}}]})");
   r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + shell_quote(db));
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("lkjit_wtconv_fwd_plane_f16_k5_L3_p2_v2_w256_sm90"));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fwd_plane_f16_k5_L3_p2_v2_w256_sm90"),
+                              HasSubstr("lkjit_wtconv_bwd_lane_bf16_k5_L3_p32_t0x14_b6_w64_sm90")));
   // Its kernel names this lkjit does not generate (a newer lkjit's) are noted and left out.
   write_file(db, R"({"entries": [{"kernel": "lkjit_wtconv_future_k3_sm90"}]})");
   r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + shell_quote(db));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("'lkjit_wtconv_future_k3_sm90' is not a kernel name this lkjit generates; left out"));
+  // A manifest's kernel name with a register cap (b6) parses back to its tile.
+  write_file(manifest, R"({"kernels": ["lkjit_wtconv_bwd_lane_bf16_k5_L3_p32_t0x14_b6_w64_sm90"]})");
+  r = run("prewarm --list --manifest " + shell_quote(manifest));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("wtconv_bwd_lane bf16 k=5 L=3 sm_90  p32_t0x14_b6_w64"));
 }
 
 TEST_F(Prewarm, ABrokenTuningDatabaseIsAnError) {

@@ -783,18 +783,19 @@ TEST(TuneCli, NHWCAndTheLanePathListTheLaneKernels) {
   auto r = run_cli(shape + "--nhwc");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_fwd_lane\n"),
-                              HasSubstr("wtconv_fwd_lane f32 k=5 L=3 sm_90 on 64x384x14x14: 160 points, 14 valid"),
+                              HasSubstr("wtconv_fwd_lane f32 k=5 L=3 sm_90 on 64x384x14x14: 640 points, 17 valid"),
                               HasSubstr("default p32_t0x14_w64"), HasSubstr("lkjit_wtconv_fwd_lane_f32_k5_L3_t0x14_w32_sm90"),
                               HasSubstr("W=14 exceeds tile_w=12")));
   r = run_cli(shape + "--nhwc --pass bwd");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("plan: wtconv_fold (not tuned) wtconv_bwd_lane wtconv_reduce_lane\n"),
-                              HasSubstr("default p32_t0x14_w64"),
+                              HasSubstr("default p32_t0x14_b6_w64"),
                               HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_p32_t0x14_w64_sm90"),
+                              HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_p32_t0x14_b6_w64_sm90"),
                               HasSubstr("lkjit_wtconv_bwd_lane_f32_k5_L3_t0x14_w32_sm90"),
                               HasSubstr("lkjit_wtconv_reduce_lane_k5_L3_w512_sm90")));
   // Points no shape could run make one line (with an example), not one each.
-  EXPECT_THAT(r.output, AllOf(HasSubstr("96 more rejected on sm_90 whatever the shape, e.g. p16_t0x2_w64: planes=16 "
+  EXPECT_THAT(r.output, AllOf(HasSubstr("528 more rejected on sm_90 whatever the shape, e.g. p16_t0x2_w64: planes=16 "
                                         "with threads=64"),
                               Not(HasSubstr("planes=32 with threads=32")), HasSubstr("W=14 exceeds tile_w=12")));
   r = run_cli(shape + "--path lane --pass bwd");

@@ -39,12 +39,23 @@ int lane_block_planes(const Tile& t) { return t.planes ? t.planes : t.threads; }
 int64_t lane_smem_bytes(const OpSpec& s, const Tile& t, const Shape& sh) {
   return lane_plane_floats(s, t, sh) * lane_block_planes(t) * 4;
 }
+// Blocks an SM's shared memory holds (1 KiB of it reserved for each block).
+int64_t lane_blocks_by_smem(const OpSpec& s, const Tile& t, const Shape& sh, const DeviceLimits& d) {
+  return d.smem_per_sm / (lane_smem_bytes(s, t, sh) + 1024);
+}
 
 TileSpace lane_space(const OpSpec&) {
   return {{{"tile_w", {2, 4, 6, 8, 10, 12, 14, 16}, "widest plane (columns) a thread's register rows hold"},
            {"threads", {32, 64, 128, 256}, "threads per block"},
-           {"planes", {0, 16, 32, 64, 128}, "(b,c) planes per block: 0 = one per thread, threads/2 = two threads per plane"}}};
+           {"planes", {0, 16, 32, 64, 128}, "(b,c) planes per block: 0 = one per thread, threads/2 = two threads per plane"},
+           {"blocks", {0, 3, 6, 12}, "blocks an SM should hold: registers capped to fit them (0: no cap)"}}};
 }
+
+// The register cap of `blocks` blocks an SM (ptxas allocates no more than this per thread).
+int64_t lane_reg_cap(const Tile& t, const DeviceLimits& d) { return d.regs_per_sm / (int64_t(t.blocks) * t.threads); }
+// A cap below this spills the register rows (lane_regs' bound plus addresses and counters); above 255
+// (the most a thread can have) it caps nothing.
+constexpr int kLaneMinRegCap = 168;
 
 std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape* sh) {
   if (auto r = reject_threads(t, d)) return r;
@@ -64,12 +75,26 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
   if (regs > kLaneMaxRegs)
     return fmt::format("k={} with tile_w={} keeps about {} registers of rows and taps; supported: "
                        "k*(tile_w+k-1) + tile_w + k*k <= {}", s.k, t.tile_w, regs, kLaneMaxRegs);
+  if (t.blocks < 0) return fmt::format("blocks={} is negative; supported: 0 (no cap) or blocks an SM", t.blocks);
+  if (t.blocks) {
+    const int64_t cap = lane_reg_cap(t, d);
+    if (cap < kLaneMinRegCap || cap > 255)
+      return fmt::format("blocks={} with threads={} caps registers at {} a thread; supported: a cap of {}..255 "
+                         "(blocks * threads in {}..{})", t.blocks, t.threads, cap, kLaneMinRegCap,
+                         d.regs_per_sm / 256 + 1, d.regs_per_sm / kLaneMinRegCap);
+  }
   if (!sh) return std::nullopt;
   if (sh->stride != 1) return fmt::format("stride={} is not supported by the lane kernels; supported: 1", sh->stride);
   if (sh->W > t.tile_w)
     return fmt::format("W={} exceeds tile_w={} (the widest plane of a lane binary); supported: W <= tile_w <= {}", sh->W,
                        t.tile_w, kLaneMaxW);
-  return reject_smem(lane_smem_bytes(s, t, *sh), d);
+  if (auto r = reject_smem(lane_smem_bytes(s, t, *sh), d)) return r;
+  // A cap that shared memory cannot use: fewer than `blocks` blocks fit an SM.
+  if (t.blocks && lane_blocks_by_smem(s, t, *sh, d) < t.blocks)
+    return fmt::format("blocks={}: shared memory holds {} blocks of {} B an SM for this shape; supported: blocks <= {}",
+                       t.blocks, lane_blocks_by_smem(s, t, *sh, d), lane_smem_bytes(s, t, *sh),
+                       lane_blocks_by_smem(s, t, *sh, d));
+  return std::nullopt;
 }
 
 // The plane's width rounded up to even (one binary for W = 13 and 14), and 64-thread blocks unless a block
@@ -90,13 +115,17 @@ Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
     t.threads = 32;
     if (t.planes) t.planes = 16;
   }
+  // The backward's registers (190-255 uncapped) allow about 4 of its blocks an SM. Where the planes need
+  // more than that, and shared memory holds 12 warps' worth, cap them for 12 warps (168-170 registers, a
+  // few spills). Measured on an H200, bf16 B=64 (`lkjit tune`): the 14x14 stage of WTConvNeXt-T (C=384,
+  // L=3) in one wave, 0.202 -> 0.146 ms at k=5 and 0.152 -> 0.115 at k=3; smaller problems lose 4-8 % to
+  // the spills (C=96 16x16, C=192 8x8 k=7, C=256 12x12), which this rule leaves uncapped.
+  const Tile capped{t.tile_h, t.tile_w, t.planes, t.vy, t.threads, 384 / t.threads};
+  if (s.kernel == Kernel::kWTConvBwdLane && sh.B * sh.C > 4 * int64_t(lane_block_planes(t)) * d.sm_count &&
+      !lane_reject(s, capped, d, &sh))
+    t = capped;
   return t;
 }
-
-// The backward's blocks an SM should hold: 12 warps' worth. The 14x14 planes of a WTConvNeXt-T stage
-// (64x384) then fit one wave on 132 SMs (6 blocks of 32 two-thread planes; shared memory allows 6), where
-// the uncapped 208 registers allowed 4. ptxas then keeps 168 registers, with a few spills.
-int lane_bwd_min_blocks(const OpSpec&, const Tile& t) { return std::max(1, 384 / t.threads); }
 
 LaunchGeometry lane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   LaunchGeometry g;
@@ -151,7 +180,7 @@ std::vector<KernelTraits> wtconv_lane_kernels() {
       {Kernel::kWTConvFwdLane, "wtconv/fwd_lane.cuh", "wtconv_fwd_lane", "WTConvParams", validate_common, lane_space,
        lane_reject, lane_default, lane_geometry, lane_cfg, fwd_lane_name},
       {Kernel::kWTConvBwdLane, "wtconv/bwd_lane.cuh", "wtconv_bwd_lane", "WTConvParams", validate_common, lane_space,
-       lane_reject, lane_default, lane_geometry, lane_cfg, bwd_lane_name, lane_bwd_min_blocks},
+       lane_reject, lane_default, lane_geometry, lane_cfg, bwd_lane_name},
       {Kernel::kWTConvReduceLane, "wtconv/reduce_lane.cuh", "wtconv_reduce_lane", "WTConvParams", validate_common,
        reduce_lane_space, reduce_lane_reject, reduce_lane_default, reduce_lane_geometry, reduce_cfg,
        reduce_lane_name},

@@ -62,10 +62,11 @@ struct Tile {
   int planes = 0;   // (b,c) planes per block (plane kernels)
   int vy = 0;       // output rows per thread (register blocking of the k x k conv)
   int threads = 0;  // threads per block
+  int blocks = 0;   // blocks an SM should hold at once: registers capped to fit them (__launch_bounds__); 0: no cap
 
   bool operator==(const Tile& o) const;
   bool operator!=(const Tile& o) const { return !(*this == o); }
-  std::string to_string() const;  // e.g. "t32x32_v4_w256" / "p2_v4_w256"
+  std::string to_string() const;  // e.g. "t32x32_v4_w256" / "p2_v4_w256" / "p32_t0x14_b6_w64"
 };
 
 // Problem size: the logical (B, C, H, W) extents (the memory layout is separate: element strides at the

@@ -34,8 +34,8 @@ IntOption<0, kMaxLevels> kL("L", cl::desc("levels, 0..8 (not of the level kernel
                             cl::init(3), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<bool> kDeeper("deeper", cl::desc("level kernels: the variant reading an fp32 low band"), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<std::string> kArchs("arch", cl::desc("comma-separated archs, e.g. sm_80,sm_90"), cl::init("sm_90"), cl::sub(kCompile), cl::cat(kCat));
-cl::opt<std::string> kTile("tile", cl::desc("tile as tile_h,tile_w,planes,vy,threads; 0 on the axes the kernel does not have "
-                                            "(default: heuristic for 64x96x56x56)"),
+cl::opt<std::string> kTile("tile", cl::desc("tile as tile_h,tile_w,planes,vy,threads[,blocks]; 0 on the axes the kernel does "
+                                            "not have (default: heuristic for 64x96x56x56)"),
                            cl::init(""), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<bool> kEmit("emit-source", cl::desc("print the generated source and exit"), cl::sub(kCompile), cl::cat(kCat));
 
@@ -44,10 +44,12 @@ cl::opt<bool> kEmit("emit-source", cl::desc("print the generated source and exit
 Tile parse_tile(const OpSpec& s) {
   split_list(kTile, "--tile");  // no empty items
   const std::vector<int> v = parse_ints(kTile, "tile");
-  if (v.size() != 5) throw Error(ErrorCode::kUsage, "lkjit: error: --tile needs 5 integers: tile_h,tile_w,planes,vy,threads");
-  const Tile t{v[0], v[1], v[2], v[3], v[4]};
-  const std::pair<const char*, int> given[] = {
-      {"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"planes", t.planes}, {"vy", t.vy}, {"threads", t.threads}};
+  if (v.size() != 5 && v.size() != 6)
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --tile has {} integers; supported: 5 or 6, "
+                                               "tile_h,tile_w,planes,vy,threads[,blocks]", v.size()));
+  const Tile t{v[0], v[1], v[2], v[3], v[4], v.size() == 6 ? v[5] : 0};
+  const std::pair<const char*, int> given[] = {{"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"planes", t.planes},
+                                               {"vy", t.vy}, {"threads", t.threads}, {"blocks", t.blocks}};
   const auto axes = tile_space(s).axes;
   std::string names;
   for (const auto& a : axes) names += (names.empty() ? "" : ", ") + a.name;

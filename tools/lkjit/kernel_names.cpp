@@ -56,7 +56,7 @@ std::optional<NamedKernel> parse_kernel_name(const std::string& name) {
     if (tok == "f32" || tok == "f16" || tok == "bf16") nk.spec.dtype = parse_dtype(tok);
     else if (number_after(tok, "k", &nk.spec.k) || number_after(tok, "L", &nk.spec.L)) continue;
     else if (number_after(tok, "p", &nk.tile.planes) || number_after(tok, "v", &nk.tile.vy)) continue;
-    else if (number_after(tok, "w", &nk.tile.threads)) continue;
+    else if (number_after(tok, "w", &nk.tile.threads) || number_after(tok, "b", &nk.tile.blocks)) continue;
     else if (std::sscanf(tok.c_str(), "t%dx%d", &a, &b) == 2) {
       nk.tile.tile_h = a;
       nk.tile.tile_w = b;

@@ -264,6 +264,7 @@ std::optional<std::string> record_kernel_name(const llvm::json::Object& r) {
     else if (a == "planes") t.planes = static_cast<int>(*n);
     else if (a == "vy") t.vy = static_cast<int>(*n);
     else if (a == "threads") t.threads = static_cast<int>(*n);
+    else if (a == "blocks") t.blocks = static_cast<int>(*n);
     else return std::nullopt;
   }
   const std::string s = spec->str();
