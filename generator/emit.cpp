@@ -1,6 +1,8 @@
 // Spec -> one CUDA translation unit: a generated Cfg prologue around a template instantiation.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "generator/family.h"
 #include "lkjit/error.h"
 
@@ -19,7 +21,7 @@ void validate(const OpSpec& spec) {
 
 void validate(const OpSpec& spec, const Tile& tile, const DeviceLimits& limits) {
   validate(spec);
-  if (auto why = gen::traits(spec.kernel).reject(spec, tile, limits, nullptr))
+  if (auto why = reject_reason(spec, tile, limits, nullptr))
     throw SpecError(fmt::format("lkjit: error: {} tile {}: {}", to_string(spec.kernel), tile.to_string(), *why));
 }
 
@@ -52,6 +54,13 @@ TileSpace tile_space(const OpSpec& spec) { return gen::traits(spec.kernel).space
 
 std::optional<std::string> reject_reason(const OpSpec& spec, const Tile& tile, const DeviceLimits& limits,
                                          const Shape* shape) {
+  // A register cap changes any kernel's code (__launch_bounds__), so only a kernel that tiles it takes one.
+  if (tile.blocks != 0) {
+    const auto axes = tile_space(spec).axes;
+    if (std::none_of(axes.begin(), axes.end(), [](const TileAxis& a) { return a.name == "blocks"; }))
+      return fmt::format("blocks={}: {} has no register-cap axis; supported: blocks=0", tile.blocks,
+                         to_string(spec.kernel));
+  }
   return gen::traits(spec.kernel).reject(spec, tile, limits, shape);
 }
 

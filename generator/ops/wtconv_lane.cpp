@@ -51,8 +51,10 @@ TileSpace lane_space(const OpSpec&) {
            {"blocks", {0, 3, 6, 12}, "blocks an SM should hold: registers capped to fit them (0: no cap)"}}};
 }
 
-// The register cap of `blocks` blocks an SM (ptxas allocates no more than this per thread).
-int64_t lane_reg_cap(const Tile& t, const DeviceLimits& d) { return d.regs_per_sm / (int64_t(t.blocks) * t.threads); }
+// The register cap of `blocks` blocks an SM: what ptxas allocates at most per thread, in its units of 8.
+int64_t lane_reg_cap(const Tile& t, const DeviceLimits& d) {
+  return d.regs_per_sm / (int64_t(t.blocks) * t.threads) / 8 * 8;
+}
 // A cap below this spills the register rows (lane_regs' bound plus addresses and counters); above 255
 // (the most a thread can have) it caps nothing.
 constexpr int kLaneMinRegCap = 168;
@@ -91,9 +93,9 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
   if (auto r = reject_smem(lane_smem_bytes(s, t, *sh), d)) return r;
   // A cap that shared memory cannot use: fewer than `blocks` blocks fit an SM.
   if (t.blocks && lane_blocks_by_smem(s, t, *sh, d) < t.blocks)
-    return fmt::format("blocks={}: shared memory holds {} blocks of {} B an SM for this shape; supported: blocks <= {}",
-                       t.blocks, lane_blocks_by_smem(s, t, *sh, d), lane_smem_bytes(s, t, *sh),
-                       lane_blocks_by_smem(s, t, *sh, d));
+    return fmt::format("blocks={}: shared memory holds {} blocks of {} B (and 1 KiB reserved each) an SM for this "
+                       "shape; supported: blocks <= {}", t.blocks, lane_blocks_by_smem(s, t, *sh, d),
+                       lane_smem_bytes(s, t, *sh), lane_blocks_by_smem(s, t, *sh, d));
   return std::nullopt;
 }
 

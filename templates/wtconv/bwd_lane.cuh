@@ -19,8 +19,8 @@
 // odd at level 1 (the two threads of a pair on subbands s and s+1 then hit distinct banks there; the small
 // deeper levels may share banks two ways).
 // That is 292 floats a 14x14 plane at L = 3, so that 6 blocks of 32 planes fit an SM's 228 KiB and all
-// 64x384 planes of a WTConvNeXt-T stage run in one wave on 132 SMs; the registers are capped to match
-// (the generator's lane_min_blocks).
+// 64x384 planes of a WTConvNeXt-T stage run in one wave on 132 SMs; the tile's `blocks` caps the registers
+// to match (lane_default).
 #pragma once
 #include "wtconv/lane_common.cuh"
 
@@ -37,32 +37,32 @@ __device__ __forceinline__ void lane_wgrad_row(const float (&win)[K][N + K - 1],
       for (int j = 0; j < N; ++j) acc[u * K + v] = fmaf(g[j], win[u][j + v], acc[u * K + v]);
 }
 
-// Y_1's LL, row r (N1 columns) from X rows 2r and 2r + 1, rounded as haar4: zero past the plane.
-template <int N1, class T>
-__device__ __forceinline__ void lane_ll1_row(float (&dst)[N1], const T* __restrict__ x, long long sy, long long sx,
+// Y_1's LL, row r (N1 columns) from X rows 2r and 2r + 1, rounded as haar4, into dst[0..N1-1]: zero past
+// the plane, and in dst's columns past N1 (the chain's images are zero past their width).
+template <int N1, int NA, class T>
+__device__ __forceinline__ void lane_ll1_row(float (&dst)[NA], const T* __restrict__ x, long long sy, long long sx,
                                              int r, int H, int W) {
+  static_assert(NA >= N1, "a row of Y_1's LL");
   float r0[2 * N1], r1[2 * N1];
   lane_load_act<2 * N1, 0>(r0, x, sy, sx, 2 * r, H, W);
   lane_load_act<2 * N1, 0>(r1, x, sy, sx, 2 * r + 1, H, W);
 #pragma unroll
   for (int j = 0; j < N1; ++j) dst[j] = 0.5f * (r0[2 * j] + r0[2 * j + 1] + r1[2 * j] + r1[2 * j + 1]);
+#pragma unroll
+  for (int j = N1; j < NA; ++j) dst[j] = 0.f;
 }
 
 // Row r of subband s of Y_2, N2 = ceil(N1 / 2) columns, into dst[R..R+N2-1], from Y_1's LL rows 2r and
-// 2r + 1 recomputed from X (zero past h1 as X is past H, and past N1 columns, as the chain's images are).
+// 2r + 1 recomputed from X (zero past h1 as X is past H).
 template <int N1, int R, int NW, class T>
 __device__ __forceinline__ void lane_haar2_act_row(float (&dst)[NW], const T* __restrict__ x, long long sy,
                                                    long long sx, int r, int H, int W, int s) {
   constexpr int N2 = (N1 + 1) / 2;
-  float a[N1], b[N1];
+  float a[2 * N2], b[2 * N2];
   lane_ll1_row<N1>(a, x, sy, sx, 2 * r, H, W);
   lane_ll1_row<N1>(b, x, sy, sx, 2 * r + 1, H, W);
 #pragma unroll
-  for (int j = 0; j < N2; ++j) {
-    const bool c1 = 2 * j + 1 < N1;
-    const int j1 = min(2 * j + 1, N1 - 1);
-    dst[R + j] = haar4_band(a[2 * j], c1 ? a[j1] : 0.f, b[2 * j], c1 ? b[j1] : 0.f, s);
-  }
+  for (int j = 0; j < N2; ++j) dst[R + j] = haar4_band(a[2 * j], a[2 * j + 1], b[2 * j], b[2 * j + 1], s);
 }
 
 // Row r (>= 0) of subband s of Y_l, l >= 3, N columns, into dst[R..R+N-1], from Y_{l-1}'s LL (hp x NP at
@@ -104,15 +104,13 @@ __device__ __forceinline__ void lane_y2_act(LaneMem<CS> m, int dst, int pitch, i
   constexpr int N2 = (N1 + 1) / 2;
 #pragma unroll 1
   for (int i = i0; i < h2; i += di) {
-    float a[N1], b[N1];
+    float a[2 * N2], b[2 * N2];
     lane_ll1_row<N1>(a, x, sy, sx, 2 * i, H, W);
     lane_ll1_row<N1>(b, x, sy, sx, 2 * i + 1, H, W);
 #pragma unroll
     for (int j = 0; j < N2; ++j) {
-      const bool c1 = 2 * j + 1 < N1;
-      const int j1 = min(2 * j + 1, N1 - 1);
       float y[4];
-      haar4(a[2 * j], c1 ? a[j1] : 0.f, b[2 * j], c1 ? b[j1] : 0.f, y);
+      haar4(a[2 * j], a[2 * j + 1], b[2 * j], b[2 * j + 1], y);
 #pragma unroll
       for (int q = 0; q < NS; ++q) m[dst + q * pitch + i * N2 + j] = y[q];
     }

@@ -175,10 +175,10 @@ __device__ __forceinline__ void lane_pair_sync(unsigned pair) {
 }
 
 // Haar analysis, level 1, of an H x W activation plane into 4 subbands of lh[1] x N1 (N1 = lane_wmax(1))
-// at m[base], subband s at s * pitch (kLLOnly: the LL subband alone): zero padding past H and W (odd
+// at m[base], subband s at s * pitch: zero padding past H and W (odd
 // sizes), and zero columns past w_1. Rows i0, i0 + di, ... below h1 (di = 2: a plane's two threads
 // take alternate rows).
-template <int N1, int CS, bool kLLOnly = false, class T>
+template <int N1, int CS, class T>
 __device__ __forceinline__ void lane_haar_act(LaneMem<CS> m, int base, int pitch, int h1, int i0, int di,
                                               const T* __restrict__ a, long long sy, long long sx, int H, int W) {
   constexpr int N = 2 * N1;
@@ -197,7 +197,7 @@ __device__ __forceinline__ void lane_haar_act(LaneMem<CS> m, int base, int pitch
       float y[4];
       haar4(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1], y);
 #pragma unroll
-      for (int s = 0; s < (kLLOnly ? 1 : 4); ++s) m[base + s * pitch + i * N1 + j] = y[s];
+      for (int s = 0; s < 4; ++s) m[base + s * pitch + i * N1 + j] = y[s];
     }
   }
 }
