@@ -290,13 +290,15 @@ TEST_F(Prewarm, AllTilesAddsEveryCandidate) {
   EXPECT_EQ(plain, 11);
   EXPECT_GT(all, 4 * plain);
   // The lane kernels' every valid tile for 8-wide planes: tile_w 8..16 (even) x 32..256 threads, each with
-  // one or two threads per plane (planes = 0 or threads / 2).
+  // one or two threads per plane (planes = 0 or threads / 2): 40; and those of 32..128 threads again with
+  // the registers capped for 12 warps an SM (b12, b6, b3): 30.
   for (const char* pass : {"fwd", "bwd"}) {
     long lanes = 0;
     const std::string prefix = std::string("lkjit_wtconv_") + pass + "_lane_f32_k3_L1_";
     for (size_t at = all_list.find(prefix); at != std::string::npos; at = all_list.find(prefix, at + 1)) ++lanes;
-    EXPECT_EQ(lanes, 40) << pass;
+    EXPECT_EQ(lanes, 70) << pass;
     EXPECT_THAT(all_list, HasSubstr(prefix + "p16_t0x8_w32_sm90")) << pass;
+    EXPECT_THAT(all_list, HasSubstr(prefix + "p32_t0x8_b6_w64_sm90")) << pass;
     for (const char* tile : {"t0x8_w32", "t0x8_w64", "t0x16_w256"}) EXPECT_THAT(all_list, HasSubstr(prefix + tile + "_sm90")) << pass;
     EXPECT_THAT(all_list, Not(HasSubstr(prefix + "t0x6_"))) << pass << ": W=8 exceeds tile_w=6";
   }

@@ -139,7 +139,7 @@ TEST(SpecKey, IsTheKernelNameWithoutTheTile) {
 TEST(TileAxes, GetAndSetByName) {
   Tile t;
   for (size_t i = 0; i < tile_axis_names().size(); ++i) EXPECT_TRUE(set_tile_axis(t, tile_axis_names()[i], int(i) + 1));
-  EXPECT_EQ(t, (Tile{1, 2, 3, 4, 5}));
+  EXPECT_EQ(t, (Tile{1, 2, 3, 4, 5, 6}));
   for (size_t i = 0; i < tile_axis_names().size(); ++i) EXPECT_EQ(tile_axis(t, tile_axis_names()[i]), int(i) + 1);
   EXPECT_FALSE(set_tile_axis(t, "warps", 4));
   EXPECT_EQ(tile_axis(t, "warps"), 0);
