@@ -70,16 +70,7 @@ std::vector<Tile> enumerate(const OpSpec& spec, const DeviceLimits& limits, cons
   std::vector<size_t> idx(space.axes.size(), 0);
   for (;;) {
     Tile t;
-    for (size_t a = 0; a < space.axes.size(); ++a) {
-      const int v = space.axes[a].values[idx[a]];
-      const std::string& n = space.axes[a].name;
-      if (n == "tile_h") t.tile_h = v;
-      else if (n == "tile_w") t.tile_w = v;
-      else if (n == "planes") t.planes = v;
-      else if (n == "vy") t.vy = v;
-      else if (n == "threads") t.threads = v;
-      else if (n == "blocks") t.blocks = v;
-    }
+    for (size_t a = 0; a < space.axes.size(); ++a) set_tile_axis(t, space.axes[a].name, space.axes[a].values[idx[a]]);
     if (!reject_reason(spec, t, limits, shape)) out.push_back(t);
     size_t a = 0;
     for (; a < idx.size(); ++a) {

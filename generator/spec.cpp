@@ -100,6 +100,32 @@ std::string Tile::to_string() const {
   return s;
 }
 
+const std::vector<std::string>& tile_axis_names() {
+  static const std::vector<std::string> names = {"tile_h", "tile_w", "planes", "vy", "threads", "blocks"};
+  return names;
+}
+
+int tile_axis(const Tile& t, const std::string& a) {
+  if (a == "tile_h") return t.tile_h;
+  if (a == "tile_w") return t.tile_w;
+  if (a == "planes") return t.planes;
+  if (a == "vy") return t.vy;
+  if (a == "threads") return t.threads;
+  if (a == "blocks") return t.blocks;
+  return 0;
+}
+
+bool set_tile_axis(Tile& t, const std::string& a, int v) {
+  if (a == "tile_h") t.tile_h = v;
+  else if (a == "tile_w") t.tile_w = v;
+  else if (a == "planes") t.planes = v;
+  else if (a == "vy") t.vy = v;
+  else if (a == "threads") t.threads = v;
+  else if (a == "blocks") t.blocks = v;
+  else return false;
+  return true;
+}
+
 std::string Shape::to_string() const {
   std::string s = fmt::format("{}x{}x{}x{}", B, C, H, W);
   if (stride != 1) s += fmt::format("/s{}", stride);

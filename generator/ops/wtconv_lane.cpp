@@ -90,12 +90,13 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
   if (sh->W > t.tile_w)
     return fmt::format("W={} exceeds tile_w={} (the widest plane of a lane binary); supported: W <= tile_w <= {}", sh->W,
                        t.tile_w, kLaneMaxW);
-  if (auto r = reject_smem(lane_smem_bytes(s, t, *sh), d)) return r;
+  const int64_t bytes = lane_smem_bytes(s, t, *sh);
+  if (auto r = reject_smem(bytes, d)) return r;
   // A cap that shared memory cannot use: fewer than `blocks` blocks fit an SM.
-  if (t.blocks && lane_blocks_by_smem(s, t, *sh, d) < t.blocks)
+  const int64_t fit = lane_blocks_by_smem(s, t, *sh, d);
+  if (t.blocks && fit < t.blocks)
     return fmt::format("blocks={}: shared memory holds {} blocks of {} B (and 1 KiB reserved each) an SM for this "
-                       "shape; supported: blocks <= {}", t.blocks, lane_blocks_by_smem(s, t, *sh, d),
-                       lane_smem_bytes(s, t, *sh), lane_blocks_by_smem(s, t, *sh, d));
+                       "shape; supported: blocks <= {}", t.blocks, fit, bytes, fit);
   return std::nullopt;
 }
 
@@ -122,7 +123,8 @@ Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
   // few spills). Measured on an H200, bf16 B=64 (`lkjit tune`): the 14x14 stage of WTConvNeXt-T (C=384,
   // L=3) in one wave, 0.202 -> 0.146 ms at k=5 and 0.152 -> 0.115 at k=3; smaller problems lose 4-8 % to
   // the spills (C=96 16x16, C=192 8x8 k=7, C=256 12x12), which this rule leaves uncapped.
-  const Tile capped{t.tile_h, t.tile_w, t.planes, t.vy, t.threads, 384 / t.threads};
+  Tile capped = t;
+  capped.blocks = 384 / t.threads;
   if (s.kernel == Kernel::kWTConvBwdLane && sh.B * sh.C > 4 * int64_t(lane_block_planes(t)) * d.sm_count &&
       !lane_reject(s, capped, d, &sh))
     t = capped;

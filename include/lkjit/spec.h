@@ -69,6 +69,13 @@ struct Tile {
   std::string to_string() const;  // e.g. "t32x32_v4_w256" / "p2_v4_w256" / "p32_t0x14_b6_w64"
 };
 
+// Tile fields by tile-space axis name ("tile_h", "tile_w", "planes", "vy", "threads", "blocks", in the
+// fields' order): the names are the JSON keys and table columns. get: 0 for an unknown name; set: false for
+// an unknown name.
+int tile_axis(const Tile& t, const std::string& axis);
+bool set_tile_axis(Tile& t, const std::string& axis, int value);
+const std::vector<std::string>& tile_axis_names();
+
 // Problem size: the logical (B, C, H, W) extents (the memory layout is separate: element strides at the
 // call). stride subsamples the full-resolution output.
 struct Shape {

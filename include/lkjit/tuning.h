@@ -78,11 +78,6 @@ DeviceClass device_class(const DeviceInfo& d);
 Shape shape_bucket(const Shape& s);
 std::string bucket_key(const Shape& s);  // "B64_C128_H56_W56_s1", of shape_bucket(s)
 
-// Tile fields by tile-space axis name ("tile_h", "tile_w", "planes", "vy", "threads", "blocks"): the names are
-// the JSON keys and table columns. get: 0 for an unknown name; set: false for an unknown name.
-int tile_axis(const Tile& t, const std::string& axis);
-bool set_tile_axis(Tile& t, const std::string& axis, int value);
-const std::vector<std::string>& tile_axis_names();
 
 // The database key of a spec: its kernel name without the tile,
 // e.g. "lkjit_wtconv_fwd_plane_f32_k5_L3_sm90".

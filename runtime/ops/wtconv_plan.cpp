@@ -28,9 +28,15 @@ std::string field_range(const std::string& field) {
   return "";
 }
 
+namespace {
+std::string out_of_range(const char* field, int64_t v) {
+  return fmt::format("{}={} is out of range; supported: {}", field, v, field_range(field));
+}
+}  // namespace
+
 void validate_options(const WTConvOptions& o) {
   std::vector<std::string> e;
-  auto bad = [&](const char* f, int64_t v) { e.push_back(fmt::format("{}={} is out of range; supported: {}", f, v, field_range(f))); };
+  auto bad = [&](const char* f, int64_t v) { e.push_back(out_of_range(f, v)); };
   if (o.C < 1 || o.C > (int64_t(1) << 24)) bad("C", o.C);
   if (o.k < 1 || o.k > 31 || o.k % 2 == 0) bad("k", o.k);
   if (o.L < 0 || o.L > kMaxLevels) bad("L", o.L);
@@ -46,7 +52,7 @@ void validate_options(const WTConvOptions& o) {
 
 void validate_shape(const WTConvOptions& o, const Shape& sh) {
   std::vector<std::string> e;
-  auto bad = [&](const char* f, int64_t v) { e.push_back(fmt::format("{}={} is out of range; supported: {}", f, v, field_range(f))); };
+  auto bad = [&](const char* f, int64_t v) { e.push_back(out_of_range(f, v)); };
   if (sh.B < 1 || sh.B > (int64_t(1) << 31) - 1) bad("B", sh.B);
   if (sh.C != o.C) e.push_back(fmt::format("C={} does not match the layer's C={}", sh.C, o.C));
   if (sh.H < 1 || sh.H > (int64_t(1) << 30)) bad("H", sh.H);

@@ -39,21 +39,21 @@ cl::opt<std::string> kTile("tile", cl::desc("tile as tile_h,tile_w,planes,vy,thr
                            cl::init(""), cl::sub(kCompile), cl::cat(kCat));
 cl::opt<bool> kEmit("emit-source", cl::desc("print the generated source and exit"), cl::sub(kCompile), cl::cat(kCat));
 
-// The --tile value; a nonzero value on an axis the kernel does not tile would only change its name
-// and cache key, not its code.
+// The --tile value; a nonzero value on an axis the kernel does not tile is refused (it would change the
+// kernel's name and cache key, and with blocks its code, outside the kernel's tile space).
 Tile parse_tile(const OpSpec& s) {
   split_list(kTile, "--tile");  // no empty items
   const std::vector<int> v = parse_ints(kTile, "tile");
   if (v.size() != 5 && v.size() != 6)
     throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --tile has {} integers; supported: 5 or 6, "
                                                "tile_h,tile_w,planes,vy,threads[,blocks]", v.size()));
-  const Tile t{v[0], v[1], v[2], v[3], v[4], v.size() == 6 ? v[5] : 0};
-  const std::pair<const char*, int> given[] = {{"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"planes", t.planes},
-                                               {"vy", t.vy}, {"threads", t.threads}, {"blocks", t.blocks}};
+  Tile t;
+  for (size_t i = 0; i < v.size(); ++i) set_tile_axis(t, tile_axis_names()[i], v[i]);  // in the fields' order
   const auto axes = tile_space(s).axes;
   std::string names;
   for (const auto& a : axes) names += (names.empty() ? "" : ", ") + a.name;
-  for (const auto& [name, value] : given) {
+  for (const auto& name : tile_axis_names()) {
+    const int value = tile_axis(t, name);
     const bool has = std::any_of(axes.begin(), axes.end(), [&](const TileAxis& a) { return a.name == name; });
     if (!has && value != 0)
       throw SpecError(fmt::format("lkjit: error: --tile: {} has no {} axis ({}={}); supported: axes {}, 0 for the others",

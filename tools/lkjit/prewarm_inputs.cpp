@@ -258,14 +258,7 @@ std::optional<std::string> record_kernel_name(const llvm::json::Object& r) {
   for (const auto& [axis, v] : *axes) {
     auto n = v.getAsInteger();
     if (!n) return std::nullopt;
-    const std::string a = axis.str();
-    if (a == "tile_h") t.tile_h = static_cast<int>(*n);
-    else if (a == "tile_w") t.tile_w = static_cast<int>(*n);
-    else if (a == "planes") t.planes = static_cast<int>(*n);
-    else if (a == "vy") t.vy = static_cast<int>(*n);
-    else if (a == "threads") t.threads = static_cast<int>(*n);
-    else if (a == "blocks") t.blocks = static_cast<int>(*n);
-    else return std::nullopt;
+    if (!set_tile_axis(t, axis.str(), static_cast<int>(*n))) return std::nullopt;
   }
   const std::string s = spec->str();
   const size_t sm = s.rfind("_sm");
