@@ -292,7 +292,9 @@ TEST(WBMMGeometry, TileRejectionsNameTheValueAndLimit) {
   EXPECT_THAT(*gen::reject(s, t, d90, nullptr), HasSubstr("fold=1 rounds 1 + R into a bf16 operand"));
   t.fold = 0, t.stages = 3;
   EXPECT_THAT(*gen::reject(s, t, d90, nullptr), HasSubstr("stages=3 is out of range; supported: 1, 2"));
-  t.stages = 2, t.cpb = 32;
+  t.stages = 2, t.vec = 16;
+  EXPECT_THAT(*gen::reject(s, t, d90, nullptr), HasSubstr("vec=16 is not supported for bf16"));
+  t.vec = 4, t.cpb = 32;
   EXPECT_THAT(*gen::reject(s, t, d90, nullptr), HasSubstr("exceeds the sm_90 limit of 1024"));
   // 16x16 bf16 with M_c whole: fits sm_90's 227 KiB, not sm_80's 163 KiB.
   s.wh = s.ww = 16, t.cpb = 1, t.wm = 4, t.wn = 2, t.mt = 1;
@@ -366,14 +368,14 @@ TEST(WBMMGeometry, CfgBodyAndNames) {
   EXPECT_THAT(cfg, HasSubstr("using T = lkjit::bf16;"));
   EXPECT_THAT(cfg, HasSubstr("wh = 14, ww = 14, mode = 0, prec = 0;"));
   EXPECT_THAT(cfg, HasSubstr("rotate = false, identity = true, fold_identity = false, bias = false, nhwc = false;"));
-  EXPECT_THAT(cfg, HasSubstr("wm = 4, wn = 2, mt = 1, dp = 208, nsplit = 1, cpb = 1, stages = 2, threads = 256;"));
-  EXPECT_EQ(gen::name_fields(s, t), "wbmm_fwd_bf16_wh14_ww14_m0_tf0_id1_b0_l0_e1_wm4_wn2_mt1_s1_c1_st2_ch8_fi0");
+  EXPECT_THAT(cfg, HasSubstr("wm = 4, wn = 2, mt = 1, dp = 208, nsplit = 1, cpb = 1, stages = 2, vec = 4, threads = 256;"));
+  EXPECT_EQ(gen::name_fields(s, t), "wbmm_fwd_bf16_wh14_ww14_m0_tf0_id1_b0_l0_e1_wm4_wn2_mt1_s1_c1_st2_v4_ch8_fi0");
   s.kernel = gen::WBMMKernel::kDgrad;
   EXPECT_THAT(gen::cfg_body(s, t), HasSubstr("rotate = true"));
   const std::string tu = gen::translation_unit(s, t, 3);
   EXPECT_THAT(tu, HasSubstr("#include \"wbmm/fwd.cuh\""));
   EXPECT_THAT(tu, HasSubstr("extern \"C\" __global__ void __launch_bounds__(256)\n"
-                            "lkjit_wbmm_dgrad_bf16_wh14_ww14_m0_tf0_id1_l0_e1_wm4_wn2_mt1_s1_c1_st2_ch8_fi0_sm90("
+                            "lkjit_wbmm_dgrad_bf16_wh14_ww14_m0_tf0_id1_l0_e1_wm4_wn2_mt1_s1_c1_st2_v4_ch8_fi0_sm90("
                             "const __grid_constant__ lkjit::WBMMParams p) {\n  lkjit::wbmm_fwd<Cfg>(p);"));
   // A name is a cache key and a symbol: one name, one translation unit; and the sample's distinct units
   // all have distinct names.

@@ -31,6 +31,8 @@
 //   split   s      1, 2, 4                  fwd/dgrad/wgrad fwd: M_c column parts (grid z); wgrad: dM row parts
 //   cpb     c      1, 2, 4, 8               fwd/dgrad/wgrad channels per block (one warp group each)
 //   stages  st     1, 2                     fwd/dgrad/wgrad 2: the next tile's loads in flight during products
+//   vec     v      1, 2, 4, 8               fwd/dgrad/wgrad elements a global access (up to 16 bytes) where a
+//                                                           group of tile columns is a run in memory
 //   chunk   ch     1, 2, 4, 8, 16, 32, 64   fwd/dgrad/wgrad window tiles per block (amortises the M_c build)
 //   fold    fi     0, 1                     fwd/dgrad/wgrad identity folded into M_c's diagonal (fp32-exact
 //                                                           paths only) instead of the accumulator's start
@@ -44,9 +46,9 @@
 //
 // ---- Cfg members (generated; templates static_assert every relation) -------------------------------------
 //   wbmm_fwd / wbmm_dgrad: T, wh, ww, mode, prec, rotate, identity, fold_identity, bias, nhwc, wm, wn, mt,
-//                          dp, nsplit, cpb, stages, threads
+//                          dp, nsplit, cpb, stages, vec, threads
 //   wbmm_wgrad:            T, wh, ww, mode, prec, identity, fold_identity, dbias, nhwc, fuse_dx, wpb, gm,
-//                          gn, wm, wn, dp, isplit, cpb, stages, threads
+//                          gn, wm, wn, dp, isplit, cpb, stages, vec, threads
 //   wbmm_reduce:           wh, ww, mode, dbias, threads
 // Runtime values (WBMMParams): pointers, strides, B, C, H, W, nH, nW, chunk_tiles (= the chunk axis),
 // parts and chunks (partial rows; partial_rows() below), flags.
@@ -83,7 +85,7 @@ struct WBMMSpec {
 };
 
 struct WBMMTile {
-  int engine = 1, wm = 2, wn = 2, mt = 2, split = 1, cpb = 1, stages = 2, chunk = 1, fold = 0;
+  int engine = 1, wm = 2, wn = 2, mt = 2, split = 1, cpb = 1, stages = 2, chunk = 1, fold = 0, vec = 4;
   int wpb = 64, gm = 2, gn = 2;  // wgrad
   int threads = 256;             // reduce
 };
@@ -135,6 +137,7 @@ inline std::vector<AxisInfo> tile_axes(WBMMKernel k) {
   v.push_back({"split", "s", {1, 2, 4}, k == WBMMKernel::kWgrad ? "dM row parts (grid z)" : "M_c column parts (grid z)"});
   v.push_back({"cpb", "c", {1, 2, 4, 8}, "channels per block, one warp group each"});
   v.push_back({"stages", "st", {1, 2}, "2: the next tile's loads in flight during the products"});
+  v.push_back({"vec", "v", {1, 2, 4, 8}, "elements a global access where tile columns are runs (<= 16 bytes)"});
   v.push_back({"chunk", "ch", {1, 2, 4, 8, 16, 32, 64}, "window tiles per block"});
   v.push_back({"fold", "fi", {0, 1}, "identity folded into M_c's diagonal (fp32-exact paths only)"});
   if (k == WBMMKernel::kWgrad) {
@@ -152,6 +155,7 @@ inline int tile_value(const WBMMTile& t, const std::string& axis) {
   if (axis == "split") return t.split;
   if (axis == "cpb") return t.cpb;
   if (axis == "stages") return t.stages;
+  if (axis == "vec") return t.vec;
   if (axis == "chunk") return t.chunk;
   if (axis == "fold") return t.fold;
   if (axis == "wpb") return t.wpb;
@@ -162,7 +166,7 @@ inline int tile_value(const WBMMTile& t, const std::string& axis) {
 }
 inline bool set_tile_value(WBMMTile& t, const std::string& axis, int v) {
   int* f = axis == "engine" ? &t.engine : axis == "wm" ? &t.wm : axis == "wn" ? &t.wn : axis == "mt" ? &t.mt
-         : axis == "split" ? &t.split : axis == "cpb" ? &t.cpb : axis == "stages" ? &t.stages
+         : axis == "split" ? &t.split : axis == "cpb" ? &t.cpb : axis == "stages" ? &t.stages : axis == "vec" ? &t.vec
          : axis == "chunk" ? &t.chunk : axis == "fold" ? &t.fold : axis == "wpb" ? &t.wpb : axis == "gm" ? &t.gm
          : axis == "gn" ? &t.gn : axis == "threads" ? &t.threads : nullptr;
   if (!f) return false;
@@ -267,7 +271,7 @@ inline SmemParts smem_parts(const WBMMSpec& s, const WBMMTile& t) {
     const int64_t sc = align16(int64_t(t.cpb) * dpi * (dp + 4) * 4);
     m.tiles = std::max(x + g + dx, sc);
     m.operand = fuses_dx(s) ? align16(int64_t(t.cpb) * dpi * operand_pitch(dp, ob) * ob) : 0;
-    m.scratch = align16(int64_t(threads_of(s, t)) * 4);
+    m.scratch = align16(int64_t(t.cpb) * threads_of(s, t) * 4);
     m.tables = kTables * wpb * kWinEntry3;
   }
   m.total = m.operand + m.tiles + m.scratch + m.tables;
@@ -281,7 +285,9 @@ inline int64_t smem_bytes(const WBMMSpec& s, const WBMMTile& t) { return smem_pa
 inline int estimated_registers(const WBMMSpec& s, const WBMMTile& t) {
   if (s.kernel == WBMMKernel::kReduce) return 32;
   const int dp = dp_of(s, t), wpb = wpb_of(s, t), th = threads_of(s, t), prec = prec_of(s, t);
-  const int loads = ceil_div(int64_t(t.cpb) * wpb * s.ww, th) * s.wh * (is_wgrad(s) ? 2 : 1);
+  // Staged loads: groups of vec columns, wh rows each, packed into 32-bit words.
+  const int words = std::max(1, t.vec * dtype_size(s.dtype) / 4);
+  const int loads = ceil_div(ceil_div(int64_t(t.cpb) * wpb * s.ww, t.vec), th) * s.wh * words * (is_wgrad(s) ? 2 : 1);
   int acc = 0, frag = 0;
   if (!is_wgrad(s)) {
     const int nt = dp / t.split / (8 * t.wn);
@@ -333,6 +339,9 @@ inline std::optional<std::string> reject(const WBMMSpec& s, const WBMMTile& t, c
     return fmt::format("fold=1 rounds 1 + R into a {} operand (the identity term loses bits); supported: fold=0 for "
                        "16-bit and TF32 products", prec == kPrecTF32 ? "TF32" : to_string(s.dtype));
   if (t.stages != 1 && t.stages != 2) return fmt::format("stages={} is out of range; supported: 1, 2", t.stages);
+  if ((t.vec != 1 && t.vec != 2 && t.vec != 4 && t.vec != 8) || t.vec * dtype_size(s.dtype) > 16)
+    return fmt::format("vec={} is not supported for {}; supported: 1, 2, 4, 8 elements, at most 16 bytes", t.vec,
+                       to_string(s.dtype));
   if (t.chunk < 1 || t.chunk > 1024) return fmt::format("chunk={} is out of range; supported: [1, 1024]", t.chunk);
   if (t.cpb < 1 || t.cpb > 32) return fmt::format("cpb={} is out of range; supported: [1, 32]", t.cpb);
   if (t.split < 1 || t.split > 8) return fmt::format("split={} is out of range; supported: [1, 8]", t.split);
@@ -428,14 +437,15 @@ inline std::string cfg_body(const WBMMSpec& s, const WBMMTile& t) {
   if (!is_wgrad(s)) {
     c += fmt::format("  static constexpr bool rotate = {}, identity = {}, fold_identity = {}, bias = {}, nhwc = {};\n",
                      b(s.kernel == WBMMKernel::kDgrad), b(s.identity), b(t.fold), b(s.bias), b(s.layout));
-    c += fmt::format("  static constexpr int wm = {}, wn = {}, mt = {}, dp = {}, nsplit = {}, cpb = {}, stages = {}, threads = {};\n",
-                     t.wm, t.wn, t.mt, dp_of(s, t), t.split, t.cpb, t.stages, threads_of(s, t));
+    c += fmt::format("  static constexpr int wm = {}, wn = {}, mt = {}, dp = {}, nsplit = {}, cpb = {}, stages = {}, vec = {}, "
+                     "threads = {};\n",
+                     t.wm, t.wn, t.mt, dp_of(s, t), t.split, t.cpb, t.stages, t.vec, threads_of(s, t));
   } else {
     c += fmt::format("  static constexpr bool identity = {}, fold_identity = {}, dbias = {}, nhwc = {}, fuse_dx = {};\n",
                      b(s.identity), b(t.fold), b(s.bias), b(s.layout), b(s.fuse_dx));
     c += fmt::format("  static constexpr int wpb = {}, gm = {}, gn = {}, wm = {}, wn = {}, dp = {}, isplit = {}, cpb = {}, "
-                     "stages = {}, threads = {};\n",
-                     t.wpb, t.gm, t.gn, t.wm, t.wn, dp_of(s, t), t.split, t.cpb, t.stages, threads_of(s, t));
+                     "stages = {}, vec = {}, threads = {};\n",
+                     t.wpb, t.gm, t.gn, t.wm, t.wn, dp_of(s, t), t.split, t.cpb, t.stages, t.vec, threads_of(s, t));
   }
   return c;
 }
@@ -485,10 +495,11 @@ inline int default_chunk(const WBMMSpec& s, WBMMTile t, const Shape& sh, const D
 //    32-64 registers a thread.
 //  - NCHW: one channel a block; NHWC: 4 channels a block (8-byte pixel runs, and channel groups on grid.x so
 //    concurrent blocks read whole sectors between them).
-//  - split 1 (x read once) unless M_c's part does not fit, then the smallest that fits; stages 2.
+//  - split 1 (x read once) unless M_c's part does not fit, then the smallest that fits; stages 2; 4-byte
+//    global accesses (vec; see below), along the block's channels in NHWC order.
 //  - chunk: default_chunk.
-// Candidates are tried in order and the first accepted with 128 threads or more and estimated registers
-// <= 224 wins (then with fewer threads); if none is, the first tile of the space that reject() accepts.
+// Candidates are tried in order and the first accepted with 128 threads or more, estimated registers
+// <= 224 and at least one block an SM by them wins (then with fewer threads); if none is, the first tile of the space that reject() accepts.
 inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLimits& d) {
   WBMMTile best;
   if (s.kernel == WBMMKernel::kReduce) {
@@ -503,6 +514,11 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
   base.cpb = s.layout ? 4 : 1;
   base.fold = 0;
   base.stages = 2;
+  // 4-byte accesses (two 16-bit elements, or one fp32) where the rows allow them: a warp's lanes then stage
+  // elements 4 bytes apart, which keeps the shared-memory side conflict-free (16-byte groups put a warp's
+  // 2-byte stores 16 bytes apart: 3.5 excess wavefronts each, measured on an H200) and still halves the
+  // global instructions for 16-bit data. Rows (NCHW: W) or pixels (NHWC: C) must keep the pairs aligned.
+  base.vec = dtype_size(s.dtype) == 2 && (s.layout ? sh.C % 2 == 0 : sh.W % 2 == 0) ? 2 : 1;
   if (!is_wgrad(s)) {
     // (wm, wn, mt) by size, then column splits.
     const std::vector<std::array<int, 3>> shapes = d2 <= 64 ? std::vector<std::array<int, 3>>{{2, 2, 2}, {2, 1, 2}, {2, 2, 1}, {1, 2, 2}}
@@ -512,6 +528,7 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
         for (const auto& w : shapes) {
           WBMMTile t = base;
           t.cpb = cpb, t.split = split, t.wm = w[0], t.wn = w[1], t.mt = w[2];
+          if (s.layout) t.vec = std::min(base.vec, cpb);
           cands.push_back(t);
         }
   } else {
@@ -523,12 +540,15 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
         for (const auto& w : shapes) {
           WBMMTile t = base;
           t.cpb = cpb, t.split = split, t.wpb = w.wpb, t.gm = w.gm, t.gn = w.gn, t.wm = w.wm, t.wn = w.wn;
+          if (s.layout) t.vec = std::min(base.vec, cpb);
           cands.push_back(t);
         }
   }
   for (int min_threads : {128, 32})  // 4 warps a block or more where any candidate allows
     for (auto t : cands) {
-      if (threads_of(s, t) < min_threads || reject(s, t, d, &sh) || estimated_registers(s, t) > 224) continue;
+      if (threads_of(s, t) < min_threads || reject(s, t, d, &sh) || estimated_registers(s, t) > 224 ||
+          blocks_per_sm(s, t, d) < 1)
+        continue;
       t.chunk = default_chunk(s, t, sh, d);
       return t;
     }

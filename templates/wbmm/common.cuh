@@ -24,14 +24,26 @@ struct OperandOf<bf16, kPrecMma16> {
   using type = bf16;
 };
 
+// Two fp32 values as one word of 16-bit T, in one cvt: the first operand goes to the upper half (the
+// higher address).
+__device__ __forceinline__ unsigned pack2(const bf16*, float a, float b) {
+  unsigned w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(b), "f"(a));
+  return w;
+}
+__device__ __forceinline__ unsigned pack2(const f16*, float a, float b) {
+  unsigned w;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(b), "f"(a));
+  return w;
+}
+
 // Two adjacent outputs, converted to T, in one 4- or 8-byte store (p is even-aligned).
 template <class T>
 __device__ __forceinline__ void store_pair(T* p, float a, float b) {
   if constexpr (sizeof(T) == 4) {
     *reinterpret_cast<float2*>(p) = make_float2(a, b);
   } else {
-    const T lo = from_f32<T>(a), hi = from_f32<T>(b);
-    *reinterpret_cast<unsigned*>(p) = (unsigned)lo.u | ((unsigned)hi.u << 16);
+    *reinterpret_cast<unsigned*>(p) = pack2(p, a, b);
   }
 }
 template <class T>

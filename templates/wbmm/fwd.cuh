@@ -9,8 +9,9 @@
 // 16 mt wmi .. 16 mt (wmi + 1) - 1 and the wni-th slice of the part's columns.
 //   once:     B = M_c (or its part) built on chip from R (or read from dense M), identity folded into the
 //             diagonal if Cfg::fold_identity; never written to device memory.
-//   per tile: global -> registers (window partition fused into the loads; the next tile's loads are in
-//             flight during this tile's products with stages = 2) -> A in shared memory -> warp products
+//   per tile: global -> registers (window partition fused into the loads, Cfg::vec elements an access
+//             where the tile's columns are runs; the next tile's loads in flight during this tile's
+//             products with stages = 2) -> A in shared memory -> warp products
 //             (mma.sync, or FFMA) -> + identity (accumulator init, exact) + bias -> staging -> global
 //             (un-partition and crop fused into the stores).
 // Traffic: |x| read once (nsplit times with a column split) and |y| written once; R or M_c read once per
@@ -41,6 +42,7 @@ __device__ __forceinline__ void wbmm_fwd(const WBMMParams& p) {
   static_assert(Cfg::stages == 1 || Cfg::stages == 2, "stages: 1 or 2");
   static_assert(!Cfg::rotate || !Cfg::bias, "dX has no bias");
   static_assert(DP % Tile::KS == 0 && NB % (8 * WN) == 0, "whole k steps and n8 tiles");
+  static_assert(Cfg::vec >= 1 && Cfg::vec * sizeof(T) <= 16, "vec: elements an access, up to 16 bytes");
 
   extern __shared__ __align__(16) unsigned char wbmm_smem[];
   Op* const Bs = reinterpret_cast<Op*>(wbmm_smem + L.b);
@@ -70,8 +72,8 @@ __device__ __forceinline__ void wbmm_fwd(const WBMMParams& p) {
   fill_table<2, WH, WW, WPB>(tabs, chunk.t0, p, sts, c0, tid, NTH);
   __syncthreads();
 
-  TileLoader<T, WH, WW, WPB, CPB, Cfg::nhwc, NTH> ld;
-  ld.template load<2>(in, ist, tabs, 0, 0, D, cvalid, tid);
+  TileIO<T, WH, WW, WPB, CPB, Cfg::nhwc, NTH, Cfg::vec> io(tid);
+  io.template load<true>(in, ist, tabs, 0, 0, D, cvalid, tid);
 
   // This warp's channel and tile of the block's (WPB x NB) output.
   const int cw = warp / WG, wg = warp % WG, m0 = (wg % WM) * 16 * MT, n0 = (wg / WM) * 8 * NT;
@@ -82,11 +84,11 @@ __device__ __forceinline__ void wbmm_fwd(const WBMMParams& p) {
 
 #pragma unroll 1
   for (int t = 0; t < chunk.count; ++t) {
-    ld.store(As, PA, 0, D, tid);
+    io.template store<PA, true>(As, 0, D, tid);
     if (t + 1 < chunk.count) fill_table<2, WH, WW, WPB>(tabs + ((t + 1) % kTables) * WPB, chunk.t0 + t + 1, p, sts, c0, tid, NTH);
     __syncthreads();
     if (Cfg::stages == 2 && t + 1 < chunk.count)
-      ld.template load<2>(in, ist, tabs + ((t + 1) % kTables) * WPB, 0, 0, D, cvalid, tid);
+      io.template load<true>(in, ist, tabs + ((t + 1) % kTables) * WPB, 0, 0, D, cvalid, tid);
 
     Tile tile;
     if constexpr (PREC == kPrecFfma) {
@@ -107,9 +109,9 @@ __device__ __forceinline__ void wbmm_fwd(const WBMMParams& p) {
       tile.pairs(lane, [&](int r, int col, float& v0, float& v1) { store_pair(y_warp + r * PY + col, v0 + bias, v1 + bias); });
     }
     __syncthreads();
-    store_tile<T, WH, WW, WPB, CPB, Cfg::nhwc, NTH, 2>(out, ost, tabs + (t % kTables) * WPB, 1, Ys, PY, j0, j1, cvalid, tid);
+    io.template unpartition<PY, NS == 1>(out, ost, tabs + (t % kTables) * WPB, 1, Ys, j0, j1, cvalid, tid);
     if (Cfg::stages == 1 && t + 1 < chunk.count)
-      ld.template load<2>(in, ist, tabs + ((t + 1) % kTables) * WPB, 0, 0, D, cvalid, tid);
+      io.template load<true>(in, ist, tabs + ((t + 1) % kTables) * WPB, 0, 0, D, cvalid, tid);
   }
 }
 

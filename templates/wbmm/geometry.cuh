@@ -152,7 +152,7 @@ LKJIT_HD constexpr FwdLayout fwd_layout(int dp, int nsplit, int wpb, int cpb, in
 // end the dM accumulators go to an fp32 scratch (dp_i rows x pitch dp + 4) that reuses the tile region.
 //   tiles: X cpb x WPB x PA(dp_i) of T | G cpb x WPB x PA(dp) of T | DX cpb x WPB x PY(dp_i) of T
 //   S:     cpb x dp_i x (dp + 4) floats, aliasing the tiles;  B~: cpb x dp_i x PB(dp) (fused dX only)
-//   red:   threads floats (dbias block sums);  tab: kTables x WPB entries (3 bases: x, dy, dx)
+//   red:   cpb x threads floats (dbias block sums);  tab: kTables x WPB entries (3 bases: x, dy, dx)
 struct WgradLayout {
   int x, g, dx, s, bt, red, tab, total;
 };
@@ -166,7 +166,7 @@ LKJIT_HD constexpr WgradLayout wgrad_layout(int dp, int isplit, int wpb, int cpb
   const int s_bytes = align16(cpb * dpi * wgrad_scratch_pitch(dp) * 4);
   const int tiles = max_i(x_bytes + g_bytes + dx_bytes, s_bytes);
   const int bt_bytes = fuse_dx ? align16(cpb * dpi * operand_pitch(dp, op_bytes) * op_bytes) : 0;
-  const int red_bytes = align16(threads * 4);
+  const int red_bytes = align16(cpb * threads * 4);
   const int tab_bytes = kTables * wpb * (int)sizeof(WinEntry<3>);
   return WgradLayout{0, x_bytes, x_bytes + g_bytes, 0, tiles, tiles + bt_bytes, tiles + bt_bytes + red_bytes,
                      tiles + bt_bytes + red_bytes + tab_bytes};

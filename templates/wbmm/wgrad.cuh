@@ -43,6 +43,7 @@ __device__ __forceinline__ void wbmm_wgrad(const WBMMParams& p) {
   static_assert(WPB % 16 == 0 && WPB % DMTile::KS == 0, "whole window steps of the dM product");
   static_assert(!FUSE || (WM * WN == WG && WPB % (16 * WM) == 0 && DPI % (8 * WN) == 0), "fused dX tiling");
   static_assert(Cfg::stages == 1 || Cfg::stages == 2, "stages: 1 or 2");
+  static_assert(Cfg::vec >= 1 && Cfg::vec * sizeof(T) <= 16, "vec: elements an access, up to 16 bytes");
 
   extern __shared__ __align__(16) unsigned char wbmm_smem[];
   T* const Xs = reinterpret_cast<T*>(wbmm_smem + L.x);
@@ -74,35 +75,32 @@ __device__ __forceinline__ void wbmm_wgrad(const WBMMParams& p) {
   fill_table<3, WH, WW, WPB>(tabs, chunk.t0, p, sts, c0, tid, NTH);
   __syncthreads();
 
-  TileLoader<T, WH, WW, WPB, CPB, Cfg::nhwc, NTH> ldx, ldg;
-  ldx.template load<3>(x, p.x_st, tabs, 0, i0, i1, cvalid, tid);
-  ldg.template load<3>(dy, p.dy_st, tabs, 1, 0, D, cvalid, tid);
+  constexpr bool kFullX = IS == 1;  // x tile: all positions unless dM rows are split
+  TileIO<T, WH, WW, WPB, CPB, Cfg::nhwc, NTH, Cfg::vec> ldx(tid), ldg(tid);
+  ldx.template load<kFullX>(x, p.x_st, tabs, 0, i0, i1, cvalid, tid);
+  ldg.template load<true>(dy, p.dy_st, tabs, 1, 0, D, cvalid, tid);
 
   const int cw = warp / WG, wg = warp % WG;
   const int gm0 = (wg % GM) * 16 * GMT, gn0 = (wg / GM) * 8 * GNT;  // this warp's dM tile
   const int m0 = (wg % WM) * 16 * MT, n0 = (wg / WM) * 8 * NT;      // and its fused dX tile
   DMTile dm;
   dm.zero();
-  // dbias: thread tb of its channel's 32 WG threads sums the same positions of every tile, in order.
-  constexpr int TPC = 32 * WG;
-  const int cb = tid / TPC, tb = tid % TPC;
-  float db = 0.f;
+  // dbias: each thread sums the dY elements it stages, per channel of the block, in a fixed order.
+  float db[CPB];
+#pragma unroll
+  for (int c = 0; c < CPB; ++c) db[c] = 0.f;
 
 #pragma unroll 1
   for (int t = 0; t < chunk.count; ++t) {
-    ldx.store(Xs, PX, i0, i1, tid);
-    ldg.store(Gs, PG, 0, D, tid);
+    ldx.template store<PX, kFullX>(Xs, i0, i1, tid);
+    if (do_bias) ldg.template store<PG, true, true>(Gs, 0, D, tid, db);
+    else ldg.template store<PG, true>(Gs, 0, D, tid);
     if (t + 1 < chunk.count) fill_table<3, WH, WW, WPB>(tabs + ((t + 1) % kTables) * WPB, chunk.t0 + t + 1, p, sts, c0, tid, NTH);
     __syncthreads();
     if (Cfg::stages == 2 && t + 1 < chunk.count) {
       const WinEntry<3>* nt = tabs + ((t + 1) % kTables) * WPB;
-      ldx.template load<3>(x, p.x_st, nt, 0, i0, i1, cvalid, tid);
-      ldg.template load<3>(dy, p.dy_st, nt, 1, 0, D, cvalid, tid);
-    }
-    if (do_bias) {
-      const T* g = Gs + cb * WPB * PG;
-#pragma unroll 4
-      for (int e = tb; e < WPB * D; e += TPC) db += to_f32(g[(e / D) * PG + e % D]);
+      ldx.template load<kFullX>(x, p.x_st, nt, 0, i0, i1, cvalid, tid);
+      ldg.template load<true>(dy, p.dy_st, nt, 1, 0, D, cvalid, tid);
     }
     dm.template run<WPB / DMTile::KS>(Xs + cw * WPB * PX + gm0, Gs + cw * WPB * PG + gn0, lane);
     if constexpr (FUSE) {
@@ -125,13 +123,13 @@ __device__ __forceinline__ void wbmm_wgrad(const WBMMParams& p) {
       }
     }
     __syncthreads();
-    if constexpr (FUSE)
-      store_tile<T, WH, WW, WPB, CPB, Cfg::nhwc, NTH, 3>(static_cast<T*>(p.dx), p.dx_st, tabs + (t % kTables) * WPB, 2, DXs,
-                                                         PDX, i0, i1, cvalid, tid);
+    if constexpr (FUSE)  // dX columns: positions of this part, through the dY tile's columns
+      ldg.template unpartition<PDX, IS == 1>(static_cast<T*>(p.dx), p.dx_st, tabs + (t % kTables) * WPB, 2, DXs, i0, i1,
+                                            cvalid, tid);
     if (Cfg::stages == 1 && t + 1 < chunk.count) {
       const WinEntry<3>* nt = tabs + ((t + 1) % kTables) * WPB;
-      ldx.template load<3>(x, p.x_st, nt, 0, i0, i1, cvalid, tid);
-      ldg.template load<3>(dy, p.dy_st, nt, 1, 0, D, cvalid, tid);
+      ldx.template load<kFullX>(x, p.x_st, nt, 0, i0, i1, cvalid, tid);
+      ldg.template load<true>(dy, p.dy_st, nt, 1, 0, D, cvalid, tid);
     }
   }
   __syncthreads();  // the scratch S reuses the tiles
@@ -145,7 +143,8 @@ __device__ __forceinline__ void wbmm_wgrad(const WBMMParams& p) {
       *reinterpret_cast<float2*>(s_warp + r * PS + col) = make_float2(v0, v1);
     });
   }
-  red[tid] = db;
+#pragma unroll
+  for (int c = 0; c < CPB; ++c) red[c * NTH + tid] = db[c];
   __syncthreads();
 
   const int row = partial_row(MODE, chunk_idx, part, IS);
@@ -171,10 +170,10 @@ __device__ __forceinline__ void wbmm_wgrad(const WBMMParams& p) {
       if (cl < cvalid) p.part[partial_index(row, c0 + cl, (i0 + il) * D + j, p.C, D * D)] = S[(cl * DPI + il) * PS + j];
     }
   }
-  if (do_bias && tb == 0 && cb < cvalid) {  // thread sums of its channel, in thread order
+  if (do_bias && tid < cvalid) {  // channel tid's thread sums, in thread order
     float sum = 0.f;
-    for (int i = 0; i < TPC; ++i) sum += red[cb * TPC + i];
-    p.part_bias[(long long)chunk_idx * p.C + c0 + cb] = sum;
+    for (int i = 0; i < NTH; ++i) sum += red[tid * NTH + i];
+    p.part_bias[(long long)chunk_idx * p.C + c0 + tid] = sum;
   }
 }
 
