@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "generator/ops/wbmm_geometry.h"
+#include "tests/gpu/wbmm_problems.h"
 #include "wbmm/geometry.cuh"
 
 namespace {
@@ -390,6 +391,43 @@ TEST(WBMMGeometry, CfgBodyAndNames) {
     }
   EXPECT_GE(units.size(), bodies.size());
   EXPECT_GT(units.size(), 500u);
+}
+
+// The GPU tests' problem lists (tests/gpu/wbmm_problems.h) run with default tiles on sm_80 and sm_90 in
+// every precision, have distinct names, and keep their edge cases.
+TEST(WBMMGeometry, GpuProblemListsRunWithDefaultTiles) {
+  using lkjit::testing::WBMMProblem;
+  std::vector<WBMMProblem> all = lkjit::testing::wbmm_problems();
+  for (const auto& p : lkjit::testing::wbmm_operator_study()) all.push_back(p);
+  for (const auto& p : lkjit::testing::wbmm_t_layers()) all.push_back(p);
+  std::set<std::string> names;
+  for (const auto& p : all)
+    for (const auto& q : lkjit::testing::wbmm_precisions()) {
+      ASSERT_TRUE(names.insert(lkjit::testing::wbmm_problem_name(p, q)).second) << lkjit::testing::wbmm_problem_name(p, q);
+      for (int arch : {80, 90})
+        for (auto k : {gen::WBMMKernel::kFwd, gen::WBMMKernel::kDgrad, gen::WBMMKernel::kWgrad, gen::WBMMKernel::kReduce}) {
+          gen::WBMMSpec s;
+          s.kernel = k, s.dtype = q.dtype, s.tf32 = q.tf32, s.arch = arch, s.wh = p.wh, s.ww = p.ww, s.mode = p.mode;
+          s.identity = p.identity, s.bias = k == gen::WBMMKernel::kDgrad ? 0 : p.bias, s.layout = p.layout;
+          ASSERT_EQ(spec_errors(s), "");
+          const lkjit::Shape sh{p.B, p.C, p.H, p.W, 1};
+          const auto lim = lkjit::DeviceLimits::for_arch(arch);
+          auto t = gen::default_tile(s, sh, lim);
+          if (k != gen::WBMMKernel::kReduce && q.dtype == lkjit::DType::kF32) t.engine = q.engine;
+          const auto why = gen::reject(s, t, lim, &sh);
+          ASSERT_FALSE(why) << lkjit::testing::wbmm_problem_name(p, q) << " " << gen::name_fields(s, t) << ": " << *why;
+        }
+    }
+  std::set<int> windows;
+  bool padded = false, batch1 = false, dense = false, nhwc = false, rect = false;
+  for (const auto& p : lkjit::testing::wbmm_problems()) {
+    windows.insert(p.wh), windows.insert(p.ww);
+    padded |= p.H % p.wh != 0 || p.W % p.ww != 0, batch1 |= p.B == 1, dense |= p.mode == 1, nhwc |= p.layout == 1;
+    rect |= p.wh != p.ww;
+  }
+  for (int w : {1, 7, 14, 16}) EXPECT_TRUE(windows.count(w)) << "window " << w;
+  EXPECT_TRUE(padded && batch1 && dense && nhwc && rect);
+  EXPECT_EQ(lkjit::testing::wbmm_t_layers().size(), 8u);
 }
 
 TEST(WBMMGeometry, ScratchSizes) {

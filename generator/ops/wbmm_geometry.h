@@ -288,15 +288,18 @@ inline int estimated_registers(const WBMMSpec& s, const WBMMTile& t) {
   // Staged loads: groups of vec columns, wh rows each, packed into 32-bit words.
   const int words = std::max(1, t.vec * dtype_size(s.dtype) / 4);
   const int loads = ceil_div(ceil_div(int64_t(t.cpb) * wpb * s.ww, t.vec), th) * s.wh * words * (is_wgrad(s) ? 2 : 1);
+  // Fragment words live at once: A (4 a m16 tile) and B (2 an n8 tile); TF32 keeps the rounded copy, 3xTF32
+  // the raw word and both halves.
+  const int copies = prec == kPrec3xTF32 ? 3 : prec == kPrecTF32 ? 2 : 1;
   int acc = 0, frag = 0;
   if (!is_wgrad(s)) {
     const int nt = dp / t.split / (8 * t.wn);
     acc = 16 * t.mt * 8 * nt / 32;
-    frag = prec == kPrecFfma ? 4 * (4 * t.mt + nt) : 4 * t.mt + 2 * nt * (prec == kPrec3xTF32 ? 2 : 1);
+    frag = prec == kPrecFfma ? 4 * (4 * t.mt + nt) : (4 * t.mt + 2 * nt) * copies;
   } else {
-    const int dpi = dp / t.split;
-    acc = dpi * dp / (32 * t.gm * t.gn);
-    frag = 16;
+    const int dpi = dp / t.split, gmt = dpi / (16 * t.gm), gnt = dp / (8 * t.gn);
+    acc = 16 * gmt * 8 * gnt / 32;
+    frag = prec == kPrecFfma ? 4 * gmt + gnt : (4 * gmt + 2 * gnt) * copies;
     if (fuses_dx(s)) acc += wpb * dpi / (32 * t.wm * t.wn);
   }
   return acc + frag + (t.stages == 2 ? loads : 0) + 40;
@@ -468,7 +471,9 @@ inline std::string translation_unit(const WBMMSpec& s, const WBMMTile& t, int ge
 inline int blocks_per_sm(const WBMMSpec& s, const WBMMTile& t, const DeviceLimits& d) {
   const int th = threads_of(s, t);
   const int64_t by_threads = 2048 / th, by_smem = d.smem_per_sm / (smem_bytes(s, t) + 1024);
-  const int64_t regs = (std::min(estimated_registers(s, t), 255) + 7) / 8 * 8;
+  // The estimate runs up to ~26 registers under ptxas's count for wide tensor-core tiles (sm_90, NVRTC 13):
+  // 16 of headroom, so that a tile the heuristic takes does not spill at its occupancy.
+  const int64_t regs = (std::min(estimated_registers(s, t) + 16, 255) + 7) / 8 * 8;
   const int64_t by_regs = d.regs_per_sm / (regs * th);
   return static_cast<int>(std::max<int64_t>(0, std::min({by_threads, by_smem, by_regs, int64_t(32)})));
 }

@@ -15,8 +15,10 @@
 //             (mma.sync, or FFMA) -> + identity (accumulator init, exact) + bias -> staging -> global
 //             (un-partition and crop fused into the stores).
 // Traffic: |x| read once (nsplit times with a column split) and |y| written once; R or M_c read once per
-// block from L2. FLOPs: 2 dp^2 per window of padded products (d^2 needed), + the B build of dp^2/nsplit per
-// block.
+// block from L2. FLOPs: 2 dp^2 per window of padded products (2 d^2 needed), + the B build of dp^2/nsplit
+// entries per block. 7x7 bf16 (dp = 64): 167 padded FLOP an element against 4 bytes moved; at C = 256,
+// 64x56x56 that is 8.6 GFLOP and 206 MB, 48 us at the 4.27 TB/s copy rate (measured on an H200 with the
+// default tile: 132 us, 1.56 TB/s).
 #pragma once
 #include "wbmm/common.cuh"
 

@@ -1,10 +1,11 @@
 // Window partition and un-partition fused into the loads and stores of the WBMM kernels. A block's tile
 // is CPB channels x WPB consecutive windows (n = tile*WPB + wl) x d positions; in shared memory it is
 // window-major, [cl][wl][i] with i = ih*ww + iw, the pitch padded (geometry.cuh). Global memory is walked
-// in the order its layout is contiguous in, for every stride: positions of a window row, then the next
-// window (the next ww pixels of the same image row), then rows, then channels (NCHW order); or channels
-// innermost (NHWC order). Pixels outside the image (the bottom/right padding) load as zero and are not
-// stored (the crop).
+// in the order its layout is contiguous in (TileColumn): the pixels of a window row, then the next window's
+// (the next ww pixels of the same image row), NCHW order; or channels innermost, NHWC order. A thread owns
+// groups of V adjacent columns and moves a group's row in one V-element access wherever the group is a run
+// in memory (checked per group and tile, so every stride order is right; others take the element path).
+// Pixels outside the image (the bottom/right padding) load as zero and are not stored (the crop).
 #pragma once
 #include "abi/wbmm_params.h"
 #include "common/dtype.cuh"

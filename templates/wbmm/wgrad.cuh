@@ -13,7 +13,9 @@
 // (dense mode); dbias's partial from fixed per-thread sums. wbmm_reduce adds the partial rows in order:
 // no float atomics, the same bits every run.
 // Traffic: |x| + isplit |dY| read, |dX| written (fused), partial rows of K (or d^2/isplit) floats per block.
-// FLOPs: 2 dp_i dp per window for dM (+ 2 dp dp_i for the fused dX) of padded products.
+// FLOPs: 2 dp_i dp per window for dM (+ 2 dp dp_i for the fused dX) of padded products. 7x7 bf16 at C = 256,
+// 64x56x56: 308 MB moved, 72 us at the copy rate (measured on an H200 with the default tile, with the
+// reduce: 217 us, 1.42 TB/s).
 #pragma once
 #include "wbmm/common.cuh"
 
