@@ -1,6 +1,7 @@
 // Internal: what the generator knows about each kernel. An op family contributes one KernelTraits per
 // kernel (generator/ops/<family>.cpp) and one line in generator/ops/registry.cpp.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,5 +30,12 @@ const KernelTraits& traits(Kernel k);  // ops/registry.cpp
 std::vector<KernelTraits> wtconv_kernels();  // ops/wtconv.cpp
 
 const std::map<std::string, std::string>& embedded_template_table();  // generated at build time
+
+// The headers of `table` that `root` reaches through #include "..." lines, `root` included (SpecError
+// for an include that is not in the table). includes.cpp.
+std::map<std::string, std::string> include_closure(const std::map<std::string, std::string>& table,
+                                                   const std::string& root);
+// include_closure of the embedded templates, computed once per root; the reference stays valid.
+const std::map<std::string, std::string>& kernel_headers(const std::string& template_header);
 
 }  // namespace lkjit::gen

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/entry.h"
 #include "cache/key.h"
 #include "cache/store.h"
 #include "lkjit/error.h"
@@ -72,6 +73,11 @@ TEST(CacheKey, IsStableLowercaseHex) {
   // The display name is not an input: the source already names the kernel.
   in.kernel_name = "another_name";
   EXPECT_EQ(make_key(in), k);
+  // A function of the digests: recomputable from the inputs an entry records.
+  EXPECT_EQ(make_key(summarize(base_inputs())), k);
+  EntryMeta meta;
+  set_inputs(meta, summarize(base_inputs()));
+  EXPECT_EQ(make_key(inputs_of(meta)), k);
 }
 
 TEST(CacheKey, ChangesWithEveryInput) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "generator/family.h"
 #include "generator/ops/wtconv_common.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
@@ -150,7 +151,6 @@ TEST(Emission, IsDeterministicAndSelfContained) {
         EXPECT_EQ(a.kernel_name, b.kernel_name);
         EXPECT_EQ(a.kernel_name, kernel_name(s, t));
         ASSERT_NE(a.headers, nullptr);
-        EXPECT_EQ(a.headers, &headers);
         EXPECT_THAT(a.source, HasSubstr("extern \"C\" __global__ void __launch_bounds__(" +
                                         std::to_string(t.threads) + ")\n" + a.kernel_name + "("));
         // Every quoted include, transitively, is an embedded header: NVRTC opens no files.
@@ -172,7 +172,29 @@ TEST(Emission, IsDeterministicAndSelfContained) {
           }
         }
         EXPECT_FALSE(seen.empty());
+        // NVRTC gets (and the key hashes) exactly the headers the source reaches, nothing else.
+        std::set<std::string> given;
+        for (const auto& [name, text] : *a.headers) {
+          given.insert(name);
+          EXPECT_EQ(text, headers.at(name));
+        }
+        EXPECT_EQ(given, seen);
       }
+}
+
+TEST(Emission, AnotherFamilysTemplatesAreOutsideAKernelsHeaders) {
+  // A new family's templates, even one that includes shared headers, join no existing kernel's closure.
+  auto table = embedded_headers();
+  const std::string root = "wtconv/fwd_plane.cuh";
+  const auto before = gen::include_closure(table, root);
+  table["newfamily/fwd.cuh"] = "#include \"common/dtype.cuh\"\n#include \"abi/newfamily_params.h\"\n";
+  table["abi/newfamily_params.h"] = "struct NewFamilyParams { int n; };\n";
+  table["common/newfamily_extra.cuh"] = "// unused by wtconv\n";
+  EXPECT_EQ(gen::include_closure(table, root), before);
+  EXPECT_EQ(gen::include_closure(table, "newfamily/fwd.cuh").count("common/dtype.cuh"), 1u);
+  EXPECT_EQ(before.count("wtconv/bwd_plane.cuh"), 0u);  // the forward's closure holds no backward template
+  table["wtconv/fwd_plane.cuh"] += "\n#include \"missing/none.cuh\"\n";
+  EXPECT_THAT(spec_error([&] { gen::include_closure(table, root); }), HasSubstr("missing/none.cuh"));
 }
 
 TEST(KernelName, IsPinned) {

@@ -16,7 +16,8 @@ constexpr int kGeneratorVersion = 1;
 struct GeneratedSource {
   std::string kernel_name;  // the extern "C" entry, e.g. lkjit_wtconv_fwd_plane_f32_k5_L3_p1_v4_w256_sm90
   std::string source;       // one translation unit: generated Cfg prologue + #include of the template
-  // Embedded headers NVRTC needs (name -> contents); part of the cache key.
+  // The embedded headers the source reaches through its #includes (name -> contents): what NVRTC gets and
+  // what the cache key hashes (not the other templates, so adding a family leaves other keys unchanged).
   const std::map<std::string, std::string>* headers = nullptr;
 };
 
