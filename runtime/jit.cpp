@@ -47,8 +47,11 @@ std::mutex& key_mutex(const std::string& key) {
 }
 
 std::string spec_id(const OpSpec& s, const Tile& t) {
-  return fmt::format("{}/{}/{}/{}/{}/{}|{}/{}/{}/{}/{}/{}", int(s.kernel), int(s.dtype), s.k, s.L, s.first, s.arch,
-                     t.tile_h, t.tile_w, t.planes, t.vy, t.threads, t.blocks);
+  std::string id = fmt::format("{}/{}/{}{}", s.kernel.name(), int(s.dtype), s.arch, s.arch_specific ? "a" : "");
+  for (const auto& [n, v] : s.fields.entries()) id += fmt::format("/{}={}", n, v);
+  id += "|";
+  for (const auto& [n, v] : t.axes.entries()) id += fmt::format("/{}={}", n, v);
+  return id;
 }
 
 cache::KeyInputs key_inputs(const GeneratedSource& src, int arch) {
