@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
@@ -17,6 +18,8 @@
 #include "lkjit/version.h"
 #include "lkjit/wtconv.h"
 #include "runtime/driver.h"
+#include "runtime/nvrtc_compiler.h"
+#include "runtime/nvrtc_loader.h"
 #include "runtime/ops/wtconv_internal.h"
 
 struct lkjit_wtconv {
@@ -276,6 +279,135 @@ int lkjit_wtconv_transpose(const void* src, const int64_t* src_strides, void* ds
     copy_strides(ss, src_strides);
     copy_strides(ds, dst_strides);
     lkjit::wtconv_transpose(src, ss, dst, ds, dt, B, C, H, W, device, stream);  // checks before the driver
+  });
+}
+
+}  // extern "C"
+
+// ---- lkjit_info and the bindings' tensor checks (C ABI 5) ----
+namespace {
+
+// A shape as Python prints a tuple: (4, 8, 8), (8,), ().
+std::string py_tuple(const int64_t* s, int64_t n) {
+  std::string out = "(";
+  for (int64_t i = 0; i < n; ++i) out += fmt::format("{}{}", i ? ", " : "", s[i]);
+  return out + (n == 1 ? ",)" : ")");
+}
+
+std::string py_tuple(const std::vector<int64_t>& s) { return py_tuple(s.data(), int64_t(s.size())); }
+
+struct CheckFailed {
+  std::string message;
+  bool type_error;
+};
+
+[[noreturn]] void fail(bool type_error, std::string message) { throw CheckFailed{std::move(message), type_error}; }
+
+const char* name_of(const char* s) { return s ? s : "?"; }
+
+void check_wtconv_tensors(const std::string& w, int64_t C, int stride, const lkjit_tensor_desc& x,
+                          const lkjit_tensor_desc* g, const lkjit_tensor_desc* params, int n_params, int n_lw,
+                          int n_ls, bool bias, unsigned flags) {
+  if (n_lw != n_ls) fail(false, fmt::format("{}: level_w has {} tensors and level_s {}; they must match", w, n_lw, n_ls));
+  const std::string shape = py_tuple(x.sizes, x.dim);
+  if (x.dim != 4) fail(false, fmt::format("{}: input must be 4-D (B, C, H, W); got shape {}", w, shape));
+  if (C >= 0 && x.sizes[1] != C)
+    fail(false, fmt::format("{}: input has C={} channels (shape {}); this layer has in_channels={}", w, x.sizes[1],
+                            shape, C));
+  C = x.sizes[1];
+  const bool cpu_ok = (flags & LKJIT_CHECK_ALLOW_CPU) != 0;
+  if (!(x.device_type == LKJIT_DEVICE_CUDA || (cpu_ok && x.device_type == LKJIT_DEVICE_CPU)))
+    fail(false, fmt::format("{}: input is on device '{}'; supported: {}", w, name_of(x.device_name),
+                            cpu_ok ? "CUDA tensors (lkjit's kernels) and CPU tensors (a PyTorch implementation)"
+                                   : "CUDA tensors only (lkjit runs CUDA kernels; move the module and the input "
+                                     "to a GPU with .cuda())"));
+  if (x.dtype < LKJIT_DTYPE_F32 || x.dtype > LKJIT_DTYPE_BF16)
+    fail(true, fmt::format("{}: input dtype {} is not supported; supported: torch.float32, torch.float16, "
+                           "torch.bfloat16", w, name_of(x.dtype_name)));
+  const int64_t B = x.sizes[0], H = x.sizes[2], W = x.sizes[3];
+  if (g) {
+    const std::vector<int64_t> want{B, C, (H + stride - 1) / stride, (W + stride - 1) / stride};
+    if (g->dim != 4 || !std::equal(want.begin(), want.end(), g->sizes))
+      fail(false, fmt::format("{}: grad_out has shape {}; expected {}", w, py_tuple(g->sizes, g->dim), py_tuple(want)));
+  }
+  const int L = n_lw;
+  if (n_params != 2 + 2 * L + (bias ? 1 : 0))
+    fail(false, fmt::format("{}: {} parameter tensors for L={}{}; expected {}", w, n_params, L,
+                            bias ? " with bias" : "", 2 + 2 * L + (bias ? 1 : 0)));
+  for (int i = 0; i < n_params; ++i) {
+    const lkjit_tensor_desc& p = params[i];
+    if (p.device_type != x.device_type || std::string(name_of(p.device_name)) != name_of(x.device_name))
+      fail(false, fmt::format("{}: parameters are on '{}' but the input is on '{}'; move the module with .to('{}')", w,
+                              name_of(p.device_name), name_of(x.device_name), name_of(x.device_name)));
+    if (p.dtype != LKJIT_DTYPE_F32)
+      fail(true, fmt::format("{}: parameters must be torch.float32 inside the op; got {}", w, name_of(p.dtype_name)));
+  }
+  const int64_t k = params[0].dim > 0 ? params[0].sizes[params[0].dim - 1] : 0;
+  struct Want {
+    std::string name;
+    int index;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Want> want{{"base_w", 0, {C, 1, k, k}}, {"base_s", 1, {1, C, 1, 1}}};
+  if (bias) want.push_back({"base_b", 2 + 2 * L, {C}});
+  for (int l = 0; l < L; ++l) {
+    want.push_back({fmt::format("level_w[{}]", l), 2 + l, {4 * C, 1, k, k}});
+    want.push_back({fmt::format("level_s[{}]", l), 2 + L + l, {1, 4 * C, 1, 1}});
+  }
+  for (const auto& wt : want) {
+    const lkjit_tensor_desc& t = params[wt.index];
+    int64_t numel = 1, expect = 1;
+    for (int64_t d = 0; d < t.dim; ++d) numel *= t.sizes[d];
+    for (int64_t v : wt.shape) expect *= v;
+    const bool same = t.dim == 4 && std::equal(wt.shape.begin(), wt.shape.end(), t.sizes);
+    if (numel != expect || (t.dim == 4 && !same))
+      fail(false, fmt::format("{}: {} has shape {}; expected {} for C={}, k={}", w, wt.name, py_tuple(t.sizes, t.dim),
+                              py_tuple(wt.shape), C, k));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+int lkjit_info(const char** text) {
+  return guarded([&] {
+    if (!text) throw lkjit::SpecError("lkjit: error: lkjit_info: text is null");
+    std::string why;
+    const std::string nvrtc = lkjit::rt::nvrtc_library(&why);
+    std::string gpu;
+    const bool ok = lkjit::gpu_available(&gpu);
+    std::string s = fmt::format("version: {}\nc_api: {}\n", LKJIT_VERSION, LKJIT_C_API_VERSION);
+    if (why.empty()) {
+      s += fmt::format("nvrtc: {}\nnvrtc_version: {}\n", nvrtc, lkjit::rt::nvrtc_version());
+    } else {
+      std::string flat = why;
+      std::replace(flat.begin(), flat.end(), '\n', ' ');
+      s += fmt::format("nvrtc: not loaded: {}\nnvrtc_version: none\n", flat);
+    }
+    s += fmt::format("gpu: {}\n", ok ? "available" : "unavailable: " + gpu);
+    t_text = std::move(s);
+    *text = t_text.c_str();
+  });
+}
+
+int lkjit_wtconv_check_tensors(const char* where, int64_t C, int stride, const lkjit_tensor_desc* x,
+                               const lkjit_tensor_desc* grad_out, const lkjit_tensor_desc* params, int n_params,
+                               int n_level_w, int n_level_s, int has_bias, unsigned flags, int* type_error) {
+  if (type_error) *type_error = 0;
+  return guarded([&] {
+    if (!where || !x || (n_params > 0 && !params) || n_params < 1 || stride < 1)
+      throw lkjit::SpecError(fmt::format("lkjit: error: lkjit_wtconv_check_tensors: where, x and params must be "
+                                         "non-null, n_params >= 1 and stride >= 1; got n_params={} stride={}",
+                                         n_params, stride));
+    if (flags & ~unsigned(LKJIT_CHECK_ALLOW_CPU))
+      throw lkjit::SpecError(fmt::format("lkjit: error: lkjit_wtconv_check_tensors: flags={:#x} has unknown bits", flags));
+    try {
+      check_wtconv_tensors(where, C, stride, *x, grad_out, params, n_params, n_level_w, n_level_s, has_bias != 0, flags);
+    } catch (const CheckFailed& f) {
+      if (type_error) *type_error = f.type_error ? 1 : 0;
+      throw lkjit::SpecError(f.message);
+    }
   });
 }
 

@@ -32,8 +32,8 @@ extern "C" {
 
 /* Bumped when a signature below changes or an entry point is added; python/lkjit checks it.
  * 2: lkjit_wtconv_forward_strided, lkjit_wtconv_backward_strided. 3: lkjit_wtconv_transpose.
- * 4: lkjit_wtconv_backward_flags. */
-#define LKJIT_C_API_VERSION 4
+ * 4: lkjit_wtconv_backward_flags. 5: lkjit_info, lkjit_tensor_desc, lkjit_wtconv_check_tensors. */
+#define LKJIT_C_API_VERSION 5
 
 enum {
   LKJIT_OK = 0,
@@ -140,6 +140,41 @@ LKJIT_API int lkjit_wtconv_transpose(const void* src, const int64_t* src_strides
 
 /* Device memory the layer owns now (folded weights + scratch), in bytes. */
 LKJIT_API int lkjit_wtconv_workspace_bytes(lkjit_wtconv* h, uint64_t* bytes);
+
+/* What this library runs with, one "key: value" line each: version, c_api, nvrtc (the libnvrtc loaded, or
+ * "not loaded: <every place looked>"), nvrtc_version, gpu. Loads NVRTC (and libcuda) if not yet loaded. */
+LKJIT_API int lkjit_info(const char** text);
+
+/* ---- argument checks of framework bindings ----
+ * A tensor as a binding (lkjit.torch's ctypes layer, the C++ PyTorch binding) sees it, for the checks below:
+ * both bindings pass their tensors here, so that they refuse bad calls with the same messages. Only sizes,
+ * dtype and device: no data is touched. */
+enum { LKJIT_DEVICE_CPU = 0, LKJIT_DEVICE_CUDA = 1, LKJIT_DEVICE_OTHER = 2 };
+typedef struct lkjit_tensor_desc {
+  int64_t dim;
+  const int64_t* sizes;     /* dim entries */
+  int dtype;                /* LKJIT_DTYPE_*, or -1 for any other dtype */
+  const char* dtype_name;   /* as the framework prints it ("torch.float64"), for messages */
+  int device_type;          /* LKJIT_DEVICE_* */
+  const char* device_name;  /* as the framework prints it ("cuda:0", "cpu"), for messages */
+} lkjit_tensor_desc;
+
+/* Flags of lkjit_wtconv_check_tensors. LKJIT_CHECK_ALLOW_CPU: CPU tensors pass too (the PyTorch layer runs a
+ * PyTorch implementation on them); otherwise x must be on a CUDA device. */
+enum { LKJIT_CHECK_ALLOW_CPU = 1 };
+
+/* Checks the tensors of a WTConv call, in this order: n_level_w == n_level_s; x (B, C, H, W) with C == `C`
+ * (C < 0: any) on a CUDA device in an LKJIT_DTYPE_*; grad_out (NULL in forward) of shape
+ * (B, C, ceil(H/stride), ceil(W/stride)); the parameters, in the order [base_w, base_s,
+ * level_w[0..L-1], level_s[0..L-1], (base_b)] (n_params = 2 + 2L + bias), on x's device, fp32, in the reference
+ * shapes (k from base_w: (C,1,k,k), (1,C,1,1), (4C,1,k,k), (1,4C,1,1), (C); a tensor of another shape but the
+ * same number of elements passes unless it is 4-D). Messages start with `where` ("lkjit.torch.WTConv2d: input must be 4-D
+ * (B, C, H, W); got shape (4, 8, 8)"). Returns LKJIT_E_INVALID_ARGUMENT for the first failed check, with
+ * *type_error (if non-NULL) = 1 when it is a dtype (Python raises TypeError for those, ValueError otherwise). */
+LKJIT_API int lkjit_wtconv_check_tensors(const char* where, int64_t C, int stride, const lkjit_tensor_desc* x,
+                                         const lkjit_tensor_desc* grad_out, const lkjit_tensor_desc* params,
+                                         int n_params, int n_level_w, int n_level_s, int has_bias, unsigned flags,
+                                         int* type_error);
 
 #ifdef __cplusplus
 } /* extern "C" */
