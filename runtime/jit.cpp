@@ -14,6 +14,7 @@
 #include "lkjit/runtime.h"
 #include "runtime/env.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/nvrtc_loader.h"
 
 namespace lkjit {
 namespace {
@@ -123,6 +124,12 @@ Built load_or_compile(const cache::DiskStore* store, const GeneratedSource& src,
 }  // namespace
 
 std::string nvrtc_version() { return rt::nvrtc_version(); }
+std::string nvrtc_library(std::string* why) {
+  std::string w;
+  std::string lib = rt::nvrtc_library(&w);
+  if (why) *why = w;
+  return lib;
+}
 std::vector<int> nvrtc_archs() { return rt::nvrtc_supported_archs(); }
 std::string cache_dir() { return cache::default_cache_dir(); }
 bool disk_cache_enabled() { return rt::env("LKJIT_CACHE_DISABLE") != "1"; }

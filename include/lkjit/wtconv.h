@@ -109,6 +109,19 @@ void wtconv_transpose_check(const void* src, const std::array<int64_t, 4>& src_s
                             const std::array<int64_t, 4>& dst_st, DType dtype, int64_t B, int64_t C, int64_t H,
                             int64_t W);
 
+// The checks WTConv's calls make before they touch the device (pure, no CUDA calls; SpecError naming the
+// bad value and the allowed range), for bindings that check before they make the layer's device current:
+// the weight and gradient pointer sets, the activation pointers (dout: backward only), and the element
+// strides a call runs with (the resolved strides, WTConvStrides' rules; the shape checked first).
+void wtconv_check_weights(const WTConvOptions& o, const WTConvWeights& w);
+void wtconv_check_gradients(const WTConvOptions& o, const WTConvGradients& g);
+void wtconv_check_activations(const void* x, const void* dout, const void* out, bool backward);
+WTConvStrides wtconv_resolve_strides(const WTConvOptions& o, int64_t B, int64_t H, int64_t W, const WTConvStrides* s,
+                                     bool backward);
+// The allowed range of a layer field ("B", "C", "H", "W", "k", "L", "stride") as errors write it ("[1, 2^24]"
+// for C), or "" for another name.
+std::string wtconv_field_range(const std::string& field);
+
 class WTConv {
  public:
   // Validates the options (SpecError); allocates nothing until the first call.

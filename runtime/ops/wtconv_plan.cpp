@@ -167,6 +167,17 @@ void check_gradients(const WTConvOptions& o, const WTConvGradients& g) {
 
 }  // namespace detail
 
+void wtconv_check_weights(const WTConvOptions& o, const WTConvWeights& w) { detail::check_weights(o, w); }
+void wtconv_check_gradients(const WTConvOptions& o, const WTConvGradients& g) { detail::check_gradients(o, g); }
+void wtconv_check_activations(const void* x, const void* dout, const void* out, bool backward) {
+  detail::check_activations(x, dout, out, backward);
+}
+WTConvStrides wtconv_resolve_strides(const WTConvOptions& o, int64_t B, int64_t H, int64_t W, const WTConvStrides* s,
+                                     bool backward) {
+  return detail::resolve_strides(o, Shape{B, o.C, H, W, o.stride}, s, backward);
+}
+std::string wtconv_field_range(const std::string& field) { return detail::field_range(field); }
+
 namespace {
 
 // Device traffic of one launch: what it must read and write (halo re-reads and partials ignored).
