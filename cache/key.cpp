@@ -15,21 +15,24 @@ void field(llvm::SHA256& h, const std::string& tag, const std::string& v) {
 
 }  // namespace
 
-std::string make_key(const KeyInputs& in) {
+// Key format 2: the inputs as digests (KeySummary), so an entry's key can be recomputed from the inputs
+// its metadata records. Format 1 hashed the texts of every embedded header.
+std::string make_key(const KeySummary& in) {
   llvm::SHA256 h;
-  field(h, "format", "lkjit-key-1");
+  field(h, "format", "lkjit-key-2");
   field(h, "generator", std::to_string(in.generator_version));
   field(h, "nvrtc", in.nvrtc_version);
   field(h, "arch", std::to_string(in.arch));
   for (const auto& o : in.options) field(h, "option", o);
-  field(h, "source", in.source);
-  if (in.headers)
-    for (const auto& [name, text] : *in.headers) {  // std::map: sorted, so order is stable
-      field(h, "header-name", name);
-      field(h, "header", text);
-    }
+  field(h, "source", in.source_sha256);
+  for (const auto& [name, digest] : in.header_sha256) {  // std::map: sorted, so order is stable
+    field(h, "header-name", name);
+    field(h, "header", digest);
+  }
   return llvm::toHex(h.final(), /*LowerCase=*/true);
 }
+
+std::string make_key(const KeyInputs& in) { return make_key(summarize(in)); }
 
 std::string sha256_hex(std::string_view bytes) {
   llvm::SHA256 h;

@@ -1,6 +1,7 @@
 // Content key of a compiled binary: SHA-256 over every input that changes the cubin (generated
-// source, every embedded header's name and bytes, NVRTC options, arch, NVRTC version, generator
-// version). Never a name alone, so an edited template can never load a stale cubin.
+// source, the name and bytes of each embedded header the source includes, NVRTC options, arch, NVRTC
+// version, generator version), each as its SHA-256. Never a name alone, so an edited template can never
+// load a stale cubin; never another kernel's headers, so adding a template changes no other key.
 #pragma once
 #include <map>
 #include <string>
@@ -19,8 +20,6 @@ struct KeyInputs {
   int generator_version = 0;
 };
 
-// 64 lowercase hex digits.
-std::string make_key(const KeyInputs& in);
 
 // Hex SHA-256 of bytes (entry checksums).
 std::string sha256_hex(std::string_view bytes);
@@ -37,6 +36,11 @@ struct KeySummary {
   std::map<std::string, std::string> header_sha256;  // header name -> SHA-256 of its bytes
 };
 KeySummary summarize(const KeyInputs& in);
+
+// 64 lowercase hex digits: SHA-256 over the summary's fields (every input as a digest), so a key can be
+// recomputed from the inputs an entry records. make_key(in) == make_key(summarize(in)).
+std::string make_key(const KeySummary& in);
+std::string make_key(const KeyInputs& in);
 
 // Copies the key inputs between the types that hold them under the same member names (KeyInputs,
 // KeySummary, EntryMeta, lkjit::KeyInputsInfo): the plain ones, or those plus the two digests.

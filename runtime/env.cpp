@@ -25,6 +25,8 @@ const std::vector<EnvVar>& env_table() {
        "retune (always tune); unset: layers use cached, the Tuner API tunes on a miss"},
       {"LKJIT_TUNING_DB", "", "tuning database file (default <cache dir>/tuning.json)"},
       {"LKJIT_TUNE_BUDGET", "10", "seconds per kernel a random/greedy tuning run may spend when the API gives none"},
+      {"LKJIT_NVRTC_LIBRARY", "", "the libnvrtc to load (then the only one tried; runtime/nvrtc_loader.h gives the search)"},
+      {"CUDA_ROOT", "", "the CUDA toolkit NVRTC is first looked for in ($CUDA_ROOT/lib64; unset: the build's toolkit)"},
   };
   return t;
 }

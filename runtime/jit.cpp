@@ -14,6 +14,7 @@
 #include "lkjit/runtime.h"
 #include "runtime/env.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/nvrtc_loader.h"
 
 namespace lkjit {
 namespace {
@@ -47,8 +48,11 @@ std::mutex& key_mutex(const std::string& key) {
 }
 
 std::string spec_id(const OpSpec& s, const Tile& t) {
-  return fmt::format("{}/{}/{}/{}/{}/{}|{}/{}/{}/{}/{}/{}", int(s.kernel), int(s.dtype), s.k, s.L, s.first, s.arch,
-                     t.tile_h, t.tile_w, t.planes, t.vy, t.threads, t.blocks);
+  std::string id = fmt::format("{}/{}/{}{}", s.kernel.name(), int(s.dtype), s.arch, s.arch_specific ? "a" : "");
+  for (const auto& [n, v] : s.fields.entries()) id += fmt::format("/{}={}", n, v);
+  id += "|";
+  for (const auto& [n, v] : t.axes.entries()) id += fmt::format("/{}={}", n, v);
+  return id;
 }
 
 cache::KeyInputs key_inputs(const GeneratedSource& src, int arch) {
@@ -120,6 +124,12 @@ Built load_or_compile(const cache::DiskStore* store, const GeneratedSource& src,
 }  // namespace
 
 std::string nvrtc_version() { return rt::nvrtc_version(); }
+std::string nvrtc_library(std::string* why) {
+  std::string w;
+  std::string lib = rt::nvrtc_library(&w);
+  if (why) *why = w;
+  return lib;
+}
 std::vector<int> nvrtc_archs() { return rt::nvrtc_supported_archs(); }
 std::string cache_dir() { return cache::default_cache_dir(); }
 bool disk_cache_enabled() { return rt::env("LKJIT_CACHE_DISABLE") != "1"; }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "cache/key.h"
 #include "cache/lock.h"
 #include "cache/store.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
@@ -294,7 +296,7 @@ class CompileRecovery : public ::testing::Test {
   ScopedEnv enabled_{"LKJIT_CACHE_DISABLE", nullptr};
   ScopedEnv cap_{"LKJIT_CACHE_MAX_BYTES", nullptr};
   ScopedEnv log_{"LKJIT_LOG", "1"};
-  const OpSpec spec_{Kernel::kWTConvFold, DType::kF32, 5, 2, true, 80};
+  const OpSpec spec_ = wtconv_spec(kWTConvFold, DType::kF32, 5, 2, true, 80);
 };
 
 // Drops (spec, tile) from this process's memory cache, so a test's first lookup is a miss even when
@@ -330,9 +332,9 @@ void expect_recovery(const OpSpec& spec, const Tile& t, const std::string& dir,
 }
 
 TEST_F(CompileRecovery, TruncatedFlippedAndWrongKeyEntriesAreRebuilt) {
-  expect_recovery(spec_, Tile{0, 0, 0, 0, 32}, dir_, [](std::string& b) { b.resize(b.size() / 2); }, "truncated");
-  expect_recovery(spec_, Tile{0, 0, 0, 0, 64}, dir_, [](std::string& b) { b[b.size() - 100] ^= 0x10; }, "flipped byte");
-  expect_recovery(spec_, Tile{0, 0, 0, 0, 96},
+  expect_recovery(spec_, wtconv_tile(0, 0, 0, 0, 32), dir_, [](std::string& b) { b.resize(b.size() / 2); }, "truncated");
+  expect_recovery(spec_, wtconv_tile(0, 0, 0, 0, 64), dir_, [](std::string& b) { b[b.size() - 100] ^= 0x10; }, "flipped byte");
+  expect_recovery(spec_, wtconv_tile(0, 0, 0, 0, 96),
                   dir_, [](std::string& b) {
                     // An intact entry of another key: checksum fine, key echo wrong.
                     EntryMeta m = meta_for(key_of('e'));
@@ -343,19 +345,19 @@ TEST_F(CompileRecovery, TruncatedFlippedAndWrongKeyEntriesAreRebuilt) {
 
 TEST_F(CompileRecovery, AStoreOverTheCapKeepsTheNewEntry) {
   ScopedEnv cap("LKJIT_CACHE_MAX_BYTES", "1");
-  forget(spec_, Tile{0, 0, 0, 0, 128});
-  forget(spec_, Tile{0, 0, 0, 0, 160});
-  const CompiledKernel a = compile_kernel(spec_, Tile{0, 0, 0, 0, 128});
-  const CompiledKernel b = compile_kernel(spec_, Tile{0, 0, 0, 0, 160});
+  forget(spec_, wtconv_tile(0, 0, 0, 0, 128));
+  forget(spec_, wtconv_tile(0, 0, 0, 0, 160));
+  const CompiledKernel a = compile_kernel(spec_, wtconv_tile(0, 0, 0, 0, 128));
+  const CompiledKernel b = compile_kernel(spec_, wtconv_tile(0, 0, 0, 0, 160));
   EXPECT_EQ(entry_keys(DiskStore(dir_)), std::vector<std::string>{b.key});
   EXPECT_NE(a.key, b.key);
 }
 
 TEST_F(CompileRecovery, AMalformedCapNamesTheValue) {
   ScopedEnv cap("LKJIT_CACHE_MAX_BYTES", "lots");
-  forget(spec_, Tile{0, 0, 0, 0, 192});
+  forget(spec_, wtconv_tile(0, 0, 0, 0, 192));
   try {
-    compile_kernel(spec_, Tile{0, 0, 0, 0, 192});
+    compile_kernel(spec_, wtconv_tile(0, 0, 0, 0, 192));
     ADD_FAILURE() << "compiled with LKJIT_CACHE_MAX_BYTES=lots";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("LKJIT_CACHE_MAX_BYTES='lots'"));
@@ -365,7 +367,7 @@ TEST_F(CompileRecovery, AMalformedCapNamesTheValue) {
 TEST_F(CompileRecovery, AFailedStoreIsReportedWithTheCubin) {
   // The entry's path is taken by a directory, so publishing fails (EISDIR, even for root): the caller
   // still gets the cubin, and learns that nothing was stored.
-  const Tile t{0, 0, 0, 0, 288};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 288);
   forget(spec_, t);
   const std::string key = kernel_key_inputs(spec_, t).key, path = dir_ + "/" + key + ".lkjit";
   fs::create_directories(path);
@@ -388,7 +390,7 @@ TEST_F(CompileRecovery, AFailedStoreIsReportedWithTheCubin) {
 
 TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
   // Another process holds the key's lock and publishes the entry: this one must not compile.
-  const Tile t{0, 0, 0, 0, 224};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 224);
   forget(spec_, t);
   const KeyInputsInfo in = kernel_key_inputs(spec_, t);
   DiskStore store(dir_);
@@ -595,11 +597,15 @@ TEST(BundleFormat, IsPinned) {
 // ---- key inputs -------------------------------------------------------------------------------------
 
 TEST(KeyInputs, DifferencesNameTheInput) {
-  const OpSpec s{Kernel::kWTConvFold, DType::kF32, 3, 1, true, 90};
-  const KeyInputsInfo a = kernel_key_inputs(s, Tile{0, 0, 0, 0, 256});
+  const OpSpec s = wtconv_spec(kWTConvFold, DType::kF32, 3, 1, true, 90);
+  const KeyInputsInfo a = kernel_key_inputs(s, wtconv_tile(0, 0, 0, 0, 256));
   EXPECT_EQ(a.key.size(), 64u);
   EXPECT_EQ(a.kernel_name, "lkjit_wtconv_fold_k3_L1_w256_sm90");
-  EXPECT_EQ(a.header_sha256.size(), embedded_headers().size());
+  // The fold template's include closure, no other template.
+  std::set<std::string> names;
+  for (const auto& [n, h] : a.header_sha256) names.insert(n);
+  EXPECT_EQ(names, (std::set<std::string>{"abi/wtconv_params.h", "common/dtype.cuh", "common/pdl.cuh", "wtconv/common.cuh",
+                                          "wtconv/fold.cuh"}));
   EXPECT_TRUE(key_input_differences(a, a).empty());
   KeyInputsInfo b = a;
   b.nvrtc_version = "12.8";

@@ -15,8 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "cache/entry.h"
+#include "generator/family.h"
 #include "cache/key.h"
 #include "cache/store.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
@@ -72,6 +75,11 @@ TEST(CacheKey, IsStableLowercaseHex) {
   // The display name is not an input: the source already names the kernel.
   in.kernel_name = "another_name";
   EXPECT_EQ(make_key(in), k);
+  // A function of the digests: recomputable from the inputs an entry records.
+  EXPECT_EQ(make_key(summarize(base_inputs())), k);
+  EntryMeta meta;
+  set_inputs(meta, summarize(base_inputs()));
+  EXPECT_EQ(make_key(inputs_of(meta)), k);
 }
 
 TEST(CacheKey, ChangesWithEveryInput) {
@@ -385,14 +393,16 @@ class CompileCache : public ::testing::Test {
   ScopedEnv cache_dir_{"LKJIT_CACHE_DIR", dir_.c_str()};
   ScopedEnv enabled_{"LKJIT_CACHE_DISABLE", nullptr};
   ScopedEnv no_dump_{"LKJIT_DUMP_DIR", nullptr};
-  const OpSpec spec_{Kernel::kWTConvFold, DType::kF32, 3, 1, true, 90};
+  const OpSpec spec_ = wtconv_spec(kWTConvFold, DType::kF32, 3, 1, true, 90);
+  mutable std::map<std::string, std::string> closure_;
 
   // The key compile_kernel must use: every documented input, computed here independently.
   std::string expected_key(const Tile& t) const {
     const GeneratedSource src = generate(spec_, t);
     KeyInputs in;
     in.source = src.source;
-    in.headers = &embedded_headers();
+    closure_ = lkjit::gen::include_closure(embedded_headers(), "wtconv/fold.cuh");  // what the fold reaches
+    in.headers = &closure_;
     in.options = rt::nvrtc_options(spec_.arch);
     in.arch = spec_.arch;
     in.nvrtc_version = rt::nvrtc_version();
@@ -404,7 +414,7 @@ class CompileCache : public ::testing::Test {
 bool is_elf(const std::string& b) { return b.size() > 4 && b.compare(0, 4, "\x7f" "ELF") == 0; }
 
 TEST_F(CompileCache, CompilesOnceThenHitsMemoryAndWritesDisk) {
-  const Tile t{0, 0, 0, 0, 64};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 64);
   const CompiledKernel a = compile_kernel(spec_, t);
   EXPECT_EQ(a.origin, "compiled");
   EXPECT_EQ(a.key, expected_key(t));
@@ -430,7 +440,7 @@ TEST_F(CompileCache, CompilesOnceThenHitsMemoryAndWritesDisk) {
 }
 
 TEST_F(CompileCache, ReadsAnEntryFromDisk) {
-  const Tile t{0, 0, 0, 0, 96};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 96);
   // A stand-in payload under the key: returned as is proves it came from disk, not NVRTC.
   DiskStore(dir_).store(meta_for(expected_key(t)), "cubin from disk");
   const CompiledKernel k = compile_kernel(spec_, t);
@@ -440,7 +450,7 @@ TEST_F(CompileCache, ReadsAnEntryFromDisk) {
 }
 
 TEST_F(CompileCache, RecompilesOverACorruptEntry) {
-  const Tile t{0, 0, 0, 0, 160};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 160);
   const std::string key = expected_key(t);
   fs::create_directories(dir_);
   fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace);
@@ -452,7 +462,7 @@ TEST_F(CompileCache, RecompilesOverACorruptEntry) {
 }
 
 TEST_F(CompileCache, RefusesAnUnsafeDirectory) {
-  const Tile t{0, 0, 0, 0, 192};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 192);
   fs::create_directories(dir_);
   ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
   try {
@@ -465,7 +475,7 @@ TEST_F(CompileCache, RefusesAnUnsafeDirectory) {
 
 TEST_F(CompileCache, DisabledCacheTouchesNoDisk) {
   ScopedEnv disable("LKJIT_CACHE_DISABLE", "1");
-  const Tile t{0, 0, 0, 0, 224};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 224);
   const CompiledKernel k = compile_kernel(spec_, t);
   EXPECT_EQ(k.origin, "compiled");
   EXPECT_TRUE(is_elf(k.cubin));

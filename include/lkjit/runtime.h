@@ -39,6 +39,9 @@ CompiledKernel compile_kernel(const OpSpec& spec, const Tile& tile);
 void evict_compiled(const CompiledKernel& k);
 
 std::string nvrtc_version();            // e.g. "13.0"
+// The libnvrtc this process loaded (found as README's "Environment" says), or "" with *why naming every place
+// looked when none loads.
+std::string nvrtc_library(std::string* why = nullptr);
 std::vector<int> nvrtc_archs();          // archs the loaded NVRTC can target
 std::string cache_dir();                 // the on-disk cache in use
 bool disk_cache_enabled();               // false when LKJIT_CACHE_DISABLE=1 (in-memory cache only)
@@ -59,6 +62,9 @@ struct DeviceInfo {
   size_t l2_bytes = 0;  // L2 cache size (timing harnesses flush twice this before each timed run)
 };
 DeviceInfo device_info(int ordinal = 0);  // DriverError without a GPU
+// Makes the device's primary context current on this thread (what every call on a layer of that device
+// needs first). DriverError without a GPU or for an ordinal out of range.
+void set_current_device(int ordinal);
 
 // Device memory owned by this object (cuMemAlloc on the current primary context).
 class DeviceBuffer {

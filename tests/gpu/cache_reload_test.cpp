@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cache/store.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/cache.h"
 #include "lkjit/runtime.h"
 #include "tests/gpu/gpu_fixture.h"
@@ -40,9 +41,9 @@ class CacheReload : public GpuTest {
 TEST_F(CacheReload, AnImageForAnotherGpuIsEvictedAndRebuilt) {
   const int arch = device_info(0).arch;
   const int other = arch >= 90 ? 80 : 90;  // SASS never crosses a major version
-  const Tile t{0, 0, 0, 0, 96};            // a fold tile no other GPU test compiles
-  const OpSpec here{Kernel::kWTConvFold, DType::kF32, 3, 2, true, arch};
-  const OpSpec there{Kernel::kWTConvFold, DType::kF32, 3, 2, true, other};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 96);            // a fold tile no other GPU test compiles
+  const OpSpec here = wtconv_spec(kWTConvFold, DType::kF32, 3, 2, true, arch);
+  const OpSpec there = wtconv_spec(kWTConvFold, DType::kF32, 3, 2, true, other);
   const CompiledKernel foreign = compile_kernel(there, t);
   // Plant it under this GPU's key, checksummed: only the driver can tell it is wrong.
   const KeyInputsInfo in = kernel_key_inputs(here, t);

@@ -76,7 +76,7 @@ inline constexpr Problem kTileProblem{2, 8, 29, 31, 5, 3, 1, true};
 inline constexpr Problem kTileProblemStrided{2, 4, 9, 11, 1, 2, 2, true};
 inline std::vector<Tile> plane_tiles(Kernel kernel, const Problem& p, DType t, int arch, const DeviceLimits& limits) {
   const Shape sh{p.B, p.C, p.H, p.W, p.stride};
-  return enumerate(OpSpec{kernel, t, p.k, p.L, true, arch}, limits, &sh);
+  return enumerate(wtconv_spec(kernel, t, p.k, p.L, true, arch), limits, &sh);
 }
 
 // Every problem x dtype x path: the parameter list of the forward and backward suites.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
@@ -120,7 +121,7 @@ TEST_F(Tuning, GreedyIsNoSlowerThanTheDefaultAndCorrect) {
 
 TEST_F(Tuning, TunerTunesOnAMissThenHitsExactly) {
   const DeviceInfo dev = device_info(0);
-  const OpSpec spec{Kernel::kWTConvFwdPlane, DType::kF32, 5, 2, true, dev.arch};
+  const OpSpec spec = wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 2, true, dev.arch);
   const Shape sh{4, 8, 16, 16, 1};
   TuneOptions o = options(3, true);
   o.mode = TuneMode::kTune;
@@ -158,7 +159,7 @@ TEST_F(Tuning, LayerTuneModeRecordsAndCachedModeReuses) {
     c.mode = TuneMode::kCached;
     cached.set_tune_options(c);
     for (const auto& pk : cached.plan(2, 16, 16))
-      if (pk.spec.kernel != Kernel::kWTConvFold) {
+      if (pk.spec.kernel != kWTConvFold) {
         EXPECT_EQ(pk.tier, LookupTier::kDefault) << "empty database";
       }
   }
@@ -172,7 +173,7 @@ TEST_F(Tuning, LayerTuneModeRecordsAndCachedModeReuses) {
   reuse.set_tune_options(o);
   int exact = 0;
   for (const auto& pk : reuse.plan(2, 16, 16))
-    if (pk.spec.kernel != Kernel::kWTConvFold) exact += pk.tier == LookupTier::kExact;
+    if (pk.spec.kernel != kWTConvFold) exact += pk.tier == LookupTier::kExact;
   EXPECT_EQ(exact, 1);
   expect_forward_correct(reuse, opt, 2, 16, 16);
 }

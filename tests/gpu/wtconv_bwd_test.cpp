@@ -7,6 +7,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "tests/gpu/gpu_fixture.h"
@@ -34,8 +35,8 @@ BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::
   layer.set_path(path);
   layer.set_claim_for_testing(claim);
   if (plane_tile || reduce_tile) layer.set_tune_mode(TuneMode::kOff);
-  if (plane_tile) layer.set_tile_override(Kernel::kWTConvBwdPlane, 0, *plane_tile);
-  if (reduce_tile) layer.set_tile_override(Kernel::kWTConvReduce, 0, *reduce_tile);
+  if (plane_tile) layer.set_tile_override(kWTConvBwdPlane, 0, *plane_tile);
+  if (reduce_tile) layer.set_tile_override(kWTConvReduce, 0, *reduce_tile);
   auto dp = upload_params(params, /*with_grads=*/true);
   layer.set_weights(dp.weights);
   const auto xb = encode(dt, x), gb = encode(dt, g);
@@ -138,7 +139,7 @@ void check_every_bwd_tile(const Problem& pb, DType dt, uint64_t seed) {
   const DeviceInfo dev = device_info(0);
   const auto [params, x, g, want] = make_case(pb, dt, seed);
   int tested = 0;
-  for (const Tile& t : plane_tiles(Kernel::kWTConvBwdPlane, pb, dt, dev.arch, dev.limits)) {
+  for (const Tile& t : plane_tiles(kWTConvBwdPlane, pb, dt, dev.arch, dev.limits)) {
     BwdResult first;
     for (auto claim : {WTConv::ClaimForTesting::kDynamic, WTConv::ClaimForTesting::kAll,
                        WTConv::ClaimForTesting::kNone}) {
@@ -178,7 +179,7 @@ TEST_F(WTConvBackwardPlaneTiles, EveryReduceTileMatchesTheReference) {
   const auto [params, x, g, want] = make_case(pb, dt, 21);
   int tested = 0;
   for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled})
-    for (const Tile& t : plane_tiles(Kernel::kWTConvReduce, pb, dt, dev.arch, dev.limits)) {
+    for (const Tile& t : plane_tiles(kWTConvReduce, pb, dt, dev.arch, dev.limits)) {
       SCOPED_TRACE(std::string(path == WTConvPath::kPlane ? "plane " : "tiled ") + t.to_string());
       const auto r = run_backward(pb, dt, path, params, x, g, nullptr, &t);
       EXPECT_TRUE(compare(r.dx, want.dx, tolerance(dt)).ok);

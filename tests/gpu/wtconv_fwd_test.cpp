@@ -4,6 +4,7 @@
 
 #include <tuple>
 
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
@@ -19,7 +20,7 @@ std::vector<float> run_forward(const Problem& pb, DType dt, WTConvPath path, con
                                const std::vector<float>& x, const Tile* plane_tile = nullptr) {
   WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
   layer.set_path(path);
-  if (plane_tile) layer.set_tile_override(Kernel::kWTConvFwdPlane, 0, *plane_tile);
+  if (plane_tile) layer.set_tile_override(kWTConvFwdPlane, 0, *plane_tile);
   auto dp = upload_params(params);
   layer.set_weights(dp.weights);
   const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
@@ -69,7 +70,7 @@ TEST_F(WTConvForwardPlaneTiles, EveryTileMatchesTheReference) {
     const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params,
                                           pb.stride);
     int tested = 0;
-    for (const Tile& t : plane_tiles(Kernel::kWTConvFwdPlane, pb, dt, dev.arch, dev.limits)) {
+    for (const Tile& t : plane_tiles(kWTConvFwdPlane, pb, dt, dev.arch, dev.limits)) {
       SCOPED_TRACE(t.to_string());
       const auto cmp = compare(run_forward(pb, dt, WTConvPath::kPlane, params, x, &t), want, tolerance(dt));
       EXPECT_TRUE(cmp.ok) << cmp.to_string();

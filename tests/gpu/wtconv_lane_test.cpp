@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "tests/gpu/gpu_fixture.h"
@@ -61,7 +62,7 @@ std::unique_ptr<WTConv> make_layer(const Problem& pb, DType dt, WTConvPath path,
   auto layer = std::make_unique<WTConv>(o);
   layer->set_path(path);
   layer->set_tune_mode(TuneMode::kOff);
-  if (tile) layer->set_tile_override(backward ? Kernel::kWTConvBwdLane : Kernel::kWTConvFwdLane, 0, *tile);
+  if (tile) layer->set_tile_override(backward ? kWTConvBwdLane : kWTConvFwdLane, 0, *tile);
   return layer;
 }
 
@@ -75,7 +76,7 @@ void check_forward(const Problem& pb, DType dt, const Tile* tile = nullptr) {
   const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), dt, 32);
   auto lp = make_layer(pb, dt, WTConvPath::kLane, tile, false);
   WTConv& layer = *lp;
-  ASSERT_TRUE(plans_kernel(layer, pb, false, Kernel::kWTConvFwdLane));
+  ASSERT_TRUE(plans_kernel(layer, pb, false, kWTConvFwdLane));
   auto dp = upload_params(params);
   layer.set_weights(dp.weights);
   DeviceBuffer dx = upload_nhwc(dt, x, pb), dout(x.size() * dtype_bytes(dt) + 4);
@@ -94,8 +95,8 @@ void check_backward(const Problem& pb, DType dt, const Tile* tile = nullptr, con
   const auto x = random_tensor(n, dt, 42), g = random_tensor(n, dt, 43);
   auto lp = make_layer(pb, dt, WTConvPath::kLane, tile, true);
   WTConv& layer = *lp;
-  if (reduce_tile) layer.set_tile_override(Kernel::kWTConvReduceLane, 0, *reduce_tile);
-  ASSERT_TRUE(plans_kernel(layer, pb, true, Kernel::kWTConvBwdLane));
+  if (reduce_tile) layer.set_tile_override(kWTConvReduceLane, 0, *reduce_tile);
+  ASSERT_TRUE(plans_kernel(layer, pb, true, kWTConvBwdLane));
   auto dp = upload_params(params, /*with_grads=*/true);
   layer.set_weights(dp.weights);
   DeviceBuffer dxin = upload_nhwc(dt, x, pb), dg = upload_nhwc(dt, g, pb), ddx(n * dtype_bytes(dt) + 4);
@@ -145,21 +146,21 @@ TEST_P(WTConvLane, BackwardMatchesFloat64Reference) {
 // Each pass with the default tile's other thread count per plane: one <-> two threads per plane.
 Tile other_split(Kernel kn, const Problem& pb, DType dt) {
   const DeviceInfo dev = device_info(0);
-  Tile t = default_tile(OpSpec{kn, dt, pb.k, pb.L, true, dev.arch}, Shape{pb.B, pb.C, pb.H, pb.W, 1}, dev.limits);
-  t.planes = t.planes ? 0 : t.threads / 2;
+  Tile t = default_tile(wtconv_spec(kn, dt, pb.k, pb.L, true, dev.arch), Shape{pb.B, pb.C, pb.H, pb.W, 1}, dev.limits);
+  t.set("planes", t.get("planes") ? 0 : t.get("threads") / 2);
   return t;
 }
 
 TEST_P(WTConvLane, ForwardWithTheOtherThreadsPerPlaneMatches) {
   const auto& [pb, dt] = GetParam();
-  const Tile t = other_split(Kernel::kWTConvFwdLane, pb, dt);
+  const Tile t = other_split(kWTConvFwdLane, pb, dt);
   SCOPED_TRACE(t.to_string());
   check_forward(pb, dt, &t);
 }
 
 TEST_P(WTConvLane, BackwardWithTheOtherThreadsPerPlaneMatches) {
   const auto& [pb, dt] = GetParam();
-  const Tile t = other_split(Kernel::kWTConvBwdLane, pb, dt);
+  const Tile t = other_split(kWTConvBwdLane, pb, dt);
   SCOPED_TRACE(t.to_string());
   check_backward(pb, dt, &t);
 }
@@ -187,14 +188,14 @@ TEST_F(WTConvLaneTiles, EveryTileMatchesTheReference) {
   const Problem pb{2, 9, 11, 9, 5, 3, 1, true};
   const DeviceInfo dev = device_info(0);
   int tested = 0;
-  for (const Tile& t : plane_tiles(Kernel::kWTConvFwdLane, pb, DType::kF32, dev.arch, dev.limits)) {
+  for (const Tile& t : plane_tiles(kWTConvFwdLane, pb, DType::kF32, dev.arch, dev.limits)) {
     SCOPED_TRACE("forward " + t.to_string());
     check_forward(pb, DType::kF32, &t);
     ++tested;
   }
   EXPECT_GE(tested, 28) << "tile_w 10..16 x threads 32..256, but the largest blocks, one or two threads a plane";
   tested = 0;
-  for (const Tile& t : plane_tiles(Kernel::kWTConvBwdLane, pb, DType::kF32, dev.arch, dev.limits)) {
+  for (const Tile& t : plane_tiles(kWTConvBwdLane, pb, DType::kF32, dev.arch, dev.limits)) {
     SCOPED_TRACE("backward " + t.to_string());
     check_backward(pb, DType::kF32, &t);
     ++tested;
@@ -208,7 +209,7 @@ TEST_F(WTConvLaneTiles, EveryReduceTileMatchesTheReference) {
   const Problem pb{41, 33, 7, 6, 5, 2, 1, true};
   const DeviceInfo dev = device_info(0);
   int tested = 0;
-  for (const Tile& t : plane_tiles(Kernel::kWTConvReduceLane, pb, DType::kF32, dev.arch, dev.limits)) {
+  for (const Tile& t : plane_tiles(kWTConvReduceLane, pb, DType::kF32, dev.arch, dev.limits)) {
     SCOPED_TRACE("reduce_lane " + t.to_string());
     check_backward(pb, DType::kF32, nullptr, &t);
     ++tested;
@@ -221,18 +222,18 @@ TEST_F(WTConvLaneTiles, EveryReduceTileMatchesTheReference) {
 TEST_F(WTConvLaneTiles, AutoPicksLaneForNHWCOnly) {
   const Problem pb{2, 5, 14, 14, 5, 3, 1, true};
   const auto nhwc = make_layer(pb, DType::kF32, WTConvPath::kAuto, nullptr, false);
-  EXPECT_TRUE(plans_kernel(*nhwc, pb, false, Kernel::kWTConvFwdLane));
-  EXPECT_TRUE(plans_kernel(*nhwc, pb, true, Kernel::kWTConvBwdLane));
-  EXPECT_TRUE(plans_kernel(*nhwc, pb, true, Kernel::kWTConvReduceLane));
+  EXPECT_TRUE(plans_kernel(*nhwc, pb, false, kWTConvFwdLane));
+  EXPECT_TRUE(plans_kernel(*nhwc, pb, true, kWTConvBwdLane));
+  EXPECT_TRUE(plans_kernel(*nhwc, pb, true, kWTConvReduceLane));
   WTConv nchw({pb.C, pb.k, pb.L, DType::kF32, pb.bias, 1, 0});
-  EXPECT_TRUE(plans_kernel(nchw, pb, false, Kernel::kWTConvFwdPlane));
-  EXPECT_TRUE(plans_kernel(nchw, pb, true, Kernel::kWTConvBwdPlane));
+  EXPECT_TRUE(plans_kernel(nchw, pb, false, kWTConvFwdPlane));
+  EXPECT_TRUE(plans_kernel(nchw, pb, true, kWTConvBwdPlane));
   // The NCHW layer called with channels_last strides runs the lane kernels (no tile exists for them in a
   // plane launch: a wrong pick would fail the pinned override below) and matches the reference.
   nchw.set_tune_mode(TuneMode::kOff);
-  nchw.set_tile_override(Kernel::kWTConvFwdLane, 0, Tile{0, 16, 0, 0, 32});
-  nchw.set_tile_override(Kernel::kWTConvFwdPlane, 0, Tile{0, 0, 1, 2, 32000});  // rejected if ever planned
-  nchw.set_tile_override(Kernel::kWTConvBwdPlane, 0, Tile{0, 0, 1, 2, 32000});
+  nchw.set_tile_override(kWTConvFwdLane, 0, wtconv_tile(0, 16, 0, 0, 32));
+  nchw.set_tile_override(kWTConvFwdPlane, 0, wtconv_tile(0, 0, 1, 2, 32000));  // rejected if ever planned
+  nchw.set_tile_override(kWTConvBwdPlane, 0, wtconv_tile(0, 0, 1, 2, 32000));
   const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 51);
   const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), DType::kF32, 52);
   auto dp = upload_params(params);

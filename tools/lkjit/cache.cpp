@@ -14,7 +14,6 @@
 #include "lkjit/error.h"
 #include "lkjit/runtime.h"
 #include "tools/lkjit/common.h"
-#include "tools/lkjit/kernel_names.h"
 
 namespace cl = llvm::cl;
 

@@ -72,9 +72,9 @@ void warn_ignored_options(const OpSpec& s, const Tile& t) {
     void (*vary)(OpSpec&);
   };
   const Option options[] = {
-      {"--deeper", kDeeper, [](OpSpec& o) { o.first = !o.first; }},
-      {"-L", kL.getNumOccurrences() > 0, [](OpSpec& o) { o.L = o.L == 0 ? 1 : 0; }},
-      {"-k", kK.getNumOccurrences() > 0, [](OpSpec& o) { o.k = o.k == 1 ? 3 : 1; }},
+      {"--deeper", kDeeper, [](OpSpec& o) { o.set("first", !o.get("first")); }},
+      {"-L", kL.getNumOccurrences() > 0, [](OpSpec& o) { o.set("L", o.get("L") == 0 ? 1 : 0); }},
+      {"-k", kK.getNumOccurrences() > 0, [](OpSpec& o) { o.set("k", o.get("k") == 1 ? 3 : 1); }},
       {"--dtype", kDtype.getNumOccurrences() > 0,
        [](OpSpec& o) { o.dtype = o.dtype == DType::kF32 ? DType::kF16 : DType::kF32; }},
   };
@@ -91,7 +91,7 @@ void warn_ignored_options(const OpSpec& s, const Tile& t) {
     for (Kernel k : all_kernels()) {
       OpSpec o = s;
       o.kernel = k;
-      o.first = !deeper;
+      o.set("first", !deeper);
       if (applies(opt, o, Tile{})) to += (to.empty() ? "" : ", ") + std::string(to_string(k));
     }
     std::cerr << fmt::format("lkjit: warning: compile: {} does not apply to {}{} and is ignored; it applies to {}\n",
@@ -109,7 +109,7 @@ int compile_main() {
   std::vector<std::pair<OpSpec, Tile>> jobs;
   std::set<int> archs;  // sm_90,sm_90 or sm_90,90: one job
   for (const auto& a : items) {
-    OpSpec s{parse_kernel(kKernel), parse_dtype(kDtype), kK, kL, !kDeeper, parse_arch(a)};
+    OpSpec s = wtconv_spec(parse_kernel(kKernel), parse_dtype(kDtype), kK, kL, !kDeeper, parse_arch(a));
     if (!archs.insert(s.arch).second) continue;
     validate(s);
     const Tile t = kTile.empty() ? default_tile(s, Shape{64, 96, 56, 56, 1}, DeviceLimits::for_arch(s.arch)) : parse_tile(s);

@@ -13,7 +13,6 @@
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/spec.h"
-#include "tools/lkjit/kernel_names.h"
 #include "tools/lkjit/prewarm_set.h"
 
 namespace lkjit::tool {

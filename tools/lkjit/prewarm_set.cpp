@@ -10,7 +10,6 @@
 #include "lkjit/generator.h"
 #include "lkjit/wtconv.h"
 #include "tools/lkjit/common.h"
-#include "tools/lkjit/kernel_names.h"
 
 namespace lkjit::tool {
 

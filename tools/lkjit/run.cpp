@@ -180,7 +180,7 @@ int run_main() {
       const double gbs = double(n + nout) * eb / (med * 1e-3) / 1e9;
       const auto plan = layer.plan(ly.B, ly.H, ly.W);
       const Kernel main = plan.back().spec.kernel;
-      const char* path_name = main == Kernel::kWTConvFwdPlane ? "plane" : main == Kernel::kWTConvFwdLane ? "lane" : "tiled";
+      const char* path_name = main == kWTConvFwdPlane ? "plane" : main == kWTConvFwdLane ? "lane" : "tiled";
       std::cout << fmt::format("{:<18} {:>2} {:<5} {:<6} {:>9.4f} {:>8.0f} {:>10.2e} {:>9}  {} ({})\n",
                                sh.to_string(), ly.L, to_string(dt), path_name, med, gbs, max_err,
                                ok ? "ok" : "FAIL", plan.size() - 1, origin);

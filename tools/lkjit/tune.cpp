@@ -93,7 +93,7 @@ std::string entry_label(const PlannedKernel& pk) {
 }
 
 bool selected(const std::vector<KernelSelector>& sel, const PlannedKernel& pk) {
-  if (pk.spec.kernel == Kernel::kWTConvFold) return false;
+  if (pk.spec.kernel == kWTConvFold) return false;
   if (sel.empty()) return true;
   for (const auto& s : sel)
     if (s.kernel == pk.spec.kernel && (s.level < 0 || s.level == pk.level)) return true;

@@ -40,7 +40,16 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-const char* pass_name(const WTConvTuneProblem& p) { return p.backward ? "bwd" : "fwd"; }
+const char* pass_name(const PassInfo& p) { return p.backward ? "bwd" : "fwd"; }
+
+// The pass as the tune JSON's "problem" object: pass, dtype, shape, then the op's parameters and flags.
+json::Object problem_json(const PassInfo& p) {
+  json::Object o{{"op", p.op}, {"pass", pass_name(p)}, {"dtype", to_string(p.dtype)},
+                 {"shape", json::Array{p.B, p.C, p.H, p.W}}};
+  for (const auto& [n, v] : p.params) o[n] = v;
+  for (const auto& [n, v] : p.flags) o[n] = v;
+  return o;
+}
 
 }  // namespace
 
@@ -91,7 +100,7 @@ void print_summary(std::ostream& os, const WTConvTuneReport& r) {
                       k.chosen == Tile{} ? "none (all failed)" : k.chosen.to_string(), kernel_name(k.spec, k.chosen));
   if (r.default_pass.n && r.tuned_pass.n)
     os << fmt::format("layer {}: default tiles {:.4f} ms (noise {:.1f}%), chosen tiles {:.4f} ms (noise {:.1f}%): {:.3f}x\n",
-                      r.problem.to_string(), r.default_pass.median_ms, 100 * r.default_pass.noise, r.tuned_pass.median_ms,
+                      r.problem.text, r.default_pass.median_ms, 100 * r.default_pass.noise, r.tuned_pass.median_ms,
                       100 * r.tuned_pass.noise, r.default_pass.median_ms / r.tuned_pass.median_ms);
   os << fmt::format("GB/s divides the traffic model of the layer's kernels ({:.1f} MB per pass) by the pass time.\n",
                     r.traffic_bytes / 1e6);
@@ -189,13 +198,7 @@ std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std
                               {"mem_bus_bits", d.mem_bus_bits},
                               {"driver_version", d.driver_version},
                               {"nvrtc", nvrtc_version()}}},
-      {"problem", json::Object{{"pass", pass_name(p)},
-                               {"dtype", to_string(p.options.dtype)},
-                               {"shape", json::Array{p.B, p.options.C, p.H, p.W}},
-                               {"k", p.options.k},
-                               {"L", p.options.L},
-                               {"stride", p.options.stride},
-                               {"bias", p.options.bias}}},
+      {"problem", problem_json(p)},
       {"options", json::Object{{"strategy", to_string(o.strategy)},
                                {"budget_s", o.budget_s},
                                {"top", o.top},
