@@ -1,7 +1,6 @@
-// NVRTC compile tests of the WBMM templates (templates/wbmm/), CPU only: hand-built instance units in the
-// op-generic core's form (generator/ops/wbmm_geometry.h's translation_unit: template include, struct Cfg,
-// extern "C" entry) compiled to cubins for sm_80 and sm_90 through rt::nvrtc_compile with the embedded
-// templates. The cases are a pairwise sample: every pair of values of kernel x precision x mode x window x
+// NVRTC compile tests of the WBMM templates (templates/wbmm/), CPU only: the generator's units
+// (lkjit::generate of the family's specs and tiles: template include, struct Cfg, extern "C" entry) compiled
+// to cubins for sm_80 and sm_90 through rt::nvrtc_compile with the embedded templates they include. The cases are a pairwise sample: every pair of values of kernel x precision x mode x window x
 // tile x arch appears in some case (a greedy covering over the valid combinations), plus the reduce kernel.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -31,9 +30,15 @@ using ::testing::HasSubstr;
 
 struct Case {
   gen::WBMMSpec spec;
-  gen::WBMMTile tile;
-  std::string name;  // the kernel's symbol: unique, and the gtest parameter name
+  gen::WBMMTile tile;  // as the kernel runs it (gen::wtile of its Tile)
+  std::string name;    // the kernel's symbol: unique, and the gtest parameter name
 };
+
+// The tile as its kernel name gives it back: the kernel's axes only, the wgrad's derived warps filled in.
+gen::WBMMTile canonical(const gen::WBMMSpec& s, const gen::WBMMTile& t) { return gen::wtile(s, gen::to_tile(s, t)); }
+std::string name_of(const gen::WBMMSpec& s, const gen::WBMMTile& t) {
+  return lkjit::kernel_name(gen::to_opspec(s), gen::to_tile(s, t));
+}
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 // Factor values. Precision: (dtype, tf32, engine). Tiles: the default for a 2x64x56x56 map, then variants
@@ -69,18 +74,19 @@ std::optional<Case> make_case(int k, int p, int m, int w, int v, int a) {
     else s.identity = 0;
     if (s.kernel == gen::WBMMKernel::kWgrad && !s.fuse_dx) t.fold = 0;
   }
+  t = canonical(s, t);
   if (gen::reject(s, t, lim, &sh)) {
     // The variant's other choices on the default warps may not fit (a large window's smem, a split past d):
     // try the default warp shapes of smaller windows before giving the combination up.
     for (auto [wm, wn, mt] : std::vector<std::array<int, 3>>{{2, 2, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 1}}) {
       t.wm = wm, t.wn = wn, t.mt = mt;
       if (s.kernel == gen::WBMMKernel::kWgrad) t.gm = wm, t.gn = wn, t.wpb = 32;
-      if (s.kernel == gen::WBMMKernel::kWgrad && !s.fuse_dx) t.wm = t.wn = 1;
+      t = canonical(s, t);
       if (!gen::reject(s, t, lim, &sh)) break;
     }
     if (gen::reject(s, t, lim, &sh)) return std::nullopt;
   }
-  return Case{s, t, "lkjit_" + gen::name_fields(s, t) + "_sm" + std::to_string(s.arch)};
+  return Case{s, t, name_of(s, t)};
 }
 
 // Greedy pairwise covering: repeatedly take the valid combination that covers the most uncovered value
@@ -129,7 +135,7 @@ std::vector<Case> pairwise_cases() {
       s.kernel = gen::WBMMKernel::kReduce, s.arch = a, s.wh = s.ww = w, s.mode = mode, s.bias = bias;
       gen::WBMMTile t;
       t.threads = w == 7 ? 512 : 256;
-      out.push_back({s, t, "lkjit_" + gen::name_fields(s, t) + "_sm" + std::to_string(a)});
+      out.push_back({s, canonical(s, t), name_of(s, t)});
     }
   return out;
 }
@@ -139,13 +145,7 @@ const std::vector<Case>& cases() {
   return c;
 }
 
-lkjit::GeneratedSource source_of(const Case& c) {
-  lkjit::GeneratedSource g;
-  g.kernel_name = c.name;
-  g.source = gen::translation_unit(c.spec, c.tile, lkjit::kGeneratorVersion);
-  g.headers = &lkjit::embedded_headers();
-  return g;
-}
+lkjit::GeneratedSource source_of(const Case& c) { return lkjit::generate(gen::to_opspec(c.spec), gen::to_tile(c.spec, c.tile)); }
 
 // Compiles every selected case once, on all cores, before the first test reads its cubin.
 std::map<std::string, std::string>& cubins() {
@@ -241,7 +241,8 @@ TEST(WBMMCompileCoverage, EveryPairOfValuesIsCompiled) {
 TEST(WBMMCompileErrors, CfgMismatchIsACompileErrorNamingTheRule) {
   gen::WBMMSpec s;
   gen::WBMMTile t;
-  Case c{s, t, "lkjit_wbmm_test_bad_dp_sm90"};
+  t.vec = 2;
+  Case c{s, canonical(s, t), name_of(s, t)};
   lkjit::GeneratedSource g = source_of(c);
   const std::string good = "dp = 64,";
   const auto at = g.source.find(good);

@@ -6,6 +6,7 @@ namespace lkjit::gen {
 const std::vector<FamilyDef>& registered_families() {
   static const std::vector<FamilyDef> all = {
       wtconv_family(),
+      wbmm_family(),
   };
   return all;
 }

@@ -17,27 +17,32 @@
 //   mode      0..1    0        m      all                  0: table R (C, K); 1: dense M (C, d, d)
 //   tf32      0..1    0        tf     fwd, dgrad, wgrad    f32 only: 1 allows TF32 products (torch's allow_tf32)
 //   identity  0..1    1        id     fwd, dgrad, wgrad    the + T shortcut (0: the deploy form, folded into R)
-//   bias      0..1    0        b      fwd, wgrad, reduce   fwd: + bias[c]; wgrad/reduce: dbias
+//   bias      0..1    0        bi     fwd, wgrad, reduce   fwd: + bias[c]; wgrad/reduce: dbias
 //   layout    0..1    0        l      fwd, dgrad, wgrad    load/store order: 0 NCHW, 1 NHWC (any strides run)
 //   fuse_dx   0..1    1        fx     wgrad                the wgrad also writes dX (3|x| backward traffic)
+// Kernel names: lkjit_<kernel>[_<dtype>]_<field tokens>_<tile tokens>_sm<arch> (the generic form; the reduce
+// kernel has no dtype), e.g. lkjit_wbmm_fwd_bf16_wh7_ww7_m0_tf0_id1_bi0_l0_e1_wm2_wn2_mt2_s1_c1_st2_vc2_ch8_sm90.
+// Axes at 0 (engine 0 = FFMA, fold 0) are not printed: an absent axis reads 0.
 //
-// ---- tile axes (how; the tuner's choices) ----------------------------------------------------------------
+// ---- tile axes (how; the tuner's choices; tile_axes() below gives each spec's candidates) -----------------
 //   name    token  candidates               kernels        meaning
-//   engine  e      0, 1                     fwd/dgrad/wgrad 0: FFMA (f32 only); 1: tensor cores (16-bit MMA,
+//   engine  e      0, 1 (16-bit: 1)         fwd/dgrad/wgrad 0: FFMA (f32 only); 1: tensor cores (16-bit MMA,
 //                                                           or 3xTF32 / TF32 per the tf32 field)
-//   wm      wm     1, 2, 4, 8               fwd/dgrad/wgrad warps along windows (MMA M) per channel
-//   wn      wn     1, 2, 4, 7, 8            fwd/dgrad/wgrad warps along output positions (MMA N) per channel
+//   wm      wm     1, 2, 4                  fwd/dgrad/wgrad warps along windows (MMA M) per channel (wgrad:
+//                                                           of the fused dX product; wn = gm gn / wm there)
+//   wn      wn     1, 2, 4, 7, 8            fwd/dgrad      warps along output positions (MMA N) per channel
 //   mt      mt     1, 2, 4                  fwd/dgrad      m16 tiles per warp: windows per tile = 16 mt wm
 //   split   s      1, 2, 4                  fwd/dgrad/wgrad fwd: M_c column parts (grid z); wgrad: dM row parts
-//   cpb     c      1, 2, 4, 8               fwd/dgrad/wgrad channels per block (one warp group each)
+//   cpb     c      1, 2, 4, 8 (wgrad 1-4)   fwd/dgrad/wgrad channels per block (one warp group each)
 //   stages  st     1, 2                     fwd/dgrad/wgrad 2: the next tile's loads in flight during products
-//   vec     v      1, 2, 4, 8               fwd/dgrad/wgrad elements a global access (up to 16 bytes) where a
+//   vec     vc     1, 2, 4, 8 (f32 1-4)     fwd/dgrad/wgrad elements a global access (up to 16 bytes) where a
 //                                                           group of tile columns is a run in memory
 //   chunk   ch     1, 2, 4, 8, 16, 32, 64   fwd/dgrad/wgrad window tiles per block (amortises the M_c build)
 //   fold    fi     0, 1                     fwd/dgrad/wgrad identity folded into M_c's diagonal (fp32-exact
-//                                                           paths only) instead of the accumulator's start
+//                                                           paths with an identity only) instead of the
+//                                                           accumulator's start
 //   wpb     wp     16, 32, 64, 128          wgrad          windows per tile (the dM product's K)
-//   gm      gm     1, 2, 4, 7, 8            wgrad          warps along dM rows i per channel
+//   gm      gm     1, 2, 4                  wgrad          warps along dM rows i per channel
 //   gn      gn     1, 2, 4, 7, 8, 14        wgrad          warps along dM columns j per channel
 //   threads w      128, 256, 512            reduce         threads per block
 // Derived (not axes): dp, the padded d (geometry.cuh's fwd_dp / wgrad_dp: whole MMA k steps, n8 tiles per
@@ -66,6 +71,7 @@
 
 #include "lkjit/generator.h"
 #include "lkjit/spec.h"
+#include "lkjit/wbmm_kernels.h"
 
 namespace lkjit::gen::wbmm {
 
@@ -90,7 +96,7 @@ struct WBMMTile {
   int threads = 256;             // reduce
 };
 
-// ---- fields and axes as data (the family file maps these onto SpecFieldDef / TileAxisDef) ------------------
+// ---- fields and axes as data (generator/ops/wbmm.cpp declares them as the family's) ----------------------
 struct FieldInfo {
   const char* name;
   int lo, hi, def;
@@ -104,7 +110,7 @@ inline const std::vector<FieldInfo>& spec_fields() {
       {"mode", 0, 1, 0, "m", "0: relative-position table R (C, K); 1: dense M (C, d, d)"},
       {"tf32", 0, 1, 0, "tf", "f32 inputs: 1 allows TF32 products (10-bit mantissas)"},
       {"identity", 0, 1, 1, "id", "the + T shortcut of the op (0: deploy form, folded into R)"},
-      {"bias", 0, 1, 0, "b", "forward: + bias[c]; wgrad and reduce: dbias"},
+      {"bias", 0, 1, 0, "bi", "forward: + bias[c]; wgrad and reduce: dbias"},
       {"layout", 0, 1, 0, "l", "load/store order: 0 NCHW, 1 NHWC (every stride order runs either way)"},
       {"fuse_dx", 0, 1, 1, "fx", "wgrad: also writes dX (one pass over x and dY)"},
   };
@@ -120,30 +126,66 @@ inline std::vector<std::string> kernel_fields(WBMMKernel k) {
   return {};
 }
 
-struct AxisInfo {
+// The family's tile axes: name, kernel-name token, meaning. Tokens differ from every other family's (the
+// generator test checks), so a name parses one way only. Print order: this table's.
+struct AxisDef {
   const char* name;
   const char* token;
-  std::vector<int> values;
   const char* doc;
 };
-inline std::vector<AxisInfo> tile_axes(WBMMKernel k) {
-  if (k == WBMMKernel::kReduce) return {{"threads", "w", {128, 256, 512}, "threads per block"}};
-  std::vector<AxisInfo> v = {
-      {"engine", "e", {0, 1}, "0: FFMA (f32 only); 1: tensor cores"},
-      {"wm", "wm", {1, 2, 4, 8}, "warps along windows (MMA M) per channel"},
-      {"wn", "wn", {1, 2, 4, 7, 8}, "warps along output positions (MMA N) per channel"},
+inline const std::vector<AxisDef>& axis_defs() {
+  static const std::vector<AxisDef> a = {
+      {"engine", "e", "0: FFMA (f32 only); 1: tensor cores (16-bit MMA, or 3xTF32 / TF32 per the tf32 field)"},
+      {"wm", "wm", "warps along windows (MMA M) per channel; wgrad: of the fused dX product"},
+      {"wn", "wn", "warps along output positions (MMA N) per channel (wgrad: gm gn / wm)"},
+      {"mt", "mt", "m16 tiles per warp: a tile holds 16 mt wm windows (fwd, dgrad)"},
+      {"split", "s", "fwd/dgrad: M_c column parts (grid z); wgrad: dM row parts"},
+      {"cpb", "c", "channels per block, one warp group each"},
+      {"stages", "st", "2: the next tile's loads in flight during the products"},
+      {"vec", "vc", "elements a global access where tile columns are runs (at most 16 bytes)"},
+      {"chunk", "ch", "window tiles a block walks (amortises the M_c build; wgrad: partial rows)"},
+      {"fold", "fi", "1: the identity folded into M_c's diagonal (fp32-exact paths only)"},
+      {"wpb", "wp", "wgrad: windows per tile (the dM product's K)"},
+      {"gm", "gm", "wgrad: warps along dM rows i per channel"},
+      {"gn", "gn", "wgrad: warps along dM columns j per channel"},
+      {"threads", "w", "reduce: threads per block"},
   };
-  if (k != WBMMKernel::kWgrad) v.push_back({"mt", "mt", {1, 2, 4}, "m16 tiles per warp: 16 mt wm windows a tile"});
-  v.push_back({"split", "s", {1, 2, 4}, k == WBMMKernel::kWgrad ? "dM row parts (grid z)" : "M_c column parts (grid z)"});
-  v.push_back({"cpb", "c", {1, 2, 4, 8}, "channels per block, one warp group each"});
-  v.push_back({"stages", "st", {1, 2}, "2: the next tile's loads in flight during the products"});
-  v.push_back({"vec", "v", {1, 2, 4, 8}, "elements a global access where tile columns are runs (<= 16 bytes)"});
-  v.push_back({"chunk", "ch", {1, 2, 4, 8, 16, 32, 64}, "window tiles per block"});
-  v.push_back({"fold", "fi", {0, 1}, "identity folded into M_c's diagonal (fp32-exact paths only)"});
-  if (k == WBMMKernel::kWgrad) {
-    v.push_back({"wpb", "wp", {16, 32, 64, 128}, "windows per tile (the dM product's K)"});
-    v.push_back({"gm", "gm", {1, 2, 4, 7, 8}, "warps along dM rows i per channel"});
-    v.push_back({"gn", "gn", {1, 2, 4, 7, 8, 14}, "warps along dM columns j per channel"});
+  return a;
+}
+
+// The tile space of a kernel: its axes and their candidates, by the spec (precision, identity, fused dX),
+// so that every point is one the kernel can be: engine only for f32, fold only where the identity is
+// exact in the product, wm for the fused dX only (wn = gm gn / wm), mt for the forward kernels only.
+struct AxisInfo {
+  std::string name;
+  std::vector<int> values;
+};
+inline bool is_wgrad(const WBMMSpec& s) { return s.kernel == WBMMKernel::kWgrad; }
+inline bool fuses_dx(const WBMMSpec& s) { return is_wgrad(s) && s.fuse_dx; }
+inline std::vector<AxisInfo> tile_axes(const WBMMSpec& s) {
+  if (s.kernel == WBMMKernel::kReduce) return {{"threads", {128, 256, 512}}};
+  const bool f32 = s.dtype == DType::kF32;
+  // fold needs fp32 operands of an exact path: FFMA or 3xTF32 (tf32 = 0), an identity and, in the wgrad, dX.
+  const bool foldable = f32 && !s.tf32 && s.identity && (!is_wgrad(s) || s.fuse_dx);
+  std::vector<AxisInfo> v;
+  v.push_back({"engine", f32 ? std::vector<int>{0, 1} : std::vector<int>{1}});
+  if (!is_wgrad(s)) {
+    v.push_back({"wm", {1, 2, 4}});
+    v.push_back({"wn", {1, 2, 4, 7, 8}});
+    v.push_back({"mt", {1, 2, 4}});
+  } else if (s.fuse_dx) {
+    v.push_back({"wm", {1, 2, 4}});
+  }
+  v.push_back({"split", {1, 2, 4}});
+  v.push_back({"cpb", is_wgrad(s) ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2, 4, 8}});
+  v.push_back({"stages", {1, 2}});
+  v.push_back({"vec", f32 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2, 4, 8}});
+  v.push_back({"chunk", {1, 2, 4, 8, 16, 32, 64}});
+  if (foldable) v.push_back({"fold", {0, 1}});
+  if (is_wgrad(s)) {
+    v.push_back({"wpb", {16, 32, 64, 128}});
+    v.push_back({"gm", {1, 2, 4}});
+    v.push_back({"gn", {1, 2, 4, 7, 8, 14}});
   }
   return v;
 }
@@ -174,7 +216,7 @@ inline bool set_tile_value(WBMMTile& t, const std::string& axis, int v) {
   return true;
 }
 
-// ---- names -------------------------------------------------------------------------------------------------
+// ---- names and views ---------------------------------------------------------------------------------------
 inline const char* kernel_stem(WBMMKernel k) {
   switch (k) {
     case WBMMKernel::kFwd: return "wbmm_fwd";
@@ -201,18 +243,59 @@ inline int spec_value(const WBMMSpec& s, const std::string& f) {
   if (f == "fuse_dx") return s.fuse_dx;
   return 0;
 }
-// The kernel name without "lkjit_" and the arch: stem, dtype, field tokens, tile tokens, in table order,
-// e.g. wbmm_fwd_bf16_wh7_ww7_m0_tf0_id1_b0_l0_e1_wm2_wn2_mt2_s1_c1_st2_ch4_fi0.
-inline std::string name_fields(const WBMMSpec& s, const WBMMTile& t) {
-  std::string n = kernel_stem(s.kernel);
-  if (s.kernel != WBMMKernel::kReduce) n += std::string("_") + to_string(s.dtype);
-  for (const auto& f : spec_fields()) {
-    const auto fs = kernel_fields(s.kernel);
-    if (std::find(fs.begin(), fs.end(), f.name) != fs.end()) n += fmt::format("_{}{}", f.token, spec_value(s, f.name));
-  }
-  for (const auto& a : tile_axes(s.kernel)) n += fmt::format("_{}{}", a.token, tile_value(t, a.name));
-  return n;
+inline WBMMKernel kernel_of(const Kernel& k) {
+  return k == kWBMMDgrad ? WBMMKernel::kDgrad : k == kWBMMWgrad ? WBMMKernel::kWgrad : k == kWBMMReduce ? WBMMKernel::kReduce
+                                                                                                      : WBMMKernel::kFwd;
 }
+inline const Kernel& kernel_id(WBMMKernel k) {
+  switch (k) {
+    case WBMMKernel::kFwd: return kWBMMFwd;
+    case WBMMKernel::kDgrad: return kWBMMDgrad;
+    case WBMMKernel::kWgrad: return kWBMMWgrad;
+    case WBMMKernel::kReduce: return kWBMMReduce;
+  }
+  return kWBMMFwd;
+}
+// The family's view of a spec (fields it lacks read as the kernel would run: no bias in dgrad, dX fused
+// only where the wgrad says so) and back.
+inline WBMMSpec wspec(const OpSpec& o) {
+  WBMMSpec s;
+  s.kernel = kernel_of(o.kernel);
+  s.dtype = o.dtype;
+  s.arch = o.arch;
+  s.wh = o.get("wh"), s.ww = o.get("ww"), s.mode = o.get("mode"), s.tf32 = o.get("tf32");
+  s.identity = o.get("identity"), s.bias = o.get("bias"), s.layout = o.get("layout");
+  s.fuse_dx = s.kernel == WBMMKernel::kWgrad ? o.get("fuse_dx") : 0;
+  return s;
+}
+inline OpSpec to_opspec(const WBMMSpec& s) {
+  return wbmm_spec(kernel_id(s.kernel), s.dtype, s.wh, s.ww, s.mode, s.tf32, s.identity, s.bias, s.layout, s.fuse_dx,
+                   s.arch);
+}
+// A tile's axes as the kernel runs them: absent axes read 0 (engine 0: FFMA; fold 0), and the wgrad's
+// derived warps filled in: wm = wn = 1 without a fused dX, wn = gm gn / wm with one (0 where wm does not
+// divide the warps: reject() names it).
+inline WBMMTile wtile(const WBMMSpec& s, const Tile& t) {
+  WBMMTile w;
+  for (const auto& a : axis_defs()) set_tile_value(w, a.name, t.get(a.name));
+  if (is_wgrad(s)) {
+    w.mt = 0;
+    if (!s.fuse_dx) {
+      w.wm = w.wn = 1;
+    } else {
+      const int g = w.gm * w.gn;
+      w.wn = w.wm > 0 && g % w.wm == 0 ? g / w.wm : 0;
+    }
+  }
+  return w;
+}
+// The Tile of a family tile: the kernel's axes only (tile_axes(s)'s names).
+inline Tile to_tile(const WBMMSpec& s, const WBMMTile& w) {
+  Tile t;
+  for (const auto& a : tile_axes(s)) t.set(a.name, tile_value(w, a.name));
+  return t;
+}
+
 
 // ---- derived values (mirroring templates/wbmm/geometry.cuh) ------------------------------------------------
 inline int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
@@ -230,9 +313,6 @@ inline int prec_of(const WBMMSpec& s, const WBMMTile& t) {
 }
 inline int prec_kstep(int prec) { return prec == kPrecMma16 ? 16 : prec == kPrecFfma ? 4 : 8; }
 inline int operand_size(const WBMMSpec& s, const WBMMTile& t) { return prec_of(s, t) == kPrecMma16 ? 2 : 4; }
-inline bool is_wgrad(const WBMMSpec& s) { return s.kernel == WBMMKernel::kWgrad; }
-inline bool fuses_dx(const WBMMSpec& s) { return is_wgrad(s) && s.fuse_dx; }
-
 // Windows per tile: 16 mt wm (fwd/dgrad), wpb (wgrad).
 inline int wpb_of(const WBMMSpec& s, const WBMMTile& t) { return is_wgrad(s) ? t.wpb : 16 * t.mt * t.wm; }
 inline int warps_per_channel(const WBMMSpec& s, const WBMMTile& t) { return is_wgrad(s) ? t.gm * t.gn : t.wm * t.wn; }
@@ -305,24 +385,26 @@ inline int estimated_registers(const WBMMSpec& s, const WBMMTile& t) {
   return acc + frag + (t.stages == 2 ? loads : 0) + 40;
 }
 
+// ---- windows and chunks ------------------------------------------------------------------------------------
+inline int64_t windows_per_channel(const WBMMSpec& s, const Shape& sh) {
+  return sh.B * int64_t(ceil_div(sh.H, s.wh)) * ceil_div(sh.W, s.ww);
+}
+inline int64_t window_tiles(const WBMMSpec& s, const WBMMTile& t, const Shape& sh) {
+  return (windows_per_channel(s, sh) + wpb_of(s, t) - 1) / wpb_of(s, t);
+}
+// Blocks along the windows (grid.x in NCHW order): chunks of t.chunk tiles (WBMMParams::chunk_tiles).
+inline int64_t chunks(const WBMMSpec& s, const WBMMTile& t, const Shape& sh) {
+  return (window_tiles(s, t, sh) + t.chunk - 1) / t.chunk;
+}
+
 // ---- validation and rejection ------------------------------------------------------------------------------
-// Spec rules: appends one message per violated constraint (field, value, allowed range).
+// Cross-field spec rules (each field's range is the family table's, checked by the generator): one message
+// per violated rule.
 inline void validate(const WBMMSpec& s, std::vector<std::string>& e) {
-  const auto range = [&](const char* name, int v, int lo, int hi) {
-    if (v < lo || v > hi) e.push_back(fmt::format("{}={} is out of range; supported: [{}, {}]", name, v, lo, hi));
-  };
-  range("wh", s.wh, 1, kMaxWindow);
-  range("ww", s.ww, 1, kMaxWindow);
-  range("mode", s.mode, 0, 1);
-  range("tf32", s.tf32, 0, 1);
-  range("identity", s.identity, 0, 1);
-  range("bias", s.bias, 0, 1);
-  range("layout", s.layout, 0, 1);
-  range("fuse_dx", s.fuse_dx, 0, 1);
   if (s.tf32 && s.dtype != DType::kF32)
     e.push_back(fmt::format("tf32=1 applies to f32 inputs only; {} inputs run on the 16-bit MMA (tf32=0)", to_string(s.dtype)));
-  if (s.kernel == WBMMKernel::kDgrad && s.bias) e.push_back("bias=1: dX has no bias term; supported: bias=0");
-  if (s.arch < 80) e.push_back(fmt::format("arch sm_{} is not supported; supported: sm_80 and newer", s.arch));
+  if (s.kernel == WBMMKernel::kReduce && s.dtype != DType::kF32)
+    e.push_back(fmt::format("dtype {}: the reduce kernel sums fp32 partial rows; supported: f32", to_string(s.dtype)));
 }
 
 // Why tile t cannot run spec s on a device with limits d (and shape sh, if given), or nullopt. Pure.
@@ -348,6 +430,8 @@ inline std::optional<std::string> reject(const WBMMSpec& s, const WBMMTile& t, c
   if (t.chunk < 1 || t.chunk > 1024) return fmt::format("chunk={} is out of range; supported: [1, 1024]", t.chunk);
   if (t.cpb < 1 || t.cpb > 32) return fmt::format("cpb={} is out of range; supported: [1, 32]", t.cpb);
   if (t.split < 1 || t.split > 8) return fmt::format("split={} is out of range; supported: [1, 8]", t.split);
+  if (fuses_dx(s) && t.gm >= 1 && t.gn >= 1 && t.wm >= 1 && t.wn < 1)
+    return fmt::format("wm={} does not divide the gm x gn = {} x {} warps that run the fused dX product", t.wm, t.gm, t.gn);
   if (t.wm < 1 || t.wn < 1) return fmt::format("wm={}, wn={}: warps must be >= 1", t.wm, t.wn);
   const int npos = d_of(s), dp = dp_of(s, t);
   if (t.fold && (!s.identity || (is_wgrad(s) && !s.fuse_dx)))
@@ -381,22 +465,18 @@ inline std::optional<std::string> reject(const WBMMSpec& s, const WBMMTile& t, c
   if (sh) {
     if (sh->B < 1 || sh->C < 1 || sh->H < 1 || sh->W < 1)
       return fmt::format("shape {} has an empty extent", sh->to_string());
-    if (sh->C > int64_t(t.cpb) * 65535) return fmt::format("C={} exceeds 65535 channel groups of cpb={}", sh->C, t.cpb);
+    // Grid: (chunks, channel groups) in NCHW order, swapped in NHWC order (common.cuh); y holds 65535.
+    const int64_t groups = (sh->C + t.cpb - 1) / t.cpb, ch = chunks(s, t, *sh);
+    if (!s.layout && groups > 65535) return fmt::format("C={} exceeds 65535 channel groups of cpb={}", sh->C, t.cpb);
+    if (s.layout && ch > 65535)
+      return fmt::format("{} chunks of chunk={} window tiles exceed the 65535 blocks of grid.y (NHWC order); supported: "
+                         "a larger chunk", ch, t.chunk);
+    if ((s.layout ? groups : ch) > 2147483647) return fmt::format("{} blocks along grid.x exceed 2^31-1", s.layout ? groups : ch);
   }
   return std::nullopt;
 }
 
 // ---- launch geometry ---------------------------------------------------------------------------------------
-inline int64_t windows_per_channel(const WBMMSpec& s, const Shape& sh) {
-  return sh.B * int64_t(ceil_div(sh.H, s.wh)) * ceil_div(sh.W, s.ww);
-}
-inline int64_t window_tiles(const WBMMSpec& s, const WBMMTile& t, const Shape& sh) {
-  return (windows_per_channel(s, sh) + wpb_of(s, t) - 1) / wpb_of(s, t);
-}
-// Blocks along the windows (grid.x in NCHW order): chunks of t.chunk tiles (WBMMParams::chunk_tiles).
-inline int64_t chunks(const WBMMSpec& s, const WBMMTile& t, const Shape& sh) {
-  return (window_tiles(s, t, sh) + t.chunk - 1) / t.chunk;
-}
 // The wgrad's partial rows per channel (WBMMParams::parts) and floats of WBMMParams::part / part_bias.
 inline int64_t partial_rows(const WBMMSpec& s, const WBMMTile& t, const Shape& sh) {
   return s.mode == kModeTable ? chunks(s, t, sh) * t.split : chunks(s, t, sh);
@@ -451,19 +531,6 @@ inline std::string cfg_body(const WBMMSpec& s, const WBMMTile& t) {
                      t.wpb, t.gm, t.gn, t.wm, t.wn, dp_of(s, t), t.split, t.cpb, t.stages, t.vec, threads_of(s, t));
   }
   return c;
-}
-
-// The translation unit of one kernel, in the form of the op-generic core (FAMILY_API.md): the template
-// include, struct Cfg, and the extern "C" entry taking the params struct.
-inline std::string translation_unit(const WBMMSpec& s, const WBMMTile& t, int generator_version) {
-  const std::string name = fmt::format("lkjit_{}_sm{}", name_fields(s, t), s.arch);
-  return fmt::format(
-      "// {name}: generated by lkjit generator v{ver}.\n#include \"{hdr}\"\n\nstruct Cfg {{\n{cfg}}};\n\n"
-      "extern \"C\" __global__ void __launch_bounds__({th})\n{name}(const __grid_constant__ lkjit::{params} p) {{\n"
-      "  lkjit::{fn}<Cfg>(p);\n}}\n",
-      fmt::arg("name", name), fmt::arg("ver", generator_version), fmt::arg("hdr", template_header(s.kernel)),
-      fmt::arg("cfg", cfg_body(s, t)), fmt::arg("th", threads_of(s, t)), fmt::arg("params", kParamsType),
-      fmt::arg("fn", device_fn(s.kernel)));
 }
 
 // ---- default tile ---------------------------------------------------------------------------------------------
@@ -545,6 +612,7 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
         for (const auto& w : shapes) {
           WBMMTile t = base;
           t.cpb = cpb, t.split = split, t.wpb = w.wpb, t.gm = w.gm, t.gn = w.gn, t.wm = w.wm, t.wn = w.wn;
+          if (!s.fuse_dx) t.wm = t.wn = 1;  // the warps tile the fused dX only
           if (s.layout) t.vec = std::min(base.vec, cpb);
           cands.push_back(t);
         }
@@ -557,15 +625,15 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
       t.chunk = default_chunk(s, t, sh, d);
       return t;
     }
-  // Fallback: the first accepted point of the space (chunk does not change validity: 1).
-  WBMMTile t = base;
-  t.chunk = 1;
-  auto axes = tile_axes(s.kernel);
-  axes.erase(std::remove_if(axes.begin(), axes.end(), [](const AxisInfo& a) { return std::string(a.name) == "chunk"; }),
-             axes.end());
+  // Fallback: the first accepted point of the space, chunk aside (its value is default_chunk's).
+  auto axes = tile_axes(s);
+  axes.erase(std::remove_if(axes.begin(), axes.end(), [](const AxisInfo& a) { return a.name == "chunk"; }), axes.end());
   std::vector<size_t> idx(axes.size(), 0);
   for (;;) {
-    for (size_t a = 0; a < axes.size(); ++a) set_tile_value(t, axes[a].name, axes[a].values[idx[a]]);
+    Tile pt;
+    for (size_t a = 0; a < axes.size(); ++a) pt.set(axes[a].name, axes[a].values[idx[a]]);
+    pt.set("chunk", 1);
+    WBMMTile t = wtile(s, pt);
     if (!reject(s, t, d, &sh)) {
       t.chunk = default_chunk(s, t, sh, d);
       return t;
