@@ -555,6 +555,12 @@ inline int default_chunk(const WBMMSpec& s, WBMMTile t, const Shape& sh, const D
     t.chunk = c;
     if (c == 1 || chunks(s, t, sh) * groups >= want) best = c;
   }
+  // NHWC order puts chunks on grid.y (65535 blocks): the least chunk that fits, if the choice does not.
+  if (s.layout) {
+    t.chunk = best;
+    while (chunks(s, t, sh) > 65535 && t.chunk < 64) t.chunk *= 2;
+    best = t.chunk;
+  }
   return best;
 }
 
@@ -619,10 +625,10 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
   }
   for (int min_threads : {128, 32})  // 4 warps a block or more where any candidate allows
     for (auto t : cands) {
+      t.chunk = default_chunk(s, t, sh, d);
       if (threads_of(s, t) < min_threads || reject(s, t, d, &sh) || estimated_registers(s, t) > 224 ||
           blocks_per_sm(s, t, d) < 1)
         continue;
-      t.chunk = default_chunk(s, t, sh, d);
       return t;
     }
   // Fallback: the first accepted point of the space, chunk aside (its value is default_chunk's).
@@ -634,10 +640,8 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
     for (size_t a = 0; a < axes.size(); ++a) pt.set(axes[a].name, axes[a].values[idx[a]]);
     pt.set("chunk", 1);
     WBMMTile t = wtile(s, pt);
-    if (!reject(s, t, d, &sh)) {
-      t.chunk = default_chunk(s, t, sh, d);
-      return t;
-    }
+    t.chunk = default_chunk(s, t, sh, d);
+    if (!reject(s, t, d, &sh)) return t;
     size_t a = 0;
     for (; a < idx.size(); ++a) {
       if (++idx[a] < axes[a].values.size()) break;
