@@ -123,6 +123,13 @@ std::vector<Tile> enumerate(const OpSpec& spec, const DeviceLimits& limits, cons
   return out;
 }
 
+bool in_space(const OpSpec& spec, const Tile& tile, const DeviceLimits& limits, const Shape* shape) {
+  const TileSpace space = tile_space(spec);
+  for (const auto& a : space.axes)
+    if (std::find(a.values.begin(), a.values.end(), tile.get(a.name)) == a.values.end()) return false;
+  return !reject_reason(spec, tile, limits, shape);  // which refuses an axis outside the space
+}
+
 Tile default_tile(const OpSpec& spec, const Shape& shape, const DeviceLimits& limits) {
   return gen::kernel_def(spec.kernel).default_tile(spec, shape, limits);
 }

@@ -150,12 +150,12 @@ TileChoice Tuner::lookup(const OpSpec& spec, const Shape& shape, const DeviceCla
                        shape.B, shape.C, shape.H, shape.W, shape.stride};
   const auto matches = db->lookup(q);
   if (matches.empty()) return c;
-  // Re-validated for the actual shape: a point of its space (so also a tile the current generator has).
-  const auto valid = enumerate(spec, limits, &shape);
+  // Re-validated for the actual shape: a point of its space (so also a tile the current generator has),
+  // checked without listing the space (some have a few hundred thousand combinations).
   for (const auto& m : matches) {
     const auto& r = db->records()[m.index];
     Tile t;
-    if (!detail::tile_of(r, &t) || std::find(valid.begin(), valid.end(), t) == valid.end()) continue;
+    if (!detail::tile_of(r, &t) || !in_space(spec, t, limits, &shape)) continue;
     c.tile = t;
     c.tier = detail::tier_of(m.tier);
     c.detail = fmt::format("record of {} (sm_{}, {} SMs) for {}x{}x{}x{}", r.device, r.arch, r.sm_count, r.B, r.C,

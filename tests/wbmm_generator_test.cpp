@@ -161,15 +161,9 @@ TEST(WBMMFamily, SpacesHoldValidPointsAndTheDefault) {
             (std::vector<std::string>{"engine", "split", "cpb", "stages", "vec", "chunk", "wpb", "gm", "gn"}));
   EXPECT_EQ(names(wbmm_spec(kWBMMReduce, DType::kF32, 7, 7)), (std::vector<std::string>{"threads"}));
   const auto d = DeviceLimits::for_arch(90);
-  // A point of the space: each axis's value among its candidates (an absent axis reads 0), and accepted.
+  // A point of the space (lkjit::in_space, checked against enumerate() below).
   auto in_space = [&](const OpSpec& spec, const Tile& t, const Shape& sh) {
-    const auto lim = DeviceLimits::for_arch(spec.arch);
-    const TileSpace space = tile_space(spec);
-    for (const auto& [name, v] : t.axes.entries())
-      if (std::none_of(space.axes.begin(), space.axes.end(), [&](const TileAxis& a) { return a.name == name; })) return false;
-    for (const auto& a : space.axes)
-      if (std::find(a.values.begin(), a.values.end(), t.get(a.name)) == a.values.end()) return false;
-    return !reject_reason(spec, t, lim, &sh);
+    return lkjit::in_space(spec, t, DeviceLimits::for_arch(spec.arch), &sh);
   };
   const std::vector<Shape> shapes = {{1, 1, 1, 1, 1}, {2, 3, 10, 11, 1}, {64, 256, 56, 56, 1}, {128, 640, 7, 7, 1}, {1, 5, 224, 224, 1}};
   int n = 0;
@@ -195,6 +189,39 @@ TEST(WBMMFamily, SpacesHoldValidPointsAndTheDefault) {
     const Tile def = default_tile(spec, sh, d);
     EXPECT_NE(std::find(all.begin(), all.end(), def), all.end()) << "default " << def.to_string() << " not in the space";
     for (size_t i = 0; i < all.size(); i += std::max<size_t>(1, all.size() / 200)) ASSERT_TRUE(in_space(spec, all[i], sh));
+  }
+}
+
+// in_space (the tuner's re-validation of a database record) is membership in enumerate(), for both families'
+// spaces: every listed point is in, and every other point of the axes' product is out.
+TEST(WBMMFamily, InSpaceAgreesWithEnumerate) {
+  const auto d = DeviceLimits::for_arch(90);
+  for (const auto& [spec, sh] : std::vector<std::pair<OpSpec, Shape>>{
+           {wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 3), {8, 16, 56, 56, 1}},
+           {wtconv_spec(kWTConvBwdSynth, DType::kBF16, 7, 2), {8, 16, 56, 56, 1}},
+           {wbmm_spec(kWBMMReduce, DType::kF32, 7, 7), {2, 8, 30, 29, 1}},
+           {wbmm_spec(kWBMMFwd, DType::kF32, 3, 5, 1), {2, 8, 30, 29, 1}}}) {
+    SCOPED_TRACE(spec.to_string());
+    const auto all = enumerate(spec, d, &sh);
+    const std::set<std::string> listed = [&] {
+      std::set<std::string> v;
+      for (const auto& t : all) v.insert(t.to_string());
+      return v;
+    }();
+    for (const auto& t : all) ASSERT_TRUE(in_space(spec, t, d, &sh)) << t.to_string();
+    std::mt19937 rng(3);
+    const TileSpace space = tile_space(spec);
+    for (int r = 0; r < 2000; ++r) {
+      Tile u;
+      for (const auto& a : space.axes) u.set(a.name, a.values[rng() % a.values.size()]);
+      ASSERT_EQ(in_space(spec, u, d, &sh), listed.count(u.to_string()) == 1) << u.to_string();
+    }
+    Tile off = all.front();
+    off.set(space.axes.front().name, 3);  // a value no axis of these spaces lists
+    EXPECT_FALSE(in_space(spec, off, d, &sh));
+    off = all.front();
+    off.set("gm", 2);  // an axis outside the space
+    EXPECT_EQ(in_space(spec, off, d, &sh), false);
   }
 }
 
