@@ -55,12 +55,12 @@ std::string spec_id(const OpSpec& s, const Tile& t) {
   return id;
 }
 
-cache::KeyInputs key_inputs(const GeneratedSource& src, int arch) {
+cache::KeyInputs key_inputs(const GeneratedSource& src, int arch, bool specific) {
   cache::KeyInputs in;
   in.kernel_name = src.kernel_name;
   in.source = src.source;
   in.headers = src.headers;
-  in.options = rt::nvrtc_options(arch);
+  in.options = rt::nvrtc_options(arch, specific);
   in.arch = arch;
   in.nvrtc_version = rt::nvrtc_version();
   in.generator_version = kGeneratorVersion;
@@ -103,7 +103,7 @@ Built load_or_compile(const cache::DiskStore* store, const GeneratedSource& src,
     if (auto hit = load_logged(*store, key)) return {std::move(*hit), "disk", ""};
   }
   rt::log_line(fmt::format("compiling {} (key {})", src.kernel_name, key.substr(0, 16)));
-  auto r = rt::nvrtc_compile(src, spec.arch);
+  auto r = rt::nvrtc_compile(src, spec.arch, spec.arch_specific);
   rt::log_line(fmt::format("compiled {} in {:.3f} s", src.kernel_name, r.seconds));
   if (store) {
     cache::EntryMeta meta;
@@ -136,7 +136,7 @@ bool disk_cache_enabled() { return rt::env("LKJIT_CACHE_DISABLE") != "1"; }
 
 KeyInputsInfo kernel_key_inputs(const OpSpec& spec, const Tile& tile) {
   const GeneratedSource src = generate(spec, tile);
-  const cache::KeyInputs in = key_inputs(src, spec.arch);
+  const cache::KeyInputs in = key_inputs(src, spec.arch, spec.arch_specific);
   KeyInputsInfo info;
   info.key = cache::make_key(in);
   cache::copy_key_summary(info, cache::summarize(in));
@@ -168,7 +168,7 @@ CompiledKernel compile_kernel(const OpSpec& spec, const Tile& tile) {
   if (!out.key.empty() && from_memory()) return out;
 
   const GeneratedSource src = generate(spec, tile);
-  const cache::KeyInputs in = key_inputs(src, spec.arch);
+  const cache::KeyInputs in = key_inputs(src, spec.arch, spec.arch_specific);
   out.kernel_name = src.kernel_name;
   out.key = cache::make_key(in);
   {
