@@ -27,6 +27,11 @@ const std::vector<EnvVar>& env_table() {
       {"LKJIT_TUNE_BUDGET", "10", "seconds per kernel a random/greedy tuning run may spend when the API gives none"},
       {"LKJIT_NVRTC_LIBRARY", "", "the libnvrtc to load (then the only one tried; runtime/nvrtc_loader.h gives the search)"},
       {"CUDA_ROOT", "", "the CUDA toolkit NVRTC is first looked for in ($CUDA_ROOT/lib64; unset: the build's toolkit)"},
+      {"LKJIT_CACHE_SIGNING_KEY", "",
+       "PEM Ed25519 private key file (readable only by its owner) that signs bundles and remote cache entries"},
+      {"LKJIT_CACHE_TRUSTED_KEYS", "",
+       "PEM public key files (one, or a list separated by ':' or ','): bundles and remote entries must be signed "
+       "by one of them"},
   };
   return t;
 }

@@ -6,9 +6,11 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "cache/elf.h"
 #include "cache/key.h"
 #include "cache/lock.h"
 #include "cache/store.h"
+#include "cache/trust.h"
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/runtime.h"
@@ -67,10 +69,12 @@ cache::KeyInputs key_inputs(const GeneratedSource& src, int arch) {
 }
 
 
-std::optional<std::string> load_logged(const cache::DiskStore& store, const std::string& key) {
+// The entry must be the one asked for (key, kernel, arch, NVRTC and generator versions) and a cubin of
+// that kernel for that arch (cache/trust.h) before a byte of it reaches the driver.
+std::optional<std::string> load_logged(const cache::DiskStore& store, const cache::Lookup& want) {
   std::string why;
-  auto bytes = store.load(key, &why);
-  if (!bytes && !why.empty()) rt::log_line("warning: corrupt cache entry: " + why);
+  auto bytes = store.load(want, &why);
+  if (!bytes && !why.empty()) rt::log_line("warning: bad cache entry: " + why);
   return bytes;
 }
 
@@ -91,19 +95,25 @@ std::string without_prefix(const std::string& msg) {
 Built load_or_compile(const cache::DiskStore* store, const GeneratedSource& src, const cache::KeyInputs& in,
                       const OpSpec& spec, const Tile& tile, const std::string& key) {
   cache::FileLock lock;
+  const cache::Lookup want = cache::lookup_for(key, cache::summarize(in));
   if (store) {
-    if (auto hit = load_logged(*store, key)) return {std::move(*hit), "disk", ""};
+    if (auto hit = load_logged(*store, want)) return {std::move(*hit), "disk", ""};
     lock = cache::FileLock::acquire(store->lock_path_for(key), kLockWait);
     if (lock.state() == cache::FileLock::State::kTimedOut)
       rt::log_line(fmt::format("warning: {} is locked by another process for over {} s; compiling it here too",
                                src.kernel_name, kLockWait.count()));
     else if (lock.state() == cache::FileLock::State::kError)
       rt::log_line("warning: " + lock.error() + "; compiling without the lock");
-    if (auto hit = load_logged(*store, key)) return {std::move(*hit), "disk", ""};
+    if (auto hit = load_logged(*store, want)) return {std::move(*hit), "disk", ""};
   }
   rt::log_line(fmt::format("compiling {} (key {})", src.kernel_name, key.substr(0, 16)));
   auto r = rt::nvrtc_compile(src, spec.arch);
   rt::log_line(fmt::format("compiled {} in {:.3f} s", src.kernel_name, r.seconds));
+  // Never publish what a lookup would refuse: it would be rebuilt on every run.
+  if (const std::string p = cache::cubin_problem(r.cubin, spec.arch, src.kernel_name); store && !p.empty()) {
+    rt::log_line(fmt::format("warning: NVRTC's output for {} fails the cache's cubin check ({}); not cached", src.kernel_name, p));
+    return {std::move(r.cubin), "compiled", "the cubin fails the cache's check: " + p};
+  }
   if (store) {
     cache::EntryMeta meta;
     cache::set_inputs(meta, cache::summarize(in));

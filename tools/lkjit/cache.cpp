@@ -289,10 +289,15 @@ int cache_main() {
   if (action == "explain") return explain_main(c, kArgs[1]);
   if (action == "import") {
     const auto r = c.import_bundle(kArgs[1]);
-    std::cout << fmt::format("import: {}: {} entries verified, {} added, {} already cached\n", kArgs[1], r.entries,
-                             r.imported, r.present);
+    if (!r.signer.empty())
+      std::cout << fmt::format("import: {}: signed by key {}{}\n", kArgs[1], r.signer.substr(0, 16),
+                               r.signature_checked ? " (trusted, signature verified)"
+                                                   : " (not checked: LKJIT_CACHE_TRUSTED_KEYS is unset)");
+    for (const auto& why : r.refused) std::cerr << "import: refused " << why << "\n";
+    std::cout << fmt::format("import: {}: {} entries verified, {} added, {} already cached, {} refused\n", kArgs[1], r.entries,
+                             r.imported, r.present, r.refused.size());
     warn_evicted_by_cap(c, r.evicted, r.imported, "import");
-    return 0;
+    return r.refused.empty() ? 0 : static_cast<int>(ErrorCode::kCache);
   }
   if (action == "export") {
     if (kArgs[1].empty()) return usage("export: the file path is empty");
@@ -300,7 +305,8 @@ int cache_main() {
     present(c);
     const auto r = c.export_bundle(kArgs[1]);
     for (const auto& s : r.skipped) std::cerr << "export: left out " << s << "\n";
-    std::cout << fmt::format("export: {}: {} entries, {}\n", kArgs[1], r.entries, human_bytes(r.bytes));
+    std::cout << fmt::format("export: {}: {} entries, {}{}\n", kArgs[1], r.entries, human_bytes(r.bytes),
+                             r.signer.empty() ? ", unsigned" : ", signed by key " + r.signer.substr(0, 16));
     return 0;
   }
   return usage(fmt::format("action '{}' is unknown; supported: {}", action, kActions));
