@@ -32,6 +32,15 @@ const std::vector<EnvVar>& env_table() {
       {"LKJIT_CACHE_TRUSTED_KEYS", "",
        "PEM public key files (one, or a list separated by ':' or ','): bundles and remote entries must be signed "
        "by one of them"},
+      {"LKJIT_REMOTE_CACHE", "",
+       "the cluster tier: redis://[user:password@]host:port/db or unix:///path/redis.sock (unset: off)"},
+      {"LKJIT_REMOTE_CACHE_WRITE", "all", "all | kernels | none: what this process writes to the remote cache"},
+      {"LKJIT_REMOTE_CACHE_TTL", "2592000", "remote entry lifetime in seconds, refreshed on every hit; 0: no expiry"},
+      {"LKJIT_REMOTE_CACHE_TIMEOUT_MS", "500", "remote cache connect and command timeout, in milliseconds"},
+      {"LKJIT_REMOTE_CACHE_RETRY_S", "30", "after a remote cache failure, seconds of local-only work before a retry"},
+      {"LKJIT_REMOTE_CACHE_LEASE_MS", "10000", "compile lease lifetime, renewed every third of it while compiling"},
+      {"LKJIT_REMOTE_CACHE_WAIT_S", "120", "longest wait for another process's compile before compiling here"},
+      {"LKJIT_RECORD_MANIFEST", "", "record every kernel this process uses in this prewarm manifest file"},
   };
   return t;
 }
