@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cache/entry.h"
+#include "cache/remote_decisions.h"
 #include "runtime/cache_trust.h"
 #include "runtime/env.h"
 
@@ -265,6 +266,39 @@ LeaseRenewer::~LeaseRenewer() {
   }
   if (state_->thread.joinable()) state_->thread.join();
   if (release) state_->tier->store().release_lease(state_->name, state_->token);
+}
+
+std::optional<cache::TuningRecord> remote_decision(const cache::TuningQuery& q) {
+  auto t = RemoteTier::get();
+  if (!t) return std::nullopt;
+  std::string why;
+  auto r = cache::get_decision(t->store(), q, &why);
+  if (!r && !why.empty()) log_line(fmt::format("warning: refused the remote tuning decision {}: {}", cache::decision_key(q), why));
+  return r;
+}
+
+void publish_decisions(const std::vector<cache::TuningRecord>& records) {
+  auto t = RemoteTier::get();
+  if (!t || t->config().options.write != cache::RemoteWrite::kAll) return;
+  for (const auto& r : records)
+    if (!cache::put_decision(t->store(), r)) log_line("could not publish the tuning decision " + cache::decision_key(r));
+}
+
+TuningClaim claim_tuning(const cache::TuningQuery& q) {
+  TuningClaim c;
+  auto t = RemoteTier::get();
+  if (!t) return c;
+  if ((c.decision = remote_decision(q))) return c;
+  const std::string name = "decision:" + cache::decision_key(q), token = cache::make_lease_token();
+  auto state = t->store().try_lease(name, token);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(t->config().wait_s);
+  while (state == cache::RemoteStore::LeaseState::kHeld && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if ((c.decision = remote_decision(q))) return c;
+    state = t->store().try_lease(name, token);
+  }
+  if (state == cache::RemoteStore::LeaseState::kOwned) c.lease = std::make_unique<LeaseRenewer>(t, name, token);
+  return c;
 }
 
 void flush_remote_cache() {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cache/remote_store.h"
+#include "cache/tuning_db.h"
 
 namespace lkjit::rt {
 
@@ -67,6 +68,21 @@ class LeaseRenewer {
   struct State;
   std::shared_ptr<State> state_;
 };
+
+// Tuning decisions in the remote tier, for runtime/tuner.cpp (keyed like the tuning database; see
+// cache/remote_decisions.h). Each is a no-op / nullopt without LKJIT_REMOTE_CACHE.
+// The published decision for q's key (device, arch, SM count, spec, bucket), when there is one.
+std::optional<cache::TuningRecord> remote_decision(const cache::TuningQuery& q);
+// Publishes decisions (LKJIT_REMOTE_CACHE_WRITE=all only), synchronously: tuning is rare and slow.
+void publish_decisions(const std::vector<cache::TuningRecord>& records);
+// Before tuning q: another process's decision, if one is published or appears while this one waits
+// (at most LKJIT_REMOTE_CACHE_WAIT_S, while its lease is held); else the lease, held (renewed) until the
+// claim is destroyed, so that one process tunes each key and the others use its decision.
+struct TuningClaim {
+  std::optional<cache::TuningRecord> decision;
+  std::unique_ptr<LeaseRenewer> lease;
+};
+TuningClaim claim_tuning(const cache::TuningQuery& q);
 
 // Flushes the tier's queued writes (bounded by the timeouts); for tools before they exit and for tests.
 void flush_remote_cache();
