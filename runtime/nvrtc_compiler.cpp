@@ -36,13 +36,13 @@ std::vector<int> nvrtc_supported_archs() {
   return v;
 }
 
-std::vector<std::string> nvrtc_options(int arch) {
+std::vector<std::string> nvrtc_options(int arch, bool specific) {
   // sm_XY (not compute_XY) makes NVRTC emit a cubin for exactly this arch. No fast-math: results
   // must match the float64 reference to fp32 rounding.
-  return {fmt::format("--gpu-architecture=sm_{}", arch), "--std=c++17", "--restrict", "-lineinfo"};
+  return {fmt::format("--gpu-architecture=sm_{}{}", arch, specific ? "a" : ""), "--std=c++17", "--restrict", "-lineinfo"};
 }
 
-NvrtcOutput nvrtc_compile(const GeneratedSource& src, int arch) {
+NvrtcOutput nvrtc_compile(const GeneratedSource& src, int arch, bool specific) {
   const auto archs = nvrtc_supported_archs();
   if (std::find(archs.begin(), archs.end(), arch) == archs.end())
     throw CompileError(fmt::format("lkjit: error: {}: sm_{} is not supported by NVRTC {}; supported: {}",
@@ -61,7 +61,7 @@ NvrtcOutput nvrtc_compile(const GeneratedSource& src, int arch) {
   if (r != NVRTC_SUCCESS)
     throw CompileError(fmt::format("lkjit: error: {}: nvrtcCreateProgram failed: {}", src.kernel_name,
                                    n.nvrtcGetErrorString(r)));
-  const auto opts = nvrtc_options(arch);
+  const auto opts = nvrtc_options(arch, specific);
   std::vector<const char*> copts;
   for (const auto& o : opts) copts.push_back(o.c_str());
   r = n.nvrtcCompileProgram(prog, static_cast<int>(copts.size()), copts.data());

@@ -1,9 +1,10 @@
-// Stride checks shared by the op layers (runtime/strides.h).
+// Element strides shared by every op layer (runtime/strides.h).
 #include "runtime/strides.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
 
 #include "lkjit/error.h"
 
@@ -24,7 +25,11 @@ Dims4 dense_strides(Layout layout, const Dims4& n) {
   return {n[1] * n[2] * n[3], n[2] * n[3], n[3], 1};
 }
 
-void check_strides(const std::string& op, const char* name, const Dims4& st, const Dims4& n, bool written) {
+// One tensor's strides: >= 1 for dims of size > 1 (>= 0 for size 1), offsets below 2^60, and for the
+// written tensor no two elements at one address. The dims of size > 1, sorted by stride, must each
+// step past the span (1 + sum of (n-1)*stride) of the dims before them: sufficient for no overlap, and
+// true of every dense layout.
+void check_strides(const char* op, const char* name, const Dims4& st, const Dims4& n, bool written) {
   for (int d = 0; d < 4; ++d) {
     if (n[d] > 1 && st[d] < 1)
       throw SpecError(fmt::format("lkjit: error: {}: {} stride[{}]={} ({} of size {}) is out of range; supported: "
@@ -52,5 +57,6 @@ void check_strides(const std::string& op, const char* name, const Dims4& st, con
     below += (below.empty() ? "" : ", ") + std::string(kDimNames[d]);
   }
 }
+
 
 }  // namespace lkjit::rt

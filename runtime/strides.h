@@ -1,9 +1,9 @@
-// Element strides of activation tensors, shared by the op layers: the dense strides of a layout, and the
-// checks every layer makes of a call's strides (same rules, same messages, the op's name as the subject).
+// Element strides of activation tensors, shared by every op layer: one addressing rule (element (b, c, y, x)
+// of a tensor at b*s[0] + c*s[1] + y*s[2] + x*s[3], in (B, C, H, W) order whatever the memory order) and one
+// set of checks and messages.
 #pragma once
 #include <array>
 #include <cstdint>
-#include <string>
 
 #include "lkjit/spec.h"
 
@@ -11,13 +11,12 @@ namespace lkjit::rt {
 
 using Dims4 = std::array<int64_t, 4>;  // (B, C, H, W) order
 
-// Dense strides of extents n in `layout`: NCHW {C*H*W, H*W, W, 1}, NHWC {H*W*C, 1, W*C, C}.
+// The dense strides of extents n in `layout` (NCHW or channels_last).
 Dims4 dense_strides(Layout layout, const Dims4& n);
 
 // One tensor's element strides st for extents n: >= 1 for dims of size > 1 (>= 0 for size 1), offsets below
-// 2^60, and for a written tensor no two elements at one address (the dims of size > 1, sorted by stride,
-// each step past the span of the dims before them: sufficient for no overlap, and true of every dense
-// layout). SpecError "lkjit: error: <op>: <name> ..." naming the dim, the value and the allowed range.
-void check_strides(const std::string& op, const char* name, const Dims4& st, const Dims4& n, bool written);
+// 2^60, and, for a written tensor, no two elements at one address. SpecError "lkjit: error: <op>: <name> ..."
+// naming the dim, the value and the allowed range.
+void check_strides(const char* op, const char* name, const Dims4& st, const Dims4& n, bool written);
 
 }  // namespace lkjit::rt

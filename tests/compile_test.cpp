@@ -17,6 +17,7 @@
 
 #include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
+#include "lkjit/cache.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
 #include "runtime/nvrtc_compiler.h"
@@ -26,6 +27,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Contains;
 using namespace lkjit;  // NOLINT
 
 using lkjit::test::read_file;
@@ -264,3 +266,26 @@ TEST(CompileErrors, GeneratedSourceNeedsItsEmbeddedHeaders) {
 }
 
 }  // namespace
+
+// The arch-specific target (sm_90a: wgmma, setmaxnreg) is its own kernel: name, key and NVRTC option.
+TEST(ArchSpecific, Sm90aCompilesUnderItsOwnNameAndKey) {
+  ScopedEnv disable("LKJIT_CACHE_DISABLE", "1");
+  OpSpec s = wtconv_spec(kWTConvFold, DType::kF32, 3, 1, true, 90);
+  const Tile t = wtconv_tile(0, 0, 0, 0, 256);
+  OpSpec a = s;
+  a.arch_specific = true;
+  EXPECT_EQ(kernel_name(a, t), "lkjit_wtconv_fold_k3_L1_w256_sm90a");
+  EXPECT_EQ(a.target(), "sm_90a");
+  const auto back = parse_kernel_name(kernel_name(a, t));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->spec, a);
+  EXPECT_FALSE(parse_kernel_name("lkjit_wtconv_fold_k3_L1_w256_sm90b").has_value());
+  const auto ka = kernel_key_inputs(a, t), ks = kernel_key_inputs(s, t);
+  EXPECT_NE(ka.key, ks.key);
+  EXPECT_THAT(ka.options, Contains("--gpu-architecture=sm_90a"));
+  const auto ck = compile_kernel(a, t);
+  expect_cubin(ck.cubin, 90, ck.kernel_name);
+  EXPECT_EQ(parse_target("sm_90a"), (ArchTarget{90, true}));
+  EXPECT_EQ(parse_target("90"), (ArchTarget{90, false}));
+  EXPECT_THROW(parse_arch("sm_90a"), SpecError);  // the plain parser names a compute capability only
+}

@@ -68,9 +68,12 @@ void validate_shape(const WTConvOptions& o, const Shape& sh) {
   throw SpecError(msg);
 }
 
-using Dims4 = rt::Dims4;
+namespace {
 
-// One tensor's strides: the rules every layer shares (runtime/strides.h), WTConv's name on the message.
+using Dims4 = std::array<int64_t, 4>;  // (B, C, H, W) order
+
+}  // namespace
+
 void check_strides(const char* name, const std::array<int64_t, 4>& st, const std::array<int64_t, 4>& n, bool written) {
   rt::check_strides("wtconv", name, st, n, written);
 }
