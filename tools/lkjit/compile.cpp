@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <set>
 
 #include "lkjit/error.h"
@@ -40,8 +41,9 @@ std::string positional_form(const FamilyInfo& fam, size_t need) {
 std::string tile_help() {
   std::string forms;
   for (OpCli* f : op_clis())
-    forms += (forms.empty() ? "" : "; ") + std::string(f->name()) + ": " +
-             positional_form(family(f->name()), f->positional_tile_axes());
+    for (const FamilyInfo& fam : families())  // the op's generator family, where it has one by its name
+      if (fam.name == f->name())
+        forms += (forms.empty() ? "" : "; ") + fam.name + ": " + positional_form(fam, f->positional_tile_axes());
   return "tile by axis, e.g. threads=256,planes=2,vy=4 (the kernel's tile axes, as `lkjit tune --list` shows them), "
          "or by position in the op's axis order (" + forms + "; 0 on the axes the kernel does not have) (default: "
          "the op's heuristic)";
@@ -90,7 +92,12 @@ Tile parse_named_tile(const OpSpec& s) {
       throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --tile: {}={} is not an integer; {}", axis, value, supported));
     if (!seen.insert(axis).second)
       throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --tile: {} is given twice; {}", axis, supported));
-    t.set(axis, parse_ints(value, "tile")[0]);  // beyond int: out of range, named
+    try {
+      t.set(axis, parse_ints(value, "tile")[0]);
+    } catch (const SpecError&) {  // beyond int
+      throw SpecError(fmt::format("lkjit: error: --tile: {}={} is out of range; supported: [{}, {}]", axis, value,
+                                  std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+    }
   }
   return t;
 }
