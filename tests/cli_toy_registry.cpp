@@ -46,9 +46,10 @@ class ToyCli final : public OpCli {
     if (c == Cmd::kPrewarm && prewarm_k_.getNumOccurrences()) ks = parse_int_list(prewarm_k_, "--k", 1, 31, true);
     if (!shapes) return c == Cmd::kRun ? std::vector<LayerProblem>{toy_layer(2, 8, 8, 8, ks[0], window)} : std::vector<LayerProblem>{};
     std::vector<LayerProblem> out;
-    for (const auto& item : split_list(*shapes, c == Cmd::kTune ? "--shape" : "--shapes")) {
-      const auto v = parse_dims(item, "--shapes", "B:C:H:W");
-      require_positive_bchw(v, "--shapes", item);
+    const char* what = c == Cmd::kTune ? "--shape" : "--shapes";
+    for (const auto& item : split_list(*shapes, what)) {
+      const auto v = parse_dims(item, what, "B:C:H:W");
+      require_positive_bchw(v, what, item);
       for (int k : ks) out.push_back(toy_layer(v[0], v[1], v[2], v[3], k, window));
     }
     return out;

@@ -83,19 +83,19 @@ std::string layer_keys() {
   return s;
 }
 std::string manifest_help() {
-  return std::string(
-             "what to compile, as JSON (every key optional; command-line --arch/--dtypes/--passes win):\n"
-         "    {\"archs\":   [\"sm_80\", \"sm_90\"],\n"
-         "     \"dtypes\":  [\"f32\", \"f16\", \"bf16\"],\n"
-         "     \"passes\":  [\"fwd\", \"bwd\"],\n"
-         "     \"presets\": [\"wtconvnext-t\"],\n"
-         "     \"layers\":  [{\"op\": \"wtconv\", \"B\": 64, \"C\": 96, \"H\": 56, \"W\": 56, \"k\": 5, \"L\": 5, \"stride\": 1}],\n"
-         "     \"kernels\": [\"lkjit_wtconv_fold_k5_L3_w256_sm90\"],\n"
-         "     \"all_tiles\": false}\n"
-         "  layers: op ") + default_op().name() + " and B 1 by default, C, H, W required, the other keys the op's\n"
-         "  (" + layer_keys() + " by default). kernels: names as\n"
-         "  `lkjit compile` prints them (kept when their arch is a target; an unknown or invalid\n"
-         "  name is an error)";
+  std::string s =
+      "what to compile, as JSON (every key optional; command-line --arch/--dtypes/--passes win):\n"
+      "    {\"archs\":   [\"sm_80\", \"sm_90\"],\n"
+      "     \"dtypes\":  [\"f32\", \"f16\", \"bf16\"],\n"
+      "     \"passes\":  [\"fwd\", \"bwd\"],\n"
+      "     \"presets\": [\"wtconvnext-t\"],\n"
+      "     \"layers\":  [{\"op\": \"wtconv\", \"B\": 64, \"C\": 96, \"H\": 56, \"W\": 56, \"k\": 5, \"L\": 5, \"stride\": 1}],\n"
+      "     \"kernels\": [\"lkjit_wtconv_fold_k5_L3_w256_sm90\"],\n"
+      "     \"all_tiles\": false}\n";
+  s += fmt::format("  layers: op {} and B 1 by default, C, H, W required, the other keys the op's\n"
+                   "  ({} by default). kernels: names as\n", default_op().name(), layer_keys());
+  return s + "  `lkjit compile` prints them (kept when their arch is a target; an unknown or invalid\n"
+             "  name is an error)";
 }
 
 cl::SubCommand& kCmd = subcommand(Cmd::kPrewarm);

@@ -1,8 +1,7 @@
 // `lkjit tune`: the explore mode. For one layer problem of an op family (--op; tools/lkjit/op_cli.h), search
 // the tile spaces of the plan's kernels on the GPU (the family's PassHarness: the whole pass is timed per
-// candidate),
-// then print a ranked table per kernel, write CSV / JSON / an SVG plot, record the decisions in the
-// tuning database and end with a pasteable `reproduce:` line. `--list` shows the candidate space
+// candidate), then print a ranked table per kernel, write CSV / JSON / an SVG plot, record the decisions
+// in the tuning database and end with a pasteable `reproduce:` line. `--list` shows the candidate space
 // (valid and rejected, with reasons) without a GPU; `--list --compile` also fills the kernel cache.
 #include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
