@@ -367,9 +367,52 @@ TEST_F(Cli, OpWtconvIsTheDefaultAndAnUnknownOpIsNamed) {
   for (const char* sub : {"run", "compile", "tune --list", "prewarm --list --preset wtconvnext-t"}) {
     const CommandResult r = run(std::string(sub) + " --op wbmmx");
     EXPECT_EQ(r.code, 2) << sub << ": " << r.output;
-    EXPECT_THAT(r.output, HasSubstr("lkjit: error: --op 'wbmmx' is unknown; supported: wtconv")) << sub;
+    EXPECT_THAT(r.output, HasSubstr("lkjit: error: --op 'wbmmx' is unknown; supported: wtconv, scale")) << sub;
   }
   EXPECT_EQ(cache_entries(), 0u);
+}
+
+// The scale family (lkjit/scale.h) takes part through tools/lkjit/ops/scale.cpp and its registry line alone.
+TEST_F(Cli, TheScaleFamilyIsAnOpOfItsOwn) {
+  std::string why;
+  const bool gpu = lkjit::gpu_available(&why);
+  CommandResult r = run("compile --op scale --dtype f16 --tile threads=128 --emit-source");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit_scale_copy_f16_w128_sm90(const __grid_constant__ lkjit::ScaleParams"));
+  r = run("compile --kernel scale_copy --tile 64,128");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--tile has 2 integers; supported: 1, threads"));
+  r = run("tune --list --op scale --shape 8:64:56:56 --arch sm_90");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit tune --list: scale fwd f32 8x64x56x56, limits table of sm_90"),
+                              HasSubstr("scale_copy f32 sm_90 on 8x64x56x56: 4 points, 4 valid"),
+                              HasSubstr("lkjit_scale_copy_f32_w512_sm90")));
+  r = run("tune --list --op scale --pass bwd");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit: error: scale: there is no backward pass; supported: fwd"));
+  r = run("prewarm --list --op scale --shapes 1:4:8:8,2:3:5:7 --arch sm_80,sm_90");  // forward only
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_scale_copy_bf16_w256_sm80"), HasSubstr("6 kernels\n")));
+  // WTConv's options are not the scale family's; an unknown shape field is named as for any op.
+  for (const std::string args : {"run --op scale -k 3", "prewarm --list --op scale --shapes 1:4:8:8 --L 2",
+                                 "tune --list --op scale --nhwc", "compile --op scale --deeper"}) {
+    r = run(args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(" is an option of --op wtconv, not of --op scale\n")) << args;
+  }
+  r = run("run --op scale --shapes 0:4:8:8");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--shapes: B=0 in '0:4:8:8' is out of range; supported: >= 1"));
+  if (!gpu) {
+    // Its demo runs when named; `lkjit run` without --op leaves it out (a family for tests and examples).
+    r = run("run --op scale --dtypes f32,bf16");
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_scale_copy_f32_w256_sm90"), HasSubstr("lkjit_scale_copy_bf16_w256_sm90"),
+                                HasSubstr("2 kernels ready for sm_90")));
+    r = run("run --dtypes f32");
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fwd_plane_f32_k5_L5_"), Not(HasSubstr("scale"))));
+  }
 }
 
 TEST_F(Cli, HelpListsEachOpsOptionsUnderItsName) {
