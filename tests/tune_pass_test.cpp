@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -17,6 +18,7 @@
 
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
+#include "lkjit/testing.h"
 #include "lkjit/tuning.h"
 #include "lkjit/wtconv.h"
 #include "lkjit/wtconv_kernels.h"
@@ -313,6 +315,52 @@ TEST(TunePassCheck, EachEntryIsCheckedWithTheEarlierAcceptedTilesInPlace) {
   EXPECT_EQ(recorded(o, lv1).tier, LookupTier::kDefault);
   EXPECT_EQ(recorded(o, syn).tier, LookupTier::kExact);
   EXPECT_EQ(recorded(o, syn).tile, swin);
+}
+
+// ---- the comparison behind WTConvHarness::check_outputs (lkjit::testing::compare_outputs) ----
+
+lkjit::testing::PassOutputs outputs(std::vector<float> out, std::vector<float> grad = {}) {
+  lkjit::testing::PassOutputs o;
+  o.tensors.push_back({"dX", false, std::move(out)});
+  if (!grad.empty()) o.tensors.push_back({"level_w[1]", true, std::move(grad)});
+  return o;
+}
+
+TEST(CompareOutputs, AgreementWithinTheDtypesTolerance) {
+  const auto want = outputs({1.0f, -2.0f, 0.5f}, {1000.0f, -3.0f});
+  EXPECT_EQ(lkjit::testing::compare_outputs(want, want, DType::kF32), std::nullopt);
+  // One bf16 rounding step (2^-8 relative) on an activation, 1e-3 of the largest gradient on a gradient.
+  EXPECT_EQ(lkjit::testing::compare_outputs(want, outputs({1.00390625f, -2.0f, 0.5f}, {1000.0f, -3.5f}), DType::kBF16),
+            std::nullopt);
+  // In f32 the same differences are far outside.
+  EXPECT_THAT(lkjit::testing::compare_outputs(want, outputs({1.00390625f, -2.0f, 0.5f}, {1000.0f, -3.0f}), DType::kF32).value_or(""),
+              AllOf(HasSubstr("dX: "), HasSubstr("at index 0")));
+  EXPECT_THAT(lkjit::testing::compare_outputs(want, outputs({1.0f, -2.0f, 0.5f}, {1000.0f, -3.5f}), DType::kF32).value_or(""),
+              AllOf(HasSubstr("level_w[1]: "), HasSubstr("at index 1")));
+}
+
+TEST(CompareOutputs, NaNInEitherRunFails) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto good = outputs({1.0f, 2.0f}), bad = outputs({1.0f, nan});
+  EXPECT_THAT(lkjit::testing::compare_outputs(good, bad, DType::kBF16).value_or(""), HasSubstr("dX: "));
+  EXPECT_THAT(lkjit::testing::compare_outputs(bad, good, DType::kBF16).value_or(""), HasSubstr("dX: "));
+  EXPECT_NE(lkjit::testing::compare_outputs(bad, bad, DType::kBF16), std::nullopt) << "NaN never passes, not even against NaN";
+  const auto nan_grad = outputs({1.0f}, {nan, 1.0f});
+  EXPECT_THAT(lkjit::testing::compare_outputs(nan_grad, nan_grad, DType::kF32).value_or(""), HasSubstr("level_w[1]"));
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_NE(lkjit::testing::compare_outputs(good, outputs({1.0f, inf}), DType::kF16), std::nullopt);
+}
+
+TEST(CompareOutputs, GuardDamageAndMismatchedTensorsFail) {
+  const auto good = outputs({1.0f, 2.0f});
+  auto damaged = good;
+  damaged.guard_damage = "dX: 2 guard bytes changed";
+  EXPECT_THAT(lkjit::testing::compare_outputs(good, damaged, DType::kF32).value_or(""),
+              AllOf(HasSubstr("wrote past its buffers"), HasSubstr("dX: 2 guard bytes changed")));
+  EXPECT_THAT(lkjit::testing::compare_outputs(damaged, good, DType::kF32).value_or(""), HasSubstr("the reference run wrote past"));
+  EXPECT_THAT(lkjit::testing::compare_outputs(good, outputs({1.0f, 2.0f, 3.0f}), DType::kF32).value_or(""), HasSubstr("3 elements"));
+  EXPECT_THAT(lkjit::testing::compare_outputs(good, outputs({1.0f, 2.0f}, {1.0f}), DType::kF32).value_or(""),
+              HasSubstr("2 tensors against the reference run's 1"));
 }
 
 }  // namespace
