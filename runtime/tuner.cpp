@@ -184,8 +184,9 @@ TunedKernel Tuner::get(const OpSpec& spec, const Shape& shape, int device) {
     if (!rep.save_error.empty()) rt::log_line("warning: " + rep.save_error);
     if (!rep.kernels.empty() && rep.kernels[0].chosen != Tile{}) {
       c = {rep.kernels[0].chosen, LookupTier::kTuned,
-           fmt::format("tuned: {} of {} candidates, {}", rep.kernels[0].candidates.size(), rep.kernels[0].space_size,
-                       to_string(rep.kernels[0].strategy))};
+           fmt::format("tuned: {} of {} candidates, {}{}", rep.kernels[0].candidates.size(), rep.kernels[0].space_size,
+                       to_string(rep.kernels[0].strategy),
+                       rep.kernels[0].check_failure.empty() ? "" : "; not recorded: " + rep.kernels[0].check_failure)};
       out.tuning = rep.kernels[0];
     }
   }

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +54,8 @@ class WBMMHarness : public PassHarness {
   std::vector<double> time(int warmup, int reps) override;
   const DeviceInfo& device() const override;
   double traffic_bytes() const override;
+  std::optional<std::string> check_outputs(const std::vector<PlannedKernel>& reference,
+                                           const std::vector<PlannedKernel>& candidate) override;
   WBMM& layer();
 
  private:

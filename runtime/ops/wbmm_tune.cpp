@@ -6,8 +6,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "lkjit/error.h"
+#include "lkjit/numeric.h"
+#include "lkjit/testing.h"
 #include "runtime/op_registry.h"
 
 namespace lkjit {
@@ -70,6 +74,9 @@ struct WBMMHarness::Impl {
   uint32_t flush_value = 0;
   double bytes = 0;
   WBMMGradients grads;
+  // check_outputs' random inputs and weights and its guarded outputs, made on first use.
+  DeviceBuffer cx, cdout, cweight, cbias;
+  testing::GuardedBuffer cout, cgweight, cgbias;
 
   void run(size_t set) {
     if (p.backward)
@@ -170,6 +177,78 @@ std::vector<double> WBMMHarness::time(int warmup, int reps) {
     ms.push_back(timer.stop_ms());
   }
   return ms;
+}
+
+// Both plans' outputs on one random x (and dOut), with random weights of scale 1/sqrt(d) and bias (so that each
+// term shows), each written into NaN-poisoned, guarded buffers: out, or dX and the weight gradients.
+std::optional<std::string> WBMMHarness::check_outputs(const std::vector<PlannedKernel>& reference,
+                                                      const std::vector<PlannedKernel>& candidate) {
+  Impl& m = *impl_;
+  const WBMMOptions& o = m.p.options;
+  const Shape sh = m.p.shape();
+  const size_t n = size_t(sh.numel()), eb = dtype_bytes(o.dtype);
+  const bool table = o.mode == WBMMMode::kTable;
+  const size_t nw = size_t(o.C) * (table ? wbmm_table_size(o) : size_t(wbmm_positions(o)) * wbmm_positions(o));
+  if (!m.cx.data()) {
+    auto upload = [&](DeviceBuffer& b, const std::vector<uint8_t>& bytes) {
+      b = DeviceBuffer(round4(bytes.size()), o.device);
+      b.upload(bytes.data(), bytes.size());
+    };
+    upload(m.cx, encode(o.dtype, testing::random_tensor(n, o.dtype, 0xb33f)));
+    if (m.p.backward) upload(m.cdout, encode(o.dtype, testing::random_tensor(n, o.dtype, 0xb340)));
+    std::vector<float> w = testing::random_tensor(nw, DType::kF32, 0xb341);
+    for (float& v : w) v /= std::sqrt(float(wbmm_positions(o)));
+    upload(m.cweight, encode(DType::kF32, w));
+    if (o.bias) upload(m.cbias, encode(DType::kF32, testing::random_tensor(size_t(o.C), DType::kF32, 0xb342)));
+    m.cout = testing::GuardedBuffer(round4(n * eb), o.device);
+    if (m.p.backward) {
+      m.cgweight = testing::GuardedBuffer(nw * 4, o.device);
+      if (o.bias) m.cgbias = testing::GuardedBuffer(size_t(o.C) * 4, o.device);
+    }
+  }
+  WBMMWeights w;
+  (table ? w.R : w.M) = static_cast<const float*>(m.cweight.data());
+  if (o.bias) w.bias = static_cast<const float*>(m.cbias.data());
+  auto run_with = [&](const std::vector<PlannedKernel>& tiles) {
+    set_tiles(tiles);
+    m.layer->set_weights(w);
+    testing::PassOutputs r;
+    auto fetch = [&](const char* name, bool gradient, const testing::GuardedBuffer& b, size_t count, DType dt) {
+      std::vector<uint8_t> raw(count * dtype_bytes(dt));
+      b.buffer().download(raw.data(), raw.size());
+      testing::PassOutputs::Tensor t{name, gradient, std::vector<float>(count)};
+      for (size_t i = 0; i < count; ++i) t.v[i] = decode_one(dt, raw.data(), i);
+      r.tensors.push_back(std::move(t));
+      if (const int64_t bad = b.guard_bytes_changed())
+        r.guard_damage += fmt::format("{}{}: {} guard bytes changed", r.guard_damage.empty() ? "" : "; ", name, bad);
+    };
+    m.cout.poison();
+    if (!m.p.backward) {
+      m.layer->forward(m.cx.data(), m.cout.data(), m.p.B, m.p.H, m.p.W);
+      synchronize();
+      fetch("out", false, m.cout, n, o.dtype);
+    } else {
+      m.cgweight.poison();
+      if (o.bias) m.cgbias.poison();
+      WBMMGradients g;
+      (table ? g.R : g.M) = static_cast<float*>(m.cgweight.data());
+      if (o.bias) g.bias = static_cast<float*>(m.cgbias.data());
+      m.layer->backward(m.cx.data(), m.cdout.data(), m.p.need_dx ? m.cout.data() : nullptr, g, m.p.B, m.p.H, m.p.W);
+      synchronize();
+      if (m.p.need_dx) fetch("dX", false, m.cout, n, o.dtype);
+      fetch(table ? "dR" : "dM", true, m.cgweight, nw, DType::kF32);
+      if (o.bias) fetch("dbias", true, m.cgbias, size_t(o.C), DType::kF32);
+    }
+    return r;
+  };
+  const testing::PassOutputs want = run_with(reference);
+  const testing::PassOutputs got = run_with(candidate);
+  // The timing weights again (constants: timing does not depend on values).
+  WBMMWeights tw;
+  (table ? tw.R : tw.M) = static_cast<const float*>(m.weight.data());
+  if (o.bias) tw.bias = static_cast<const float*>(m.bias.data());
+  m.layer->set_weights(tw);
+  return testing::compare_outputs(want, got, o.dtype);
 }
 
 TuneReport wbmm_tune(const WBMMTuneProblem& p, const std::vector<KernelSelector>& which, const TuneOptions& o) {
