@@ -32,6 +32,7 @@
 #include "lkjit/runtime.h"
 #include "lkjit/wtconv_kernels.h"
 #include "runtime/remote_tier.h"
+#include "runtime/tuner_internal.h"
 #include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
@@ -333,6 +334,66 @@ TEST_F(RemoteStoreTest, DecisionsRoundTripAndStayOnTheirKey) {
   RemoteOptions k;
   k.write = RemoteWrite::kKernels;
   EXPECT_FALSE(put_decision(*store(nullptr, nullptr, k), r));
+}
+
+// ---- the Tuner through the tier ------------------------------------------------------------------
+
+// A node with no record of its own takes another node's published decision (exact tier), and a node that
+// records decisions publishes them (write all), so the next node finds them.
+TEST_F(RemoteStoreTest, TunerUsesAndPublishesDecisions) {
+  ScopedEnv url("LKJIT_REMOTE_CACHE", test_redis().c_str());
+  ScopedEnv write("LKJIT_REMOTE_CACHE_WRITE", "all");
+  TempDir tmp(kTmpPrefix);
+  const OpSpec spec = wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 2);
+  const Shape shape{2, 96, 28, 28};
+  const DeviceLimits limits = DeviceLimits::for_arch(90);
+  const DeviceClass dev{"Remote Test GPU", 90, 132};
+  const Tile def = default_tile(spec, shape, limits);
+  const auto space = enumerate(spec, limits, &shape);
+  ASSERT_GE(space.size(), 2u);
+  const Tile other = space.front() == def ? space.back() : space.front();
+  TuneOptions o;
+  o.mode = TuneMode::kCached;
+  o.db_path = tmp.path() + "/node-a.json";
+  EXPECT_EQ(Tuner(o).lookup(spec, shape, dev, limits).tier, LookupTier::kDefault);
+
+  TuningRecord r;
+  r.device = dev.name, r.arch = dev.arch, r.sm_count = dev.sm_count;
+  r.spec = spec_key(spec), r.bucket = bucket_key(shape);
+  r.B = shape.B, r.C = shape.C, r.H = shape.H, r.W = shape.W;
+  for (const auto& [a, v] : other.axes.entries()) r.tile[a] = v;
+  ASSERT_TRUE(put_decision(*store(), r));
+  const TileChoice got = Tuner(o).lookup(spec, shape, dev, limits);
+  EXPECT_EQ(got.tile, other);
+  EXPECT_EQ(got.tier, LookupTier::kExact);
+  EXPECT_THAT(got.detail, HasSubstr("remote decision of Remote Test GPU"));
+  {
+    ScopedEnv off("LKJIT_REMOTE_CACHE", nullptr);
+    EXPECT_EQ(Tuner(o).lookup(spec, shape, dev, limits).tier, LookupTier::kDefault);
+  }
+  // A decision whose tile the shape cannot take is not used.
+  cmd(*admin_, {"FLUSHDB"});
+  r.tile = {{"planes", 999}, {"threads", 256}, {"vy", 4}};
+  ASSERT_TRUE(put_decision(*store(), r));
+  EXPECT_EQ(Tuner(o).lookup(spec, shape, dev, limits).tier, LookupTier::kDefault);
+
+  // Recording publishes.
+  cmd(*admin_, {"FLUSHDB"});
+  KernelTuneResult k;
+  k.spec = spec, k.shape = shape, k.default_tile = def, k.chosen = other;
+  lkjit::detail::record_decisions(tmp.path() + "/node-b.json", dev, {k});
+  TuningQuery q;
+  q.device = dev.name, q.arch = dev.arch, q.sm_count = dev.sm_count, q.spec = r.spec, q.bucket = r.bucket;
+  const auto pub = get_decision(*store(), q);
+  ASSERT_TRUE(pub.has_value()) << "record_decisions did not publish";
+  std::map<std::string, int> want;
+  for (const auto& [a, v] : other.axes.entries()) want[a] = v;
+  EXPECT_EQ(pub->tile, want);
+  // write kernels: recorded locally, not published.
+  cmd(*admin_, {"FLUSHDB"});
+  ScopedEnv kernels("LKJIT_REMOTE_CACHE_WRITE", "kernels");
+  lkjit::detail::record_decisions(tmp.path() + "/node-c.json", dev, {k});
+  EXPECT_FALSE(get_decision(*store(), q).has_value());
 }
 
 // ---- compile_kernel through the tier --------------------------------------------------------------
