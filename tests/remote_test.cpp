@@ -396,6 +396,47 @@ TEST_F(RemoteStoreTest, TunerUsesAndPublishesDecisions) {
   EXPECT_FALSE(get_decision(*store(), q).has_value());
 }
 
+// One process tunes a key: a claim while another holds the key's decision lease waits for its decision;
+// a claim of a free key takes the lease (held until the claim goes away).
+TEST_F(RemoteStoreTest, TuningClaimsWaitForTheHoldersDecisionOrTakeTheLease) {
+  ScopedEnv url("LKJIT_REMOTE_CACHE", test_redis().c_str());
+  ScopedEnv write("LKJIT_REMOTE_CACHE_WRITE", "all");
+  ScopedEnv wait("LKJIT_REMOTE_CACHE_WAIT_S", "5");
+  TuningRecord r;
+  r.device = "Claim Test GPU", r.arch = 90, r.sm_count = 132;
+  r.spec = "lkjit_wtconv_fwd_plane_f32_nchw_k5_L2_sm90", r.bucket = "B2_C96_H28_W28_s1";
+  r.B = 2, r.C = 96, r.H = 28, r.W = 28;
+  r.tile = {{"planes", 1}, {"threads", 256}, {"vy", 4}};
+  TuningQuery q;
+  q.device = r.device, q.arch = r.arch, q.sm_count = r.sm_count, q.spec = r.spec, q.bucket = r.bucket;
+  auto other = store();
+  const std::string lease = "decision:" + decision_key(q);
+  ASSERT_EQ(other->try_lease(lease, "other-node"), RemoteStore::LeaseState::kOwned);
+  std::thread holder([&] {
+    std::this_thread::sleep_for(milliseconds(600));
+    EXPECT_TRUE(put_decision(*other, r));
+    other->release_lease(lease, "other-node");
+  });
+  const auto t0 = Clock::now();
+  rt::TuningClaim c = rt::claim_tuning(q);
+  holder.join();
+  ASSERT_TRUE(c.decision.has_value()) << "the claim did not wait for the holder's decision";
+  EXPECT_EQ(c.decision->tile, r.tile);
+  EXPECT_EQ(c.lease, nullptr);
+  EXPECT_GE(Clock::now() - t0, milliseconds(500));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+
+  cmd(*admin_, {"FLUSHDB"});
+  {
+    rt::TuningClaim mine = rt::claim_tuning(q);
+    EXPECT_FALSE(mine.decision.has_value());
+    ASSERT_NE(mine.lease, nullptr) << "a free key's claim took no lease";
+    EXPECT_EQ(cmd(*admin_, {"EXISTS", other->lease_key(lease)}).integer, 1);
+    EXPECT_EQ(other->try_lease(lease, "third-node"), RemoteStore::LeaseState::kHeld);
+  }
+  EXPECT_EQ(cmd(*admin_, {"EXISTS", other->lease_key(lease)}).integer, 0) << "the claim's lease outlived it";
+}
+
 // ---- compile_kernel through the tier --------------------------------------------------------------
 
 class CompileRemote : public RemoteStoreTest {
