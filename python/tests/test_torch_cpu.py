@@ -54,9 +54,9 @@ def _op_args(m, x):
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 @pytest.mark.parametrize("stride,bias", [(1, True), (2, False)])
 def test_opcheck(wt, layout, stride, bias):
-    """Schema, fake tensor, AOT dispatch (dynamic too) of both ops on CPU tensors through the test-only CPU kernel.
-    The layer's autograd is an autograd.Function around the ops, so the ops have no autograd registration to
-    check (test_autograd_registration is left out)."""
+    """Schema, fake tensor, AOT dispatch (dynamic too) of both ops on CPU tensors through the test-only CPU kernel,
+    and wtconv_fwd's autograd registration (on inputs that require grad). wtconv_bwd has none (no double
+    backward)."""
     m = _layer(4, 5, 2, stride, bias, seed=1)
     torch.manual_seed(2)
     x = torch.randn(2, 4, 9, 14)
@@ -67,6 +67,54 @@ def test_opcheck(wt, layout, stride, bias):
     utils = ("test_schema", "test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic")
     torch.library.opcheck(torch.ops.lkjit.wtconv_fwd.default, args, test_utils=utils)
     torch.library.opcheck(torch.ops.lkjit.wtconv_bwd.default, (g,) + args, test_utils=utils)
+    grad_args = (args[0].detach().requires_grad_(), *[
+        None if a is None else [t.detach().requires_grad_() for t in a] if isinstance(a, list) else
+        a.detach().requires_grad_() for a in args[1:6]], *args[6:])
+    torch.library.opcheck(torch.ops.lkjit.wtconv_fwd.default, grad_args, test_utils=("test_autograd_registration",))
+
+
+def test_direct_op_call_is_differentiable(wt):
+    """torch.ops.lkjit.wtconv_fwd called directly (not through WTConv2d) has its own autograd, which runs
+    lkjit::wtconv_bwd: dX and every parameter gradient (bias too) equal the layer's autograd.Function path bit
+    for bit (the same kernels), with no warning from torch's autograd fallback."""
+    import warnings
+    from wtconv_reference import params_of
+    for stride, bias in [(1, True), (2, False)]:
+        m = _layer(4, 5, 2, stride, bias, seed=11)
+        torch.manual_seed(12)
+        x = torch.randn(2, 4, 9, 14)
+        g = torch.randn(2, 4, -(-9 // stride), -(-14 // stride))
+        results = []
+        for direct in (True, False):
+            xr = x.clone().requires_grad_()
+            m.zero_grad(set_to_none=True)
+            bw, bb, bs, lw, ls = params_of(m)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the fallback's "autograd kernel was not registered" fails
+                if direct:
+                    out = torch.ops.lkjit.wtconv_fwd(xr, bw, bb, bs, lw, ls, m._lkjit_id, stride)
+                    assert type(out.grad_fn).__name__ != "_WTConvFunctionBackward", out.grad_fn
+                else:
+                    out = wt._WTConvFunction.apply(m._lkjit_id, stride, 2, xr, *m._flat_params())
+                    assert type(out.grad_fn).__name__ == "_WTConvFunctionBackward", out.grad_fn
+                out.backward(g)
+            grads = [xr.grad, bw.grad, bs.grad, *[t.grad for t in lw], *[t.grad for t in ls]] + \
+                ([bb.grad] if bias else [])
+            assert all(t is not None for t in grads), [t is None for t in grads]
+            results.append((out.detach(), grads))
+        (o1, g1), (o2, g2) = results
+        assert torch.equal(o1, o2)
+        for i, (a, b) in enumerate(zip(g1, g2)):
+            assert torch.equal(a, b), f"gradient {i} (0: dX)"
+
+
+def test_cpu_input_to_a_module_elsewhere_names_both_devices():
+    """A CPU input to a module whose parameters are on another device (meta here; cuda on a GPU machine) gets
+    the library's message naming both devices, not an error from inside the PyTorch implementation."""
+    _lib_or_skip()
+    m = _layer(4, 5, 2, 1, True, seed=13).to("meta")
+    with pytest.raises(ValueError, match=r"parameters are on 'meta' but the input is on 'cpu'; move the module"):
+        m(torch.randn(1, 4, 8, 8))
 
 
 def test_cpu_tensors_run_the_pytorch_implementation():
