@@ -338,3 +338,40 @@ def test_binding_imports_only_the_stable_abi():
     r = subprocess.run(["nm", "-D", "--defined-only", cpu], capture_output=True, text=True)
     have = {line.split()[-1] for line in r.stdout.splitlines() if line.strip()}
     assert shim <= have, sorted(shim - have)
+
+
+def test_gpu_tests_name_only_what_exists():
+    """test_torch_gpu.py, which runs only on a GPU machine, names lkjit's modules and their attributes as this
+    package has them (lkjit.X.Y chains, and chains on names imported from lkjit): a renamed or moved internal
+    fails here, on the CPU, instead of only on the GPU."""
+    import ast
+    import importlib
+    _lib_or_skip()
+    importlib.import_module("lkjit.torch")
+    tree = ast.parse(open(os.path.join(HERE, "test_torch_gpu.py")).read())
+    roots = {"lkjit": lkjit}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "lkjit":
+            mod = importlib.import_module(node.module)
+            for a in node.names:
+                roots[a.asname or a.name] = getattr(mod, a.name) if hasattr(mod, a.name) else \
+                    importlib.import_module(f"{node.module}.{a.name}")
+    missing, checked = [], 0
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        chain, n = [], node
+        while isinstance(n, ast.Attribute):
+            chain.append(n.attr)
+            n = n.value
+        if not isinstance(n, ast.Name) or n.id not in roots:
+            continue
+        obj = roots[n.id]
+        for name in reversed(chain):
+            if not hasattr(obj, name):
+                missing.append(f"line {node.lineno}: {n.id}." + ".".join(reversed(chain)))
+                break
+            obj = getattr(obj, name)
+        checked += 1
+    assert checked > 10, checked  # the walk found the file's uses
+    assert not missing, sorted(set(missing))
