@@ -10,10 +10,12 @@ The exact operator, padding of odd sizes and crop included: the project's operat
 
 Ops: ``lkjit::wtconv_fwd`` and ``lkjit::wtconv_bwd`` (one schema; fake implementations here; CUDA kernels
 from the binding, else ``_fwd_impl`` / ``_bwd_impl`` below through ctypes). One autograd mechanism for the
-layer, eager and compiled alike: ``_WTConvFunction`` (torch.autograd.Function) around the two ops. Measured
-host time per forward+backward on CPU tensors through a test-only CPU kernel (bench/bench_torch_host.py): the
-autograd.Function around the ops costs less than register_autograd on the op, whose Python wrapper (pytree
-flattening, custom-op autograd glue) runs on every call; bench/RESULTS.md has the numbers.
+layer, eager and compiled alike: ``_WTConvFunction`` (torch.autograd.Function) around the two ops, which
+torch.compile traces with the ops inside. Measured host time per forward+backward on CPU tensors through a
+test-only CPU kernel (bench/bench_torch_host.py): the autograd.Function around the ops costs less than
+register_autograd on the op, whose Python wrapper (pytree flattening, custom-op autograd glue) runs on every
+call; bench/RESULTS.md has the numbers. wtconv_fwd still has that autograd, for direct calls of the op; the
+layer calls the op below the autograd keys (_fwd_no_autograd), so the wrapper never runs for it.
 
 Layout: the kernels read and write activations through their strides, so a dense input in any dim order
 (NCHW contiguous, channels_last, ...) is used as it is; only inputs with gaps or overlaps are copied.
@@ -532,11 +534,11 @@ class WTConv2d(nn.Module):
     bypasses the version counter). Each (dtype, device) gets one lkjit layer that owns its folded
     weights and workspace; one module must not run concurrently on two streams.
 
-    Eager calls run through an autograd.Function (``_WTConvFunction``); under torch.compile / torch.export
-    (and jit tracing, torch.func transforms, tensor subclasses) the module calls the custom ops
-    ``lkjit::wtconv_fwd`` / ``lkjit::wtconv_bwd`` instead. Both run the same code and kernels (identical
-    results); the custom op's Python dispatch would cost about 1 ms of CPU time per eager training step.
-    The eager backward's parameter gradients are views of one buffer per call (one allocation).
+    Calls run through an autograd.Function (``_WTConvFunction``) around the custom ops ``lkjit::wtconv_fwd`` /
+    ``lkjit::wtconv_bwd``, eager and under torch.compile alike (dynamo traces the Function with the ops inside;
+    AOT autograd's forward and backward graphs call the ops), so both run the same code and kernels
+    (identical results). The op's own autograd (for direct calls of the op) is bypassed: its Python wrapper
+    would cost host time on every eager call.
 
     packed_params=True keeps all 2L+3 parameters in one fp32 Parameter, ``packed`` (the flat order: base
     weight, base scale, level weights, level scales, bias), for speed: autograd's host work per training
