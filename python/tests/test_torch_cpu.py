@@ -375,3 +375,31 @@ def test_gpu_tests_name_only_what_exists():
         checked += 1
     assert checked > 10, checked  # the walk found the file's uses
     assert not missing, sorted(set(missing))
+
+
+def test_the_layer_path_skips_the_ops_autograd_wrapper(wt):
+    """The layer's autograd.Function and its no_grad calls run wtconv_fwd below autograd: torch.library's Python
+    autograd wrapper of the op (autograd_impl, which costs host time per call) runs for a direct call only."""
+    m = _layer(4, 5, 2, 1, True, seed=14)
+    params = m._flat_params()
+    x = torch.randn(2, 4, 9, 11, requires_grad=True)
+    op_args = (x, params[0], params[-1], params[1], params[2:4], params[4:6], m._lkjit_id, 1)
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    def wrapper_calls(fn):
+        calls.clear()
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+        return calls.count("autograd_impl")
+
+    assert wrapper_calls(lambda: wt._WTConvFunction.apply(m._lkjit_id, 1, 2, x, *params).sum().backward()) == 0
+    with torch.no_grad():
+        assert wrapper_calls(lambda: m._forward_op(x)) == 0
+    assert wrapper_calls(lambda: torch.ops.lkjit.wtconv_fwd(*op_args)) == 1  # the probe sees the wrapper

@@ -115,8 +115,8 @@ def run(m, x, g, call=None):
 
 
 def run_custom_op(m, x, g):
-    """run() through the custom op lkjit::wtconv_fwd called directly (its registered autograd runs
-    lkjit::wtconv_bwd): the path torch.compile takes, on m's lkjit layer."""
+    """run() through the custom op lkjit::wtconv_fwd called directly (its own autograd runs lkjit::wtconv_bwd),
+    on m's lkjit layer: the two ops that torch.compile's graphs call."""
     x = x.detach().requires_grad_()
     m.zero_grad(set_to_none=True)
     bw, bb, bs, lw, ls = params_of(m)
