@@ -11,11 +11,41 @@ IDENTITY, BIAS, ALLOW_TF32 = 1, 2, 4         # LKJIT_WBMM_* flags of lkjit_wbmm_
 PATHS = {"auto": 0, "fused": 1, "split": 2}  # lkjit_wbmm_set_backward_path
 ALLOW_CPU = 1                                # LKJIT_CHECK_ALLOW_CPU
 
-# Copies of the library's ranges (lkjit::wbmm_field_range), for Python's own messages; test_wbmm_cpu.py holds
-# them against the library's.
+
+
+def _probe_create(**kw):
+    """lkjit_wbmm_create (it validates only: no GPU involved) with the given C, wh, ww, device."""
+    a = dict(dict(C=8, wh=7, ww=7, device=0), **kw)
+    lib = load()
+    h = ctypes.c_void_p()
+    rc = lib.lkjit_wbmm_create(a["C"], a["wh"], a["ww"], TABLE, 0, IDENTITY, a["device"], ctypes.byref(h))
+    out = _lib.probe_outcome(rc)
+    if rc == 0:
+        lib.lkjit_wbmm_destroy(h)
+    return out
+
+
+def _probe_describe(**kw):
+    """lkjit_wbmm_describe of a shape (B, H, W) of a 1-channel 1x1-window layer, planned from sm_90's table."""
+    a = dict(dict(B=1, H=1, W=1), **kw)
+    lib = load()
+    h = ctypes.c_void_p()
+    _check(lib.lkjit_wbmm_create(1, 1, 1, TABLE, 0, IDENTITY, 0, ctypes.byref(h)))
+    try:
+        text = ctypes.c_char_p()
+        return _lib.probe_outcome(lib.lkjit_wbmm_describe(h, a["B"], a["H"], a["W"], 0, 90, ctypes.byref(text)))
+    finally:
+        lib.lkjit_wbmm_destroy(h)
+
+
+# Copies of the library's ranges (lkjit::wbmm_field_range, runtime/ops/wbmm_plan.cpp), for Python's own
+# messages; test_import.py holds each to the library through the probes.
 _lib.register_ranges("wbmm", {"C": range(1, (1 << 24) + 1), "wh": range(1, 17), "ww": range(1, 17),
                               "device": range(0, 1 << _INT), "B": range(1, 1 << 31), "H": range(1, (1 << 30) + 1),
-                              "W": range(1, (1 << 30) + 1)})
+                              "W": range(1, (1 << 30) + 1)}, None,
+                     {"C": (_probe_create, _INT64), "wh": (_probe_create, _INT), "ww": (_probe_create, _INT),
+                      "device": (_probe_create, _INT), "B": (_probe_describe, _INT64), "H": (_probe_describe, _INT64),
+                      "W": (_probe_describe, _INT64)})
 
 _c = ctypes
 _i64, _vp, _sp, _fp = _c.c_int64, _c.c_void_p, _c.POINTER(_c.c_int64), _c.c_void_p
