@@ -9,8 +9,9 @@ Convolution" (ICML 2026); the exact operator is the project's spec, docs/wbmm.md
 The kernels fuse the partition into their loads and stores and build M_c on chip: M is never in device memory.
 
 Ops: ``lkjit::wbmm_fwd`` and ``lkjit::wbmm_bwd`` (fake implementations here; CUDA kernels from the binding when it
-implements them, else the ctypes kernels below; CPU kernels in PyTorch ops, lkjit/_wbmm_torch_ref.py). One
-autograd mechanism, eager and compiled: ``_WBMMFunction`` around the two ops. Activations in float32, float16 or
+implements them, else the ctypes kernels below; CPU kernels in PyTorch ops, lkjit/_wbmm_torch_ref.py). The
+module's autograd, eager and compiled: ``_WBMMFunction`` around the two ops (it calls wbmm_fwd below autograd);
+wbmm_fwd called directly is differentiable too, through its own registered autograd. Activations in float32, float16 or
 bfloat16 in any dense layout (NCHW, channels_last, ...: addressed through their strides, not copied); the output
 is channels_last for a channels_last input, NCHW contiguous otherwise. Parameters and their gradients float32.
 float32 inputs are fp32-accurate unless ``allow_tf32`` (default: torch.backends.cuda.matmul.allow_tf32, read per
@@ -176,15 +177,43 @@ def _bwd_fake(x, grad_out, weight, bias, wh, ww, dense, identity, allow_tf32, ne
             weight.new_empty(bias.shape if bias is not None else (0,), dtype=torch.float32)]
 
 
+def _op_setup_context(ctx, inputs, output):
+    x, weight, bias, wh, ww, dense, identity, allow_tf32, layer_id = inputs
+    ctx.cfg = (wh, ww, dense, identity, allow_tf32, layer_id)
+    ctx.save_for_backward(x, weight, bias)
+
+
+def _op_backward(ctx, grad_out):
+    """wbmm_fwd's own autograd (a direct call of the op): lkjit::wbmm_bwd, gradients in the op's input order."""
+    x, weight, bias = ctx.saved_tensors
+    wh, ww, dense, identity, allow_tf32, layer_id = ctx.cfg
+    need_dx = ctx.needs_input_grad[0]
+    dx, dw, db = wbmm_bwd(x, grad_out, weight, bias, wh, ww, dense, identity, allow_tf32, need_dx, layer_id)
+    return (dx if need_dx else None, dw, db if bias is not None else None) + (None,) * 6
+
+
 _FWD, _BWD = "lkjit::wbmm_fwd", "lkjit::wbmm_bwd"
 wbmm_fwd = ops.define_op(
     "wbmm_fwd", "(Tensor x, Tensor weight, Tensor? bias, int wh, int ww, bool dense, bool identity, bool allow_tf32, "
-    "int layer_id) -> Tensor", _fwd_fake, _fwd_impl)
+    "int layer_id) -> Tensor", _fwd_fake, _fwd_impl, autograd=(_op_backward, _op_setup_context))
+# No autograd for wbmm_bwd: no double backward.
 wbmm_bwd = ops.define_op(
     "wbmm_bwd", "(Tensor x, Tensor grad_out, Tensor weight, Tensor? bias, int wh, int ww, bool dense, bool identity, "
     "bool allow_tf32, bool need_dx, int layer_id) -> Tensor[]", _bwd_fake, _bwd_impl)
 ops.LIBRARY.impl("wbmm_fwd", _fwd_cpu, "CPU")
 ops.LIBRARY.impl("wbmm_bwd", _bwd_cpu, "CPU")
+
+
+_BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
+
+
+def _fwd_no_autograd(*args):
+    """lkjit::wbmm_fwd inside _WBMMFunction: below the autograd keys, so the op's Python autograd wrapper does not
+    run on every call (as WTConv's); under torch.compile the plain op, which dynamo records."""
+    if ops.is_compiling():
+        return wbmm_fwd(*args)
+    with _BELOW_AUTOGRAD():
+        return wbmm_fwd(*args)
 
 
 class _WBMMFunction(torch.autograd.Function):
@@ -194,7 +223,7 @@ class _WBMMFunction(torch.autograd.Function):
         ctx.save_for_backward(x, w32, b32)
         ctx.cfg = (wh, ww, dense, identity, allow_tf32, layer_id)
         ctx.dtypes = (weight.dtype, None if bias is None else bias.dtype)
-        return wbmm_fwd(x, w32, b32, wh, ww, dense, identity, allow_tf32, layer_id)
+        return _fwd_no_autograd(x, w32, b32, wh, ww, dense, identity, allow_tf32, layer_id)
 
     @staticmethod
     def backward(ctx, grad_out):

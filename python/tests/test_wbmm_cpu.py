@@ -170,8 +170,8 @@ def test_fuse_identity_fuse_bn_and_to_dense_keep_the_output(lt, dense):
 @pytest.mark.parametrize("bias,dense,need_dx", [(True, False, True), (False, True, False)])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 def test_opcheck(lt, bias, dense, need_dx, layout):
-    """Schema, fake tensor and AOT dispatch of both ops on CPU tensors (the autograd is an autograd.Function
-    around them, so they have no autograd registration to check)."""
+    """Schema, fake tensor and AOT dispatch of both ops on CPU tensors, and wbmm_fwd's autograd registration
+    (wbmm_bwd has none: no double backward)."""
     C, wh, ww = 3, 4, 3
     x = torch.randn(2, C, 9, 7)
     if layout == "channels_last":
@@ -179,7 +179,8 @@ def test_opcheck(lt, bias, dense, need_dx, layout):
     w = torch.randn(C, wh * ww, wh * ww) if dense else torch.randn(C, (2 * wh - 1) * (2 * ww - 1))
     b = torch.randn(C) if bias else None
     tests = ("test_schema", "test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic")
-    torch.library.opcheck(torch.ops.lkjit.wbmm_fwd.default, (x, w, b, wh, ww, dense, True, False, 1), test_utils=tests)
+    torch.library.opcheck(torch.ops.lkjit.wbmm_fwd.default, (x, w, b, wh, ww, dense, True, False, 1),
+                          test_utils=tests + ("test_autograd_registration",))
     torch.library.opcheck(torch.ops.lkjit.wbmm_bwd.default, (x, torch.randn_like(x), w, b, wh, ww, dense, True, False,
                                                              need_dx, 1), test_utils=tests)
 
@@ -281,3 +282,17 @@ def test_python_ranges_are_the_librarys(lt):
     for name, args in [("wh", (4, 17, 7)), ("ww", (4, 7, 0)), ("C", (0, 7, 7))]:
         with pytest.raises(lkjit.SpecError, match=re.escape(_lib.supported("wbmm", name))):
             WBMMLayer(*args)
+
+
+def test_the_op_called_directly_is_differentiable(lt):
+    """torch.ops.lkjit.wbmm_fwd's own autograd gives the module's gradients (the module calls it below autograd)."""
+    m = _module(lt, 3, (3, 4), bias=True, seed=21)
+    x = torch.randn(2, 3, 7, 9, requires_grad=True)
+    g = torch.randn(2, 3, 7, 9)
+    m(x).backward(g)
+    want = (x.grad.clone(), m.weight.grad.clone(), m.bias.grad.clone())
+    x.grad = None
+    w, b = m.weight.detach().clone().requires_grad_(), m.bias.detach().clone().requires_grad_()
+    torch.ops.lkjit.wbmm_fwd(x, w, b, 3, 4, False, True, False, m._layer_id).backward(g)
+    for got, ref in zip((x.grad, w.grad, b.grad), want):
+        assert torch.equal(got, ref)
