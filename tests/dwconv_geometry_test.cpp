@@ -415,6 +415,15 @@ TEST(DWConvGenerator, RejectionsNameTheValue) {
   wd.threads = 64, wd.tap_rows = 1, wd.tap_cols = 4;  // 7 x 2 = 14 tap tiles fit; 63 x 16 do not
   EXPECT_FALSE(gd::wgrad_direct_reject(s, wd, lim80));
   EXPECT_THAT(*gd::wgrad_direct_reject(big, wd, lim80), HasSubstr("register tiles of 1x4 taps exceed 64 threads"));
+  // The wgrad and reduce kernels count in 32 bits: a channel's work units and the values to reduce.
+  const gd::Problem tall = gd::make_problem(s, int64_t(1) << 24, 1, 200, 1, gd::same_padding(s));
+  EXPECT_THAT(*gd::wgrad_nhwc_reject(s, gd::wgrad_nhwc_default(s, tall, lim80), lim80, &tall),
+              HasSubstr("dy rows a channel group exceed 2^31-1"));
+  EXPECT_THAT(*gd::wgrad_direct_reject(s, gd::WgradDirectTile{1, 4, 4, 8, 0, 256, 0}, lim80, &tall),
+              HasSubstr("work units a channel exceed 2^31-1"));
+  const gd::Problem wide = gd::make_problem(big, 1, int64_t(1) << 24, 64, 64, gd::same_padding(big));
+  EXPECT_THAT(*gd::wgrad_reduce_reject(big, gd::ReduceTile{}, lim80, &wide), HasSubstr("values exceed 2^31-1"));
+  EXPECT_FALSE(gd::wgrad_reduce_reject(s, gd::ReduceTile{}, lim80, &tall));
 }
 
 TEST(DWConvGenerator, SpecAndProblemErrorsNameTheValue) {

@@ -13,7 +13,8 @@
 // plus the dtype (f32, f16, bf16 activations; weights, bias, gradients of parameters and accumulation fp32)
 // and the arch (sm_80 and newer). wgrad_reduce has none of the fields (one binary for every kernel size).
 // Runtime (DWConvParams): B, C, H, W, Ho, Wo, padding ph, pw (before; 'same' = same_padding), strides.
-// Kernel name: lkjit_<kernel>_<dtype>_kh31_kw31_s1_d1_<tile tokens>_sm90.
+// Kernel name: lkjit_<kernel>_<dtype>_kh31_kw31_s1_d1_<tile tokens>_sm90, e.g.
+// lkjit_dwconv_fwd_direct_bf16_kh31_kw31_s1_d1_th32_tw64_r4_c4_u0_w128_b5_sm90 (tests/dwconv_instances.h).
 //
 // ---- Tile axes (name, token, candidates; 0 = the axis' "all" value where noted) --------------------------
 //   tile_h     th  {4, 8, 16, 32, 64}     output rows of a block (wgrad: dy rows)
@@ -40,25 +41,34 @@
 //   dwconv_wgrad_direct  dwconv/wgrad_direct.cuh  dwconv_wgrad_direct  kh kw s d   T kh kw stride dil tile_h tile_w ru rv kc threads
 //   dwconv_wgrad_nhwc    dwconv/wgrad_nhwc.cuh    dwconv_wgrad_nhwc    kh kw s d   T kh kw stride dil cl cv vc threads
 //   dwconv_wgrad_reduce  dwconv/wgrad_reduce.cuh  dwconv_wgrad_reduce  -           threads
-// All take `const __grid_constant__ lkjit::DWConvParams` (templates/abi/dwconv_params.h).
+// All take `const __grid_constant__ lkjit::DWConvParams` (templates/abi/dwconv_params.h); blocks is not a Cfg
+// member but the entry's __launch_bounds__(threads, blocks) (launch_bounds below).
 // A training step: fwd_*; dgrad_*; wgrad_* then wgrad_reduce (the partials are scratch of
-// part_floats(C, chunks, kh*kw) floats, chunks from wgrad_*_chunks).
+// dwc::part_floats(C, chunks, kh*kw) floats, chunks and part_st from wgrad_*_geometry and wgrad_*_part_strides).
+// The op layer fills DWConvParams: pointers, strides, extents (make_problem), tiles_h/tiles_w/chunks from the
+// kernel's Launch, taps = kh*kw.
 //
-// ---- Default tiles (reasoning; to be refitted by lkjit tune on an H200) ---------------------------------
-//   direct (fwd, dgrad): rx = 4 outputs a thread along the row (float4 windows and 16-byte weight
-//     broadcasts at dilation 1; 2 for the gather), ry = 4 (2 for k <= 3): per input row and 16 sub-taps a
-//     thread loads rx-1+16 inputs for 16*rx*ry FMAs, ~90 % FFMA issue at k >= 13 (87 % measured in SASS for
-//     31x31). tile_w = 64 (32, 16 on narrow maps) and tile_h = 32 (16) give 128 (64) threads, one register
-//     tile each: the halo costs (tile + k - 1)^2 / tile^2 of the input reads. kc = all rows unless the ring
-//     would not leave two blocks an SM (half the per-SM shared memory), then the largest that does.
-//   nhwc (fwd, dgrad): vec = 8 bytes of channels a lane (f32 2, 16-bit 4; halved while C is not a multiple),
-//     lanes = the most of 32, 16, 8 with lanes*vec dividing C (idle lanes otherwise); ry x rx = 2 x 4 on an
-//     8 x 8 output tile, 256 threads; the sub-filters of the block's channels must fit (k = 31 takes 8 lanes).
-//   wgrad_direct: tap tiles tr x tc = 4 x 8 (float4 windows at stride and dilation 1: 89 % FFMA issue in
-//     SASS for 7x7 and 31x31), tile 16 x 64 (32 x 64 when one register tile holds every tap), 256 threads;
-//     kc = all rows unless the x region takes more than half the per-SM shared memory.
-//   wgrad_nhwc: vec as nhwc, 32 lanes (fewer for small C), vc = kw (<= 8), threads = lanes x min(tasks, 8).
+// ---- Default tiles (reasoning from instruction counts; to be refitted by lkjit tune on an H200) ----------------
+//   direct (fwd, dgrad): rx = 4 outputs a thread along the row (float4 windows and 16-byte weight broadcasts at
+//     dilation 1; 2 for the gather), ry = 4 (2 for k <= 3): per input row and 16 sub-taps a thread loads
+//     rx-1+16 inputs for 16*rx*ry FMAs: the hot loop is 85-87 % FFMA in the SASS of 27x27 and 31x31, 77 % at 7x7.
+//     tile_w = 64 (32, 16 on narrow maps), tile_h = 32 (16): 128 threads, one register tile each; the halo costs
+//     (tile + k - 1)^2 / tile^2 of the input reads, from L2. kc = all sub-filter rows unless the ring would not
+//     leave two blocks an SM, then the largest that does (and lower tiles where one row a stage does not fit).
+//   nhwc (fwd, dgrad): 4 bytes of channels a lane (16-bit 2, f32 1; halved while C is not a multiple), so a warp's
+//     load is one 128-byte line (8 bytes doubled the window registers and halved the warps an SM); lanes = the
+//     most of 32, 16, 8 whose block width divides C; the channels' sub-filters must fit twice an SM (k = 31: 8
+//     lanes). ry x rx = 2 x 4 (2 x 2 for the gather) on the first of 8x8 .. 32x32 that gives eight warps of
+//     register tiles: the block's filter copy is paid once per tile. Hot loop ~50-55 % FFMA (global loads,
+//     their widening and 64-bit addresses): the first thing to tune on the GPU.
+//   wgrad_direct: tap tiles tr x tc = 4 x 8 (float4 windows at stride and dilation 1: 89 % FFMA in the SASS of
+//     7x7, 27x27 and 31x31), tile 16 x 64 (32 x 64 when one register tile holds every tap), 256 threads; kc = all
+//     rows unless the x region takes more than half an SM's shared memory.
+//   wgrad_nhwc: 4 bytes of channels a lane, vc = kw (<= 8), thread groups that divide the tasks (kh x ceil(kw/vc))
+//     so that every group does the same work (32 lanes where the chosen lanes cannot), at most 256 threads. Hot
+//     loop ~26 % FFMA (each x and dy element a global load): correct and coalesced, not yet efficient.
 //   wgrad_reduce: 256 threads.
+//   blocks (every kernel): the most blocks an SM holds whose register cap leaves ptxas a quarter above the estimate.
 //   chunks (runtime, not a tile axis): from the shape only, never the device, so that the sums' order (hence
 //     the bits) is the same on every GPU: about 1024 blocks, at least one work unit a chunk.
 #pragma once
@@ -455,10 +465,10 @@ inline Launch nhwc_geometry(const SpecVals& s, const NhwcTile& t, Pass pass, con
   g.smem_bytes = static_cast<unsigned>(nhwc_smem_bytes(s, t, pass));
   return g;
 }
-// Channel vector: 8 bytes a lane, halved while C is not a multiple of it; lanes: the most of 32, 16, 8 whose
+// Channel vector: `bytes` a lane, halved while C is not a multiple of it; lanes: the most of 32, 16, 8 whose
 // block width divides C, else 32 (a partial last group).
-inline void pick_channels(DType dt, int64_t C, int& lanes, int& vec) {
-  vec = 8 / dtype_bytes(dt);
+inline void pick_channels(DType dt, int64_t C, int& lanes, int& vec, int bytes = 4) {
+  vec = std::max(1, bytes / dtype_bytes(dt));
   while (vec > 1 && C % vec != 0) vec /= 2;
   lanes = 32;
   for (int l : {32, 16, 8})
@@ -470,36 +480,32 @@ inline void pick_channels(DType dt, int64_t C, int& lanes, int& vec) {
 }
 inline NhwcTile nhwc_default(const SpecVals& s, Pass pass, const Problem& p, const DeviceLimits& d) {
   NhwcTile t;
-  pick_channels(s.dtype, p.C, t.lanes, t.vec);
+  pick_channels(s.dtype, p.C, t.lanes, t.vec);  // 4 bytes a lane: a warp's load is one 128-byte line
   const dwc::AxisMap ay{axis_mode(pass, s.stride), s.kh, s.stride, s.dil, 0};
   const dwc::AxisMap ax{axis_mode(pass, s.stride), s.kw, s.stride, s.dil, 0};
   t.ry = 2;
   t.rx = ax.mode == dwc::kGather ? 2 : 4;
-  t.tile_h = std::max(8, t.ry * ay.ostep());
-  t.tile_w = std::max(8, t.rx * ax.ostep());
-  t.tile_h = (t.tile_h + t.ry * ay.ostep() - 1) / (t.ry * ay.ostep()) * (t.ry * ay.ostep());
-  t.tile_w = (t.tile_w + t.rx * ax.ostep() - 1) / (t.rx * ax.ostep()) * (t.rx * ax.ostep());
-  // At least two warps of register tiles: grow the tile (width first) while lanes x tiles is short of 64.
-  const int gx = t.rx * ax.ostep(), gy = t.ry * ay.ostep();
-  while (t.lanes * nhwc_layout(s, t, pass).items() < 64 && t.tile_h < 64) {
-    if (t.tile_w < 32) t.tile_w += gx;
-    else t.tile_h += gy;
+  // The sub-filters of lanes*vec channels (independent of the tile) must fit twice an SM: fewer lanes, then a
+  // shorter vector.
+  while (nhwc_smem_bytes(s, t, pass) * 2 > d.smem_per_sm && (t.lanes > 8 || t.vec > 1)) {
+    if (t.lanes > 8) t.lanes /= 2;
+    else t.vec /= 2;
   }
-  const auto threads_for = [&] { return std::max(32, std::min(256, t.lanes * nhwc_layout(s, t, pass).items()) / 32 * 32); };
+  // The first of 8x8 .. 32x32 that gives eight warps of register tiles (lanes x tiles >= 256), or covers the
+  // map: each block stages its channels' filters, so a large filter wants a large tile.
+  const int gx = t.rx * ax.ostep(), gy = t.ry * ay.ostep();
+  const auto up = [](int v, int g) { return (v + g - 1) / g * g; };
+  const int64_t ho = detail::out_h(p, pass), wo = detail::out_w(p, pass);
+  for (auto [h, w] : {std::pair{8, 8}, {8, 16}, {16, 16}, {16, 32}, {32, 32}}) {
+    t.tile_h = up(h, gy), t.tile_w = up(w, gx);
+    if (t.lanes * nhwc_layout(s, t, pass).items() >= 256 || (t.tile_h >= ho && t.tile_w >= wo)) break;
+  }
+  while (t.lanes * nhwc_layout(s, t, pass).items() < 64 && t.tile_h < 64) t.tile_h += gy;  // tiny maps: two warps
   while (nhwc_regs(s, t, pass) > kMaxRegisters && (t.rx > 1 || t.vec > 1)) {
     if (t.rx > 1) t.rx /= 2;
     else t.vec /= 2;
   }
-  t.threads = threads_for();
-  // The sub-filters of lanes*vec channels must fit in half an SM's shared memory: fewer lanes, then a shorter vector.
-  while (nhwc_smem_bytes(s, t, pass) * 2 > d.smem_per_sm && (t.lanes > 8 || t.vec > 1)) {
-    if (t.lanes > 8) {
-      t.lanes /= 2;
-    } else {
-      t.vec /= 2;
-    }
-    t.threads = threads_for();
-  }
+  t.threads = std::max(32, std::min(256, t.lanes * nhwc_layout(s, t, pass).items()) / 32 * 32);
   t.blocks = detail::default_blocks(t.threads, nhwc_regs(s, t, pass), nhwc_smem_bytes(s, t, pass), d);
   return t;
 }
@@ -525,7 +531,10 @@ inline std::string wgrad_direct_cfg(const SpecVals& s, const WgradDirectTile& t)
                                     t.tile_h, t.tile_w, t.tap_rows, t.tap_cols, wgrad_direct_layout(s, t).kc, t.threads);
 }
 inline std::optional<std::string> wgrad_direct_reject(const SpecVals& s, const WgradDirectTile& t, const DeviceLimits& d,
-                                                      const Problem* = nullptr) {
+                                                      const Problem* p = nullptr) {
+  if (p && p->B * dwc::tiles(p->Ho, std::max(1, t.tile_h)) * dwc::tiles(p->Wo, std::max(1, t.tile_w)) > INT32_MAX)
+    return fmt::format("B x tiles = {} work units a channel exceed 2^31-1", p->B * dwc::tiles(p->Ho, t.tile_h) *
+                                                                                dwc::tiles(p->Wo, t.tile_w));
   if (auto r = detail::reject_threads(t.threads, d)) return r;
   if (t.tile_h < 1 || t.tile_h > 128 || t.tile_w < 4 || t.tile_w > 256 || t.tile_w % 4 != 0)
     return fmt::format("tile {}x{} is out of range; supported: tile_h in [1, 128], tile_w a multiple of 4 in [4, 256]",
@@ -592,7 +601,9 @@ inline std::string wgrad_nhwc_cfg(const SpecVals& s, const WgradNhwcTile& t) {
                                     std::min(t.vc, s.kw), t.threads);
 }
 inline std::optional<std::string> wgrad_nhwc_reject(const SpecVals& s, const WgradNhwcTile& t, const DeviceLimits& d,
-                                                    const Problem* = nullptr) {
+                                                    const Problem* p = nullptr) {
+  if (p && p->B * p->Ho > INT32_MAX)
+    return fmt::format("B x Ho = {} dy rows a channel group exceed 2^31-1", p->B * p->Ho);
   if (auto r = detail::reject_threads(t.threads, d)) return r;
   if (t.lanes != 8 && t.lanes != 16 && t.lanes != 32)
     return fmt::format("lanes={} is not supported; supported: 8, 16, 32", t.lanes);
@@ -618,14 +629,27 @@ inline Launch wgrad_nhwc_geometry(const SpecVals&, const WgradNhwcTile& t, const
 }
 inline WgradNhwcTile wgrad_nhwc_default(const SpecVals& s, const Problem& p, const DeviceLimits& d) {
   WgradNhwcTile t;
-  pick_channels(s.dtype, p.C, t.lanes, t.vec);
+  pick_channels(s.dtype, p.C, t.lanes, t.vec);  // 4 bytes a lane; 8 doubled the registers and halved the warps
   t.vc = std::min(s.kw, 8);
   while (wgrad_nhwc_regs(s, t) > kMaxRegisters && (t.vc > 2 || t.vec > 1)) {  // stride 2: wider windows
     if (t.vc > 2) t.vc /= 2;
     else t.vec /= 2;
   }
+  // Thread groups that divide the tasks (each group's share equal: the block takes as long as its longest group),
+  // whole warps, at most 256 threads; 32 lanes where the chosen lanes cannot divide them so.
   const int tasks = wgrad_nhwc_layout(s, t).tasks();
-  t.threads = std::max(32, t.lanes * std::min(tasks, 8) / 32 * 32);  // a task per thread group, whole warps
+  const auto best_groups = [&](int lanes) {
+    int g = 0;
+    for (int c = 1; c <= std::min(tasks, 256 / lanes); ++c)
+      if (tasks % c == 0 && (lanes * c) % 32 == 0) g = c;
+    return g;
+  };
+  int g = best_groups(t.lanes);
+  if (g == 0 || g * 2 < std::min(tasks, 256 / t.lanes)) {
+    const int g32 = best_groups(32);
+    if (g32 > 0) t.lanes = 32, g = g32;
+  }
+  t.threads = g ? t.lanes * g : 32;
   t.blocks = detail::default_blocks(t.threads, wgrad_nhwc_regs(s, t), 0, d);
   return t;
 }
@@ -641,7 +665,10 @@ struct ReduceTile {
 inline std::string wgrad_reduce_cfg(const ReduceTile& t) {
   return fmt::format("  static constexpr int threads = {};\n", t.threads);
 }
-inline std::optional<std::string> wgrad_reduce_reject(const ReduceTile& t, const DeviceLimits& d) {
+inline std::optional<std::string> wgrad_reduce_reject(const SpecVals& s, const ReduceTile& t, const DeviceLimits& d,
+                                                      const Problem* p = nullptr) {
+  if (p && p->C * (int64_t(s.kh) * s.kw + 1) > INT32_MAX)
+    return fmt::format("C x (kh*kw + 1) = {} values exceed 2^31-1", p->C * (int64_t(s.kh) * s.kw + 1));
   return detail::reject_threads(t.threads, d);
 }
 inline Launch wgrad_reduce_geometry(const SpecVals& s, const ReduceTile& t, const Problem& p) {

@@ -67,7 +67,7 @@ __device__ __forceinline__ void dwconv_direct(const DWConvParams& p) {
   constexpr int KH = Cfg::kh, KW = Cfg::kw, TH = Cfg::tile_h, TW = Cfg::tile_w, RY = Cfg::ry, RX = Cfg::rx;
   constexpr int NT = Cfg::threads, KC = Cfg::kc;
   constexpr int NAY = L.nay(), NAX = L.nax(), NAXP = L.naxp(), RING = L.ring(), COLS = L.cols(), PITCH = L.pitch();
-  constexpr int EY = L.ay.estep(), EX = L.ax.estep(), DDY = L.ay.dd(), DDX = L.ax.dd();
+  constexpr int EY = L.ay.estep(), DDY = L.ay.dd();
   constexpr int OSY = L.ay.ostep(), OSX = L.ax.ostep(), CX = L.ax.classes();
   constexpr int ITEMS = L.items(), NI = dwc::cdiv(ITEMS, NT), IX = TW / RX, BC = L.bc();
   constexpr int FULL = NAX / BC * BC, TAIL = NAX - FULL;

@@ -174,10 +174,8 @@ struct DirectLayout {
   LKJIT_DWC_HD constexpr int win() const { return (rx - 1) * ax.estep() + bc(); }  // window registers
   LKJIT_DWC_HD constexpr int ring() const { return ay.span_max(th, kc); }
   LKJIT_DWC_HD constexpr int cols() const { return ax.span_max(tw, nax()); }
-  // Slack past the span: the last window chunk's unused taps and the float4 rounding of a window.
-  LKJIT_DWC_HD constexpr int pitch() const {
-    return round_up(cols() + (round_up(nax(), bc()) - nax()) * ax.dd(), 4) + 4;
-  }
+  // Row pitch: the span rounded to float4, plus one float4 of slack for the last window's rounding.
+  LKJIT_DWC_HD constexpr int pitch() const { return round_up(cols(), 4) + 4; }
   LKJIT_DWC_HD constexpr int items() const { return (th / ry) * (tw / rx); }
   LKJIT_DWC_HD constexpr int ws_floats() const { return classes() * nay() * naxp(); }
   LKJIT_DWC_HD constexpr int floats() const { return ws_floats() + ring() * pitch(); }
