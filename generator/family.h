@@ -49,7 +49,6 @@ const std::vector<FamilyDef>& registered_families();
 const KernelDef& kernel_def(const Kernel& k);  // SpecError for an unregistered kernel
 const FamilyDef& family_def(const Kernel& k);
 
-FamilyDef wtconv_family();  // ops/wtconv.cpp
 
 const std::map<std::string, std::string>& embedded_template_table();  // generated at build time
 

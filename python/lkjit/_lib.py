@@ -16,7 +16,7 @@ import operator
 import os
 import threading
 
-C_API_VERSION = 5  # LKJIT_C_API_VERSION this binding was written for
+C_API_VERSION = 6  # the oldest LKJIT_C_API_VERSION with every entry point this package declares
 
 DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2}
 _DTYPE_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
@@ -284,8 +284,9 @@ def load():
                 # The version first: an older library lacks newer entry points, and naming its version
                 # says more than the first missing symbol would.
                 got = lib.lkjit_c_api_version()
-                if got != C_API_VERSION:
-                    tried.append(f"{p}: C ABI version {got}, this package needs {C_API_VERSION} (rebuild liblkjit.so)")
+                if got < C_API_VERSION:  # entry points are only ever added: a newer library serves this package
+                    tried.append(f"{p}: C ABI version {got}, this package needs {C_API_VERSION} or newer "
+                                 "(rebuild liblkjit.so)")
                     continue
                 _declare(lib)
             except (OSError, AttributeError) as e:

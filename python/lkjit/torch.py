@@ -1,6 +1,12 @@
-"""lkjit's PyTorch layers, one line per op family (each family's layer lives in its own module; the shared
-plumbing is lkjit/_torch_ops.py). Importing this imports torch and loads liblkjit.so and, where it loads, the
-C++ binding (LKJIT_TORCH_BINDING)."""
-from .wtconv import WTConv2d, wtconv_bwd, wtconv_fwd  # noqa: F401
+"""lkjit's PyTorch layers, one entry per op family in _FAMILIES (each family's layer lives in its own module,
+which names its public names in __all__; the shared plumbing is lkjit/_torch_ops.py). Importing this imports
+torch and loads liblkjit.so and, where it loads, the C++ binding (LKJIT_TORCH_BINDING)."""
+import importlib
 
-__all__ = ["WTConv2d", "wtconv_fwd", "wtconv_bwd"]
+_FAMILIES = ("wtconv", "scale")  # one entry per op family
+
+__all__ = []
+for _name in _FAMILIES:
+    _module = importlib.import_module(f"lkjit.{_name}")
+    globals().update({n: getattr(_module, n) for n in _module.__all__})
+    __all__ += list(_module.__all__)
