@@ -5,8 +5,10 @@
 #include "cache/bundle.h"
 #include "cache/key.h"
 #include "cache/store.h"
+#include "cache/trust.h"
 #include "lkjit/cache.h"
 #include "lkjit/runtime.h"
+#include "runtime/cache_trust.h"
 #include "runtime/env.h"
 
 namespace lkjit {
@@ -102,19 +104,33 @@ CacheClearReport KernelCache::clear() const {
   return {r.removed, std::move(r.failed), std::move(r.in_use)};
 }
 
+CacheRefusals cache_refusals() {
+  return {cache::refusals(cache::Source::kDisk), cache::refusals(cache::Source::kBundle),
+          cache::refusals(cache::Source::kRemote)};
+}
+
 CacheBundleReport KernelCache::export_bundle(const std::string& file, const std::vector<std::string>& keys) const {
   const cache::DiskStore store(dir_);
   store.check_existing();  // never ship entries out of a directory others could have written
-  const auto s = cache::export_bundle(store, keys, file);
-  return {s.entries, 0, s.present, 0, s.bytes, s.skipped};
+  const auto signer = rt::cache_signer();  // a key that cannot be used fails before anything is written
+  const auto s = cache::export_bundle(store, keys, file, signer.get());
+  CacheBundleReport r{s.entries, 0, s.present, 0, s.bytes, s.skipped};
+  r.format = s.format;
+  r.signer = s.signer;
+  return r;
 }
 
 CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
   const cache::DiskStore store(dir_, max_bytes_);
   store.ensure_dir();
   store.check_existing();  // and listable (the cap is enforced by listing)
-  const auto s = cache::import_bundle(store, file);
+  const auto trusted = rt::cache_trusted_keys();
+  const auto s = cache::import_bundle(store, file, trusted.get());
   CacheBundleReport r{s.entries, s.added.size(), s.present, 0, s.bytes, s.skipped};
+  r.refused = s.refused;
+  r.format = s.format;
+  r.signer = s.signer;
+  r.signature_checked = !trusted->empty();
   if (max_bytes_) r.evicted = missing(s.added);
   return r;
 }

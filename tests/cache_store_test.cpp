@@ -28,6 +28,7 @@
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
+#include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -47,7 +48,10 @@ using lkjit::test::write_file;
 
 constexpr char kTmpPrefix[] = "lkjit-store-test";
 
-std::string key_of(char c) { return std::string(64, c); }
+// Entries that pass the trust checks: kernel lkjit_test_<c>_sm90, inputs hashing to key_of(c), a cubin.
+EntryMeta meta_of(char c) { return lkjit::test::test_meta(std::string(1, c)); }
+std::string key_of(char c) { return meta_of(c).key; }
+std::string payload_of(char c, size_t min_bytes = 0) { return lkjit::test::test_payload(meta_of(c), min_bytes); }
 
 EntryMeta meta_for(const std::string& key, const std::string& kernel = "lkjit_wtconv_fold_k3_L1_w256_sm90") {
   EntryMeta m;
@@ -65,6 +69,11 @@ EntryMeta meta_for(const std::string& key, const std::string& kernel = "lkjit_wt
 // Sets an entry's last-use stamp (its mtime) to `seconds_ago` before now.
 void set_last_used(const std::string& path, int seconds_ago) {
   fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::seconds(seconds_ago));
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
 }
 
 std::vector<std::string> entry_keys(const DiskStore& s) {
@@ -178,7 +187,7 @@ class StoreTest : public ::testing::Test {
   // Four entries of the same size, last used A (oldest) .. D (newest).
   void fill() {
     const DiskStore s(tmp_.path());
-    for (char c : {'a', 'b', 'c', 'd'}) s.store(meta_for(key_of(c)), std::string(1000, c));
+    for (char c : {'a', 'b', 'c', 'd'}) s.store(meta_of(c), payload_of(c, 1000));
     int age = 400;
     for (char c : {'a', 'b', 'c', 'd'}) set_last_used(s.path_for(key_of(c)), age -= 100);
     entry_bytes_ = fs::file_size(s.path_for(key_of('a')));
@@ -196,14 +205,14 @@ TEST_F(StoreTest, EvictsLeastRecentlyUsedFirst) {
   EXPECT_EQ(r.removed, 2u);
   EXPECT_EQ(r.removed_bytes, 2 * entry_bytes_);
   EXPECT_EQ(r.remaining, 2u);
-  EXPECT_EQ(entry_keys(s), (std::vector<std::string>{key_of('a'), key_of('d')}));
+  EXPECT_EQ(entry_keys(s), sorted({key_of('a'), key_of('d')}));
 }
 
 TEST_F(StoreTest, TheCapIsEnforcedOnStore) {
   fill();
   // Room for three: storing E evicts the least recently used (A), never E itself.
   const DiskStore capped(tmp_.path(), 3 * entry_bytes_ + entry_bytes_ / 2);
-  capped.store(meta_for(key_of('e')), std::string(1000, 'e'));
+  capped.store(meta_of('e'), payload_of('e', 1000));
   const auto keys = entry_keys(capped);
   EXPECT_EQ(keys.size(), 3u);
   EXPECT_EQ(std::count(keys.begin(), keys.end(), key_of('e')), 1) << "the entry just stored was evicted";
@@ -211,7 +220,7 @@ TEST_F(StoreTest, TheCapIsEnforcedOnStore) {
   EXPECT_EQ(std::count(keys.begin(), keys.end(), key_of('b')), 0);
   // A cap below one entry still keeps the newest.
   const DiskStore tiny(tmp_.path(), 1);
-  tiny.store(meta_for(key_of('f')), "f");
+  tiny.store(meta_of('f'), payload_of('f'));
   EXPECT_EQ(entry_keys(tiny), std::vector<std::string>{key_of('f')});
 }
 
@@ -224,7 +233,7 @@ TEST_F(StoreTest, NeverEvictsEntriesInUse) {
   const auto r = s.prune(0);
   EXPECT_EQ(r.kept_in_use, 2u);
   EXPECT_EQ(r.removed, 2u);
-  EXPECT_EQ(entry_keys(s), (std::vector<std::string>{key_of('a'), key_of('b')}));
+  EXPECT_EQ(entry_keys(s), sorted({key_of('a'), key_of('b')}));
   // clear() spares them too.
   compiling.release();
   const auto cleared = s.clear();
@@ -326,7 +335,7 @@ void expect_recovery(const OpSpec& spec, const Tile& t, const std::string& dir,
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(again.origin, "compiled");
   EXPECT_EQ(again.cubin, good.cubin) << "a damaged cubin reached the caller";
-  EXPECT_THAT(log, AllOf(HasSubstr("corrupt cache entry"), HasSubstr(path), HasSubstr("entry removed")));
+  EXPECT_THAT(log, AllOf(HasSubstr("bad cache entry"), HasSubstr(path), HasSubstr("entry removed")));
   std::string why;
   EXPECT_EQ(DiskStore(dir).load(good.key, &why).value_or(""), good.cubin) << why;
 }
@@ -402,7 +411,7 @@ TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
     char c = l.owned() ? 'y' : 'n';
     if (::write(go[1], &c, 1) != 1) return 1;
     std::this_thread::sleep_for(milliseconds(300));  // "compiling"
-    store.store(meta_for(in.key), "published by the other process");
+    store.store(lkjit::test::meta_from_inputs(in), lkjit::test::test_cubin(spec_.arch, {in.kernel_name}, 5000));
     return 0;
   });
   char c = 0;
@@ -413,7 +422,7 @@ TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
   ::close(go[0]);
   ::close(go[1]);
   EXPECT_EQ(k.origin, "disk");
-  EXPECT_EQ(k.cubin, "published by the other process");
+  EXPECT_EQ(k.cubin, lkjit::test::test_cubin(spec_.arch, {in.kernel_name}, 5000)) << "not the other process's entry";
 }
 
 // ---- KernelCache: every action checks the directory -------------------------------------------------
@@ -421,7 +430,7 @@ TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
 TEST(KernelCacheAdmin, PruneToZeroMeansNoCap) {
   TempDir tmp(kTmpPrefix);
   const DiskStore s(tmp.path());
-  for (char c : {'a', 'b'}) s.store(meta_for(key_of(c)), std::string(1000, c));
+  for (char c : {'a', 'b'}) s.store(meta_of(c), payload_of(c, 1000));
   EXPECT_EQ(KernelCache(tmp.path(), 0).prune(0).removed, 0u);
   EXPECT_EQ(KernelCache(tmp.path(), 1).prune(0).removed, 0u);
   EXPECT_EQ(KernelCache(tmp.path(), 0).prune().removed, 0u);
@@ -432,7 +441,7 @@ TEST(KernelCacheAdmin, PruneToZeroMeansNoCap) {
 TEST(KernelCacheAdmin, UnsafeOrUnusableDirectoriesAreCacheErrors) {
   TempDir tmp(kTmpPrefix);
   const std::string open = tmp.path() + "/open", file = tmp.path() + "/file", none = tmp.path() + "/none";
-  DiskStore(open).store(meta_for(key_of('a')), "cubin");
+  DiskStore(open).store(meta_of('a'), payload_of('a'));
   fs::permissions(open, fs::perms::all | fs::perms::sticky_bit);
   write_file(file, "x");
   for (const std::string& dir : {open, file}) {
@@ -474,12 +483,12 @@ TEST(KernelCacheAdmin, NamesFilesItCannotRemove) {
   write_file(stuck + "/inside", "x");
   const std::string expected = "cannot remove " + stuck + ": Directory not empty";
   const KernelCache c(tmp.path(), 0);
-  s.store(meta_for(key_of('b')), "cubin");
+  s.store(meta_of('b'), payload_of('b'));
   const auto pruned = c.prune(1);
   EXPECT_EQ(pruned.removed, 1u);
   EXPECT_EQ(pruned.remaining, 1u);
   EXPECT_EQ(pruned.failed, std::vector<std::string>{expected});
-  s.store(meta_for(key_of('b')), "cubin");
+  s.store(meta_of('b'), payload_of('b'));
   const auto cleared = c.clear();
   EXPECT_EQ(cleared.removed, 1u);
   EXPECT_EQ(cleared.failed, std::vector<std::string>{expected});
@@ -513,7 +522,7 @@ TEST(EntryFormat, ProblemsEscapeBinaryBytes) {
 class BundleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (char c : {'a', 'b', 'c'}) from_.store(meta_for(key_of(c)), std::string(300, c));
+    for (char c : {'a', 'b', 'c'}) from_.store(meta_of(c), payload_of(c, 300));
   }
   TempDir tmp_{kTmpPrefix};
   const DiskStore from_{tmp_.path() + "/from"}, to_{tmp_.path() + "/to"};
@@ -531,7 +540,7 @@ TEST_F(BundleTest, RoundTrips) {
   EXPECT_EQ(in.present, 0u);
   for (char c : {'a', 'b', 'c'}) {
     std::string why;
-    EXPECT_EQ(to_.load(key_of(c), &why).value_or(""), std::string(300, c)) << why;
+    EXPECT_EQ(to_.load(key_of(c), &why).value_or(""), payload_of(c, 300)) << why;
   }
   for (const auto& l : to_.list(true)) EXPECT_TRUE(l.ok) << l.problem;
   EXPECT_EQ(import_bundle(to_, file_).present, 3u);
@@ -581,17 +590,18 @@ TEST_F(BundleTest, RefusesKeysThatAreNotKeys) {
 
 TEST(BundleFormat, IsPinned) {
   // A change here changes what bundles hold: bump kBundleFormatVersion and add a golden for it.
-  ASSERT_EQ(kBundleFormatVersion, 1);
+  ASSERT_EQ(kBundleFormatVersion, 2);
   TempDir tmp(kTmpPrefix);
   const DiskStore store(tmp.path() + "/c");
-  const std::string golden = read_file(std::string(LKJIT_SOURCE_DIR) + "/tests/data/bundle_v1.lkjit-bundle");
-  ASSERT_FALSE(golden.empty()) << "tests/data/bundle_v1.lkjit-bundle is missing";
-  write_file(tmp.path() + "/b", golden);
-  const auto r = import_bundle(store, tmp.path() + "/b");
+  const std::string data = std::string(LKJIT_SOURCE_DIR) + "/tests/data/";
+  const std::string v2 = read_file(data + "bundle_v2.lkjit-bundle");
+  ASSERT_FALSE(v2.empty()) << "tests/data/bundle_v2.lkjit-bundle is missing";
+  // The format 1 golden's entry, exported again, gives the format 2 golden byte for byte.
+  const auto r = import_bundle(store, data + "bundle_v1_cubin.lkjit-bundle");
   EXPECT_EQ(r.entries, 1u);
-  EXPECT_EQ(store.load(key_of('a')).value_or(""), std::string("\x7f" "ELF\0\n\"x", 8));
+  EXPECT_EQ(r.added.size(), 1u);
   export_bundle(store, {}, tmp.path() + "/again");
-  EXPECT_EQ(read_file(tmp.path() + "/again"), golden);
+  EXPECT_EQ(read_file(tmp.path() + "/again"), v2);
 }
 
 // ---- key inputs -------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // with no GPU: sm_80 and sm_90 kernels, 8 processes sharing one cache, a prewarm killed mid-compile,
 // bundles, the spec sets (preset, lists, manifest, tuning database) and the cache maintenance actions.
 // Spec sets are tiny (k=3, L=1, 4x8x8): a compile takes a fraction of a second on 2 cores.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +27,7 @@
 #include "cache/lock.h"
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
+#include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
 extern char** environ;
@@ -721,14 +723,15 @@ TEST_F(Prewarm, ExportAndStatTreatADanglingLinkAsUnreadable) {
   // counts none either): the size is the real entry's alone.
   fs::create_directories(cache_);
   ASSERT_EQ(::chmod(cache_.c_str(), 0700), 0);
-  const std::string entry = cache_ + "/" + std::string(64, 'a') + ".lkjit";
-  write_file(entry, fake_entry('a', 100));
-  ASSERT_LT(fs::file_size(entry), 1024u);
+  const lkjit::cache::EntryMeta m = lkjit::test::test_meta("a");  // export ships only entries that pass the checks
+  const std::string entry = cache_ + "/" + m.key + ".lkjit";
+  write_file(entry, lkjit::cache::encode_entry(m, lkjit::test::test_payload(m)));
+  ASSERT_LT(fs::file_size(entry), 4096u);
   const std::string dangling = cache_ + "/" + std::string(64, 'd') + ".lkjit";
   fs::create_symlink(tmp_ + "/gone", dangling);
   CommandResult r = run("cache stat");
   EXPECT_THAT(r.output, AllOf(HasSubstr("entries    2"), HasSubstr("unreadable 1"),
-                              HasSubstr("size       " + std::to_string(fs::file_size(entry)) + " B of")))
+                              HasSubstr("size       " + fmt::format("{:.1f} KiB", fs::file_size(entry) / 1024.0) + " of")))
       << r.output;
   r = run("cache export " + shell_quote(tmp_ + "/out.bundle"));
   EXPECT_EQ(r.code, 0) << r.output;

@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <mutex>
 #include <random>
 
 #include "lkjit/cache.h"
@@ -68,6 +69,10 @@ cl::opt<std::string> kK("k", cl::desc("odd kernel sizes for --shapes, e.g. 3,5,7
 cl::opt<std::string> kL("L", cl::desc("wavelet levels for --shapes, e.g. 1,2,3"), cl::init("3"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kDtypes("dtypes", cl::desc("comma-separated: f32,f16,bf16"), cl::init("f32,f16,bf16"), cl::sub(kCmd),
                              cl::cat(kCat));
+cl::opt<bool> kRemote("remote", cl::desc("share the work with other processes and nodes through the remote cache's "
+                                         "leases (LKJIT_REMOTE_CACHE): compile the kernels nobody else is compiling "
+                                         "first, then collect the others' results"),
+                      cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kPasses("passes", cl::desc("fwd, bwd or fwd,bwd"), cl::init("fwd,bwd"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kManifest(
     "manifest", cl::value_desc("file.json"),
@@ -217,12 +222,23 @@ int prewarm_main() {
   std::vector<Outcome> out(plan.jobs.size());
   const auto t0 = std::chrono::steady_clock::now();
   llvm::ThreadPool pool(llvm::hardware_concurrency(kJobs));
-  for (size_t i : order)
-    pool.async([&, i] {
+  // --remote: a first pass skips the kernels another process holds (origin "deferred"); a second pass
+  // collects them, waiting for their holders (or compiling them, if a holder died).
+  std::vector<size_t> deferred;
+  std::mutex deferred_mu;
+  auto run_jobs = [&](const std::vector<size_t>& jobs, bool first_pass) {
+  for (size_t i : jobs)
+    pool.async([&, i, first_pass] {
       // Nothing may escape a ThreadPool task: LLVM 14 would terminate the process.
       Outcome& o = out[i];
       try {
-        const CompiledKernel ck = compile_kernel(plan.jobs[i].spec, plan.jobs[i].tile);
+        const CompiledKernel ck = kRemote && first_pass ? compile_kernel_unless_busy(plan.jobs[i].spec, plan.jobs[i].tile)
+                                                        : compile_kernel(plan.jobs[i].spec, plan.jobs[i].tile);
+        if (ck.origin == "deferred") {
+          std::lock_guard<std::mutex> lock(deferred_mu);
+          deferred.push_back(i);
+          return;
+        }
         o.origin = ck.origin;
         o.key = ck.key;
         o.store_error = ck.store_error;
@@ -234,6 +250,10 @@ int prewarm_main() {
       progress.tick(plan.jobs[i].kernel_name);
     });
   pool.wait();
+  };
+  run_jobs(order, true);
+  if (!deferred.empty()) run_jobs(std::vector<size_t>(deferred), false);
+  flush_remote_cache();  // what this process compiled reaches the remote cache before it exits
   progress.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
