@@ -6,7 +6,7 @@
 //
 // The Shape a kernel sees (the tuning database's shape key): (B, C) and the extents the kernel iterates
 // over, since padding is a runtime value that no Shape holds: the forward and wgrad kernels the output
-// (Ho, Wo), dgrad the input (H, W); dwconv_wgrad_reduce (1, C, kh*kw + 1, chunks), the values it adds.
+// (Ho, Wo), dgrad the input (H, W); dwconv_wgrad_reduce (1, C, kh*kw + 1, 1): the values it adds a channel.
 #include <fmt/format.h>
 
 #include <algorithm>
