@@ -16,7 +16,7 @@ import operator
 import os
 import threading
 
-C_API_VERSION = 6  # the oldest LKJIT_C_API_VERSION with every entry point this package declares
+C_API_VERSION = 7  # the oldest LKJIT_C_API_VERSION with every entry point this package declares
 
 DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2}
 _DTYPE_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
