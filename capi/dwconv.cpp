@@ -18,6 +18,11 @@ namespace {
 
 void require_handle(const lkjit_dwconv* h, const char* fn) { lkjit::capi::require(h, fn, "the layer handle"); }
 
+void require_weights(const lkjit_dwconv* h, const char* what) {
+  if (!h->layer.has_weights())
+    throw lkjit::SpecError(fmt::format("lkjit: error: dwconv: {} before set_weights; supported: set_weights first", what));
+}
+
 lkjit::DWConvStrides strides_of(const int64_t* x, const int64_t* dout, const int64_t* out) {
   lkjit::DWConvStrides s;
   lkjit::capi::copy_strides(s.x, x);
@@ -77,6 +82,7 @@ int lkjit_dwconv_forward(lkjit_dwconv* h, const void* x, const int64_t* x_stride
     const auto st = strides_of(x_strides, nullptr, y_strides);
     // Every check before the device is touched: a bad call fails the same with no GPU.
     lkjit::dwconv_check_activations(x, nullptr, y, false);
+    require_weights(h, "forward");
     lkjit::dwconv_resolve_strides(h->layer.options(), B, H, W, &st, false);
     lkjit::set_current_device(h->layer.options().device);
     h->layer.forward(x, y, B, H, W, stream, &st);
@@ -94,6 +100,7 @@ int lkjit_dwconv_backward(lkjit_dwconv* h, const void* x, const int64_t* x_strid
     g.dw = dw, g.dbias = dbias;
     lkjit::dwconv_check_activations(x, dout, dx, true);
     lkjit::dwconv_check_gradients(h->layer.options(), dx, g);
+    require_weights(h, "backward");
     lkjit::dwconv_resolve_strides(h->layer.options(), B, H, W, &st, true);
     lkjit::set_current_device(h->layer.options().device);
     h->layer.backward(x, dout, dx, g, B, H, W, stream, &st);

@@ -108,6 +108,7 @@ class DepthwiseConv {
   // The parameters forward and backward read (device pointers, kept, not copied: the caller keeps them alive
   // and may change their values between calls). bias is required iff options.bias.
   void set_weights(const float* w, const float* bias = nullptr);
+  bool has_weights() const;  // set_weights has been called (forward and backward refuse to run before)
 
   // y = conv(x). B in [1, 2^24], H and W in [1, 2^24], B*C*H*W < 2^40.
   //

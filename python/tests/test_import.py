@@ -319,7 +319,9 @@ def test_ranges_match_the_library():
     probes.update({("wtconv_transpose", n): (transpose, INT64) for n in "BCHW"})
     probes[("wtconv_transpose", "device")] = (transpose, INT)
     try:
-        assert set(probes) == {(w, n) for w, names in _lib._RANGES.items() for n in names}, "a range is not probed"
+        # WTConv's ranges; every other family probes its own (tests/test_<family>_cpu.py).
+        assert set(probes) == {(w, n) for w, names in _lib._RANGES.items() if w.startswith("wtconv") for n in names}, \
+            "a range is not probed"
         for (where, name), (probe, bits) in sorted(probes.items()):
             r = _lib._RANGES[where][name]
             lo, hi = r[0], r[-1]

@@ -58,6 +58,8 @@ void DepthwiseConv::set_weights(const float* w, const float* bias) {
   impl_->w = w, impl_->bias = bias, impl_->have_weights = true;
 }
 
+bool DepthwiseConv::has_weights() const { return impl_->have_weights; }
+
 void DepthwiseConv::set_path(DWConvPath p) {
   impl_->path = p;
   impl_->plans.clear();
