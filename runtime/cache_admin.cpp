@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "cache/bundle.h"
+#include "cache/file_io.h"
 #include "cache/key.h"
 #include "cache/store.h"
 #include "cache/trust.h"
@@ -55,6 +56,10 @@ std::vector<std::string> key_input_differences(const KeyInputsInfo& from, const 
 }
 
 uint64_t parse_byte_size(const std::string& text, const char* what) { return cache::parse_byte_size(text, what); }
+
+void write_file_atomically(const std::string& path, const std::string& bytes, unsigned mode) {
+  cache::write_file_atomically(path, bytes, mode, /*create_dir=*/false);
+}
 
 uint64_t cache_max_bytes() { return cache::parse_byte_size(rt::env("LKJIT_CACHE_MAX_BYTES"), "LKJIT_CACHE_MAX_BYTES"); }
 

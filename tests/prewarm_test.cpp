@@ -338,6 +338,26 @@ TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
   EXPECT_THAT(r.output, HasSubstr("wtconv_bwd_lane bf16 k=5 L=3 sm_90  p32_t0x14_b6_w64"));
 }
 
+TEST_F(Prewarm, ManifestLayersNameTheirOp) {
+  // "op" is optional (the default op, wtconv): a layer with it plans what the same layer without it plans.
+  const std::string plain = tmp_ + "/plain.json", named = tmp_ + "/named.json";
+  write_file(plain, R"({"archs": ["sm_90"], "dtypes": ["f16"], "layers": [{"B": 2, "C": 8, "H": 16, "W": 16, "k": 7, "L": 2}]})");
+  write_file(named, R"({"archs": ["sm_90"], "dtypes": ["f16"],
+    "layers": [{"op": "wtconv", "B": 2, "C": 8, "H": 16, "W": 16, "k": 7, "L": 2}]})");
+  const CommandResult a = run("prewarm --list --manifest " + shell_quote(plain));
+  const CommandResult b = run("prewarm --list --manifest " + shell_quote(named));
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_THAT(b.output, AllOf(HasSubstr("lkjit_wtconv_fwd_plane_f16_k7_L2_"), HasSubstr("lkjit_wtconv_bwd_plane_f16_k7_L2_")));
+  // --op wtconv is the default too, and an unknown op is named with the known ones.
+  EXPECT_EQ(run("prewarm --list --op wtconv --manifest " + shell_quote(plain)).output, a.output);
+  write_file(named, R"({"layers": [{"op": "wbmm9", "C": 8, "H": 16, "W": 16}]})");
+  const CommandResult r = run("prewarm --list --manifest " + shell_quote(named));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit: error: " + named + ": layers[0]: op 'wbmm9' is unknown; supported: wtconv"));
+  EXPECT_TRUE(files_with(".lkjit").empty());
+}
+
 TEST_F(Prewarm, ABrokenTuningDatabaseIsAnError) {
   // Given explicitly, a database that cannot be used is the user's error, alone or with other sets.
   const std::string db = tmp_ + "/tuning.json";

@@ -43,6 +43,11 @@ uint64_t cache_max_bytes();
 // what names the setting in the error message.
 uint64_t parse_byte_size(const std::string& text, const char* what);
 
+// Writes bytes to `path` through a uniquely named temp file in its folder (mode & ~umask), renamed over it:
+// readers see the old file or the new one, never a part. The folder must exist. Throws CacheError naming
+// the path and the OS message; the temp file is removed on failure. For files tools write (reports).
+void write_file_atomically(const std::string& path, const std::string& bytes, unsigned mode = 0644);
+
 struct CacheEntryInfo {
   std::string key;
   std::string path;

@@ -25,6 +25,10 @@ struct ScaleOptions {
 
 // Pure: the one kernel a call runs (no GPU needed). SpecError for bad options or shape.
 std::vector<PlannedKernel> scale_plan(const ScaleOptions& o, const Shape& shape, const DeviceLimits& limits);
+// The forward of a ScaledCopy on `shape` as the tuner times it (lkjit/tuning.h: tune_pass): rotating buffers of
+// constants, the layer's tile mode off. Allocates on the device: DriverError without a GPU; SpecError for a bad
+// shape.
+std::unique_ptr<PassHarness> make_scale_harness(const ScaleOptions& o, const Shape& shape);
 
 class ScaledCopy {
  public:

@@ -143,6 +143,10 @@ std::vector<CandidateResult> precompile_candidates(const OpSpec& spec, const Sha
 
 // LKJIT_TUNING_DB, else <cache_dir()>/tuning.json.
 std::string tuning_db_path();
+// Why the tuning database file at `path` cannot be used (it cannot be read, is not JSON, or is not lkjit's
+// format), without the "lkjit: error: " prefix; "" when it is missing (an empty database) or good. Layers
+// and the Tuner read such a file as empty; tools say so.
+std::string tuning_db_problem(const std::string& path);
 
 // What tuning one kernel found.
 struct KernelTuneResult {

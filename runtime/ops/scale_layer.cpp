@@ -41,8 +41,6 @@ std::vector<PlannedKernel> scale_plan(const ScaleOptions& o, const Shape& sh, co
   return {pk};
 }
 
-std::unique_ptr<PassHarness> make_scale_harness(const ScaleOptions& o, const Shape& sh);  // scale_tune.cpp
-
 struct ScaledCopy::Impl {
   rt::TilePolicy policy{"scale"};
   std::optional<Tile> override_tile;

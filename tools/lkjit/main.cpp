@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <iostream>
 
-#include "cache/tuning_db.h"
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
@@ -17,9 +16,8 @@
 #include "lkjit/spec.h"
 #include "lkjit/tuning.h"
 #include "lkjit/version.h"
-#include "lkjit/wtconv.h"
-#include "runtime/ops/wtconv_internal.h"
 #include "tools/lkjit/common.h"
+#include "tools/lkjit/op_cli.h"
 
 namespace cl = llvm::cl;
 
@@ -76,7 +74,8 @@ void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, 
                                         odd ? fmt::format("odd {} in ", name.str()) : "", lo, hi));
 }
 
-std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form) {
+std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form,
+                                std::string (*range_of)(const std::string&)) {
   const auto f = split(item, ':'), names = split(form, ':');
   if (f.size() != names.size())
     throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: '{}' is not {}", what, item, form));
@@ -88,7 +87,7 @@ std::vector<int64_t> parse_dims(const std::string& item, const char* what, const
       v.push_back(std::stoll(f[i]));
     } catch (const std::out_of_range&) {  // an integer all the same: bad input (2), as any value out of range
       // The layer's range (it never sees a value beyond int64), else int64's.
-      std::string range = detail::field_range(names[i]);
+      std::string range = range_of ? range_of(names[i]) : "";
       if (range.empty())
         range = fmt::format("[{}, {}]", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
       throw SpecError(fmt::format("lkjit: error: {}: {}={} in '{}' is out of range; supported: {}", what, names[i], f[i],
@@ -125,13 +124,9 @@ std::string join_archs(const std::vector<int>& archs) {
 }
 
 void warn_broken_tuning_db(const std::string& path) {
-  try {
-    cache::TuningDb::load(path);
-  } catch (const Error& e) {
-    std::string why = e.what();
-    if (why.rfind("lkjit: error: ", 0) == 0) why.erase(0, 14);
+  const std::string why = tuning_db_problem(path);
+  if (!why.empty())
     llvm::errs() << fmt::format("lkjit: warning: {}; layers ignore it and take their default tiles\n", why);
-  }
 }
 
 void check_progress_mode(const std::string& mode) {
@@ -233,6 +228,9 @@ int main(int argc, char** argv) {
     argc = 2;
     argv = const_cast<char**>(run_argv);
   }
+  // The op families' options (tools/lkjit/ops/registry.cpp) exist before the command line is read.
+  lkjit::tool::op_clis();
+  lkjit::tool::describe_options();
   if (!cl::ParseCommandLineOptions(argc, argv, "lkjit: JIT kernels for large-receptive-field convolutions\n",
                                    &llvm::errs()))
     return 1;

@@ -93,7 +93,7 @@ void print_ranked(std::ostream& os, const KernelTuneResult& k, double traffic_by
   }
 }
 
-void print_summary(std::ostream& os, const WTConvTuneReport& r) {
+void print_summary(std::ostream& os, const TuneReport& r) {
   os << "\n";
   for (const auto& k : r.kernels)
     os << fmt::format("{:<22} default {:<16} -> chosen {:<16} ({})\n", kernel_label(k), k.default_tile.to_string(),
@@ -109,7 +109,7 @@ void print_summary(std::ostream& os, const WTConvTuneReport& r) {
   else os << "decisions not recorded (--no-save)\n";
 }
 
-std::string tune_csv(const WTConvTuneReport& r) {
+std::string tune_csv(const TuneReport& r) {
   std::string out = "kernel,level,config";
   for (const auto& a : tile_axis_names()) out += "," + a;
   out += ",status,median_ms,noise,samples,gb_per_s,pct_of_best,regs,spill_bytes,smem_bytes,is_default,is_chosen,finalist,reason\n";
@@ -131,7 +131,7 @@ std::string tune_csv(const WTConvTuneReport& r) {
   return out;
 }
 
-std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std::vector<std::string>& argv,
+std::string tune_json(const TuneReport& r, const TuneOptions& o, const std::vector<std::string>& argv,
                       const std::string& reproduce) {
   const auto& d = r.device;
   const auto& p = r.problem;
@@ -219,7 +219,7 @@ std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std
   return llvm::formatv("{0:2}", root).str() + "\n";
 }
 
-std::vector<PlotKernel> plot_input(const WTConvTuneReport& r) {
+std::vector<PlotKernel> plot_input(const TuneReport& r) {
   std::vector<PlotKernel> out;
   for (const auto& k : r.kernels) {
     PlotKernel pk;
