@@ -96,6 +96,12 @@ void dwconv_check_activations(const void* x, const void* dout, const void* out, 
 DWConvStrides dwconv_resolve_strides(const DWConvOptions& o, int64_t B, int64_t H, int64_t W, const DWConvStrides* s,
                                      bool backward);
 
+// The family's pass harness (the tuner's PassHarness; runtime/ops/dwconv_tune.cpp): a layer with `path`
+// pinned (kDirect or kNhwc) timing a forward or a whole backward of (B, C, H, W) with o.layout activations on
+// rotating buffers. DriverError without a GPU.
+std::unique_ptr<PassHarness> make_dwconv_harness(const DWConvOptions& o, int64_t B, int64_t H, int64_t W,
+                                                 bool backward, DWConvPath path);
+
 class DepthwiseConv {
  public:
   // Validates the options (SpecError); allocates nothing until the first call.

@@ -14,9 +14,6 @@
 
 namespace lkjit {
 
-std::unique_ptr<PassHarness> make_dwconv_harness(const DWConvOptions& o, int64_t B, int64_t H, int64_t W, bool backward,
-                                                 DWConvPath path);  // dwconv_tune.cpp
-
 struct DepthwiseConv::Prepared {
   std::vector<rt::PreparedKernel> kernels;  // forward: [fwd]; backward: [dgrad, wgrad, reduce]
   size_t partial_bytes = 0;
