@@ -72,12 +72,14 @@ void TilePolicy::tune_on_miss(std::vector<PlannedKernel>& plan, const HarnessFac
   const auto harness = make();
   const auto rep = tune_pass(*harness, which, o);
   if (!rep.save_error.empty()) log_line("warning: " + rep.save_error);
-  for (const auto& kr : rep.kernels)
+  for (const auto& kr : rep.kernels) {
+    if (!kr.check_failure.empty()) log_line("warning: tune: " + kr.check_failure);
     for (auto& pk : plan)
       if (pk.spec == kr.spec && pk.level == kr.level && kr.chosen != Tile{}) {
         pk.tile = kr.chosen;
         pk.tier = LookupTier::kTuned;
       }
+  }
 }
 
 // ---- prepared kernels -----------------------------------------------------------------------------

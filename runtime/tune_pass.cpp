@@ -8,6 +8,7 @@
 
 #include "lkjit/error.h"
 #include "lkjit/tuning.h"
+#include "runtime/tune_pass.h"
 #include "runtime/tune_search.h"
 #include "runtime/tuner_internal.h"
 
@@ -22,6 +23,25 @@ bool matches(const KernelSelector& s, const PlannedKernel& pk) {
   return s.kernel == pk.spec.kernel && (s.level < 0 || s.level == pk.level);
 }
 
+// Why the pass with `candidate`'s tiles disagrees with the one with `reference`'s (PassHarness::check_outputs),
+// or nullopt. A check that throws counts as a disagreement; a device it leaves unusable is a DriverError.
+std::optional<std::string> check_winner(PassHarness& h, const std::vector<PlannedKernel>& reference,
+                                        const std::vector<PlannedKernel>& candidate, const std::string& what,
+                                        const detail::PassDeviceFns& fns) {
+  try {
+    return h.check_outputs(reference, candidate);
+  } catch (...) {
+    const auto why = detail::classify(std::current_exception()).second;
+    try {
+      fns.synchronize();
+    } catch (const DriverError& e) {
+      throw DriverError(fmt::format("lkjit: error: tune: the device is unusable after checking {} ({}); {}", what, why,
+                                    e.what()));
+    }
+    return "the check failed: " + why;
+  }
+}
+
 }  // namespace
 
 std::vector<PlannedKernel> tunable(const std::vector<PlannedKernel>& plan, const DeviceLimits& limits) {
@@ -31,7 +51,29 @@ std::vector<PlannedKernel> tunable(const std::vector<PlannedKernel>& plan, const
   return out;
 }
 
+namespace detail {
+
+PassDeviceFns device_fns() {
+  PassDeviceFns f;
+  f.compile = compile_kernel;
+  f.resources = [](const CompiledKernel& ck, int device, CandidateResult* r) {
+    const LoadedKernel& lk = load_kernel(ck, device);
+    r->regs = lk.regs;
+    r->spill_bytes = lk.spill_bytes;
+    r->smem_bytes = lk.static_smem;
+  };
+  f.synchronize = [] { lkjit::synchronize(); };
+  return f;
+}
+
+}  // namespace detail
+
 TuneReport tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, const TuneOptions& o) {
+  return detail::tune_pass(h, which, o, detail::device_fns());
+}
+
+TuneReport detail::tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, const TuneOptions& o,
+                             const PassDeviceFns& fns) {
   const auto t0 = std::chrono::steady_clock::now();
   auto since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -72,7 +114,7 @@ TuneReport tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, c
     const std::string label = entry_label(pk);
 
     detail::EvaluateFn eval = [&](const std::vector<Tile>& tiles, int reps) {
-      const auto comp = detail::compile_candidates(pk.spec, pk.shape, lim, tiles, o.jobs);
+      const auto comp = detail::compile_candidates(pk.spec, pk.shape, lim, tiles, o.jobs, fns.compile);
       std::vector<CandidateResult> out(tiles.size());
       for (size_t k = 0; k < tiles.size(); ++k) {
         CandidateResult& r = out[k];
@@ -84,17 +126,15 @@ TuneReport tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, c
         try {
           h.set_tile(entry, tiles[k]);
           h.prepare();
-          const auto& lk = load_kernel(compile_kernel(pk.spec, tiles[k]), rep.device.ordinal);
-          r.regs = lk.regs;
-          r.spill_bytes = lk.spill_bytes;
-          r.smem_bytes = static_cast<int>(launch_geometry(pk.spec, tiles[k], pk.shape).smem_bytes) + lk.static_smem;
+          fns.resources(fns.compile(pk.spec, tiles[k]), rep.device.ordinal, &r);
+          r.smem_bytes = std::max(r.smem_bytes, 0) + static_cast<int>(launch_geometry(pk.spec, tiles[k], pk.shape).smem_bytes);
           r.samples_ms = h.time(o.warmup, reps);
         } catch (...) {
           std::tie(r.status, r.reason) = detail::classify(std::current_exception());
           r.samples_ms.clear();
           // A launch error (too many resources) leaves the context usable; a fault does not.
           try {
-            synchronize();
+            fns.synchronize();
           } catch (const DriverError& e) {
             throw DriverError(fmt::format("lkjit: error: tune: the device is unusable after {} {} failed ({}); {}",
                                           label, tiles[k].to_string(), r.reason, e.what()));
@@ -123,11 +163,26 @@ TuneReport tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, c
     for (const auto& c : kr.candidates)
       if (c.tile == kr.default_tile && c.status == CandidateStatus::kOk) kr.default_ms = c.summary.median_ms;
     if (res.chosen) {
-      kr.chosen = kr.candidates[*res.chosen].tile;
-      kr.best_ms = kr.candidates[*res.chosen].summary.median_ms;
-      current[i].tile = kr.chosen;
-      current[i].tier = LookupTier::kTuned;
-      h.set_tile(entry, kr.chosen);
+      const Tile& win = kr.candidates[*res.chosen].tile;
+      std::vector<PlannedKernel> trial = current;
+      trial[i].tile = win;
+      // A faster tile is worth nothing if it computes something else: check it against the defaults first.
+      const auto bad = win == kr.default_tile
+                           ? std::nullopt
+                           : check_winner(h, defaults, trial, label + " " + win.to_string(), fns);
+      if (bad) {
+        kr.rejected = win;
+        kr.check_failure = fmt::format("{} {} disagrees with the default tiles' output, so the default {} is kept: {}",
+                                       label, win.to_string(), kr.default_tile.to_string(), *bad);
+        kr.chosen = kr.default_tile;
+        kr.best_ms = kr.default_ms;
+      } else {
+        kr.chosen = win;
+        kr.best_ms = kr.candidates[*res.chosen].summary.median_ms;
+        current[i].tile = kr.chosen;
+        current[i].tier = LookupTier::kTuned;
+      }
+      h.set_tiles(current);
     }
     rep.kernels.push_back(std::move(kr));
   }
@@ -150,16 +205,20 @@ TuneReport tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, c
       rep.default_pass = summarize(d);
       rep.tuned_pass = summarize(t);
     } catch (const DriverError&) {
-      synchronize();  // a launch error of a default tile: leave the comparison empty
+      fns.synchronize();  // a launch error of a default tile: leave the comparison empty
     } catch (const Error&) {
     }
   }
   rep.plan = current;
 
+  // A rejected winner is not a decision: nothing is recorded for its entry.
+  std::vector<KernelTuneResult> decided;
+  for (const auto& kr : rep.kernels)
+    if (kr.check_failure.empty()) decided.push_back(kr);
   if (o.save && !rep.kernels.empty()) {
     rep.db_path = o.db_path.empty() ? tuning_db_path() : o.db_path;
     try {
-      detail::record_decisions(rep.db_path, device_class(rep.device), rep.kernels);
+      if (!decided.empty()) detail::record_decisions(rep.db_path, device_class(rep.device), decided);
     } catch (const Error& e) {
       rep.save_error = e.what();
     }

@@ -154,6 +154,10 @@ struct KernelTuneResult {
   Shape shape;    // the shape the kernel sees (a level kernel: its input low band)
   int level = 0;  // level kernels: 1..L
   Tile default_tile, chosen;
+  // A winner whose output disagreed with the default tile's (PassHarness::check_outputs): that tile and why.
+  // It is not chosen (chosen is then the default) and not recorded.
+  Tile rejected;
+  std::string check_failure;
   std::vector<CandidateResult> candidates;  // every candidate tried, in the fixed order
   size_t space_size = 0;                    // valid points for this shape
   TuneStrategy strategy = TuneStrategy::kGreedy;
@@ -209,6 +213,13 @@ class PassHarness {
   virtual void prepare() = 0;                                             // compile + load the current tiles
   virtual std::vector<double> time(int warmup, int reps) = 0;             // ms per pass
   virtual double traffic_bytes() const = 0;                               // the plan's traffic model
+  // Runs the pass with `reference`'s tiles and with `candidate`'s (plans of this harness: every non-fixed
+  // entry's tile) on the same random, non-constant inputs, each run's outputs NaN-poisoned first and its
+  // buffers guarded, and compares what they wrote within the dtype's tolerance (NaN fails). Why they
+  // disagree (naming the tensor and its worst element), or nullopt. Leaves the harness's tiles unspecified
+  // (set them again). tune_pass calls it before it accepts a winner other than the default.
+  virtual std::optional<std::string> check_outputs(const std::vector<PlannedKernel>& reference,
+                                                   const std::vector<PlannedKernel>& candidate) = 0;
 };
 
 // What tuning a pass found.
@@ -226,9 +237,12 @@ struct TuneReport {
 
 // Tunes the selected entries of the harness's plan (empty: every entry with more than one candidate for
 // its shape; fixed entries never) with `o`, kernel after kernel in plan order, each candidate timed as a
-// whole pass, and, if o.save, records each decision in the database. SpecError for a selector that
-// matches no entry; a failing candidate is a result, never an exception; a device left unusable by a
-// faulting kernel is a DriverError.
+// whole pass, and, if o.save, records each decision in the database. A winner other than the default is
+// first checked against every default tile (check_outputs, with the earlier entries' accepted choices in
+// place): one that disagrees, or whose check throws, is not chosen and not recorded; the entry keeps its
+// default and its result names the tile and why (KernelTuneResult::rejected, check_failure). SpecError
+// for a selector that matches no entry; a failing candidate is a result, never an exception; a device
+// left unusable by a faulting kernel is a DriverError.
 TuneReport tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, const TuneOptions& o);
 
 // The plan entries of a plan worth tuning: not fixed, more than one candidate for their shape.

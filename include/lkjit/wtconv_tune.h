@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,9 +51,11 @@ using WTConvTuneReport = TuneReport;
 WTConvTuneReport wtconv_tune(const WTConvTuneProblem& p, const std::vector<KernelSelector>& which,
                              const TuneOptions& o);
 
-// A runnable layer problem for timing: its own layer (tune mode off), weights, rotating input/output
-// sets, gradient buffers for a backward, and an L2-flush buffer. Inputs hold constants: timing does
-// not depend on values.
+// A runnable layer problem for timing: its own layer (tune mode off), random weights and scales
+// (testing::random_params), rotating input/output sets, gradient buffers for a backward, and an L2-flush
+// buffer. The timed inputs hold constants (timing does not depend on values); check_outputs runs on its
+// own random inputs (normal, seeded) and guarded outputs, made on first use, and compares the output (dX)
+// with tolerance(dtype) and, for a backward, every parameter gradient relative to its scale.
 class WTConvHarness : public PassHarness {
  public:
   explicit WTConvHarness(const WTConvTuneProblem& p);
@@ -68,6 +71,8 @@ class WTConvHarness : public PassHarness {
   std::vector<double> time(int warmup, int reps) override;
   const DeviceInfo& device() const override;
   double traffic_bytes() const override;
+  std::optional<std::string> check_outputs(const std::vector<PlannedKernel>& reference,
+                                           const std::vector<PlannedKernel>& candidate) override;
   WTConv& layer();
 
  private:

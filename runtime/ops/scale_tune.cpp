@@ -1,10 +1,14 @@
 // The scale family's pass harness (its PassHarness, for the tuner): a ScaledCopy on rotating buffers.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <memory>
+#include <optional>
 
 #include "lkjit/error.h"
+#include "lkjit/numeric.h"
 #include "lkjit/scale.h"
+#include "lkjit/testing.h"
 #include "runtime/op_registry.h"
 #include "runtime/pass_timer.h"
 
@@ -44,6 +48,39 @@ class ScaleHarness : public PassHarness {
     return timer_.time(warmup, reps, sets_, [&](size_t s) { run(s); });
   }
   double traffic_bytes() const override { return plan_.at(0).bytes; }
+  // Both tiles' outputs on one random x and a (a in [0.5, 1.5), so no channel's scale vanishes), each
+  // written into a NaN-poisoned, guarded y.
+  std::optional<std::string> check_outputs(const std::vector<PlannedKernel>& reference,
+                                           const std::vector<PlannedKernel>& candidate) override {
+    const size_t n = size_t(sh_.numel());
+    if (!check_x_.data()) {
+      const auto xb = encode(opt_.dtype, testing::random_tensor(n, opt_.dtype, 0x5ca1e));
+      check_x_ = DeviceBuffer((xb.size() + 3) / 4 * 4, opt_.device);
+      check_x_.upload(xb.data(), xb.size());
+      std::vector<float> a = testing::random_tensor(size_t(opt_.C), DType::kF32, 0x5ca1f);
+      for (float& v : a) v = 1.0f + 0.5f * std::tanh(v);
+      check_a_ = DeviceBuffer(a.size() * 4, opt_.device);
+      check_a_.upload(a.data(), a.size() * 4);
+      check_y_ = testing::GuardedBuffer(n * dtype_bytes(opt_.dtype), opt_.device);
+    }
+    auto run_with = [&](const std::vector<PlannedKernel>& tiles) {
+      set_tiles(tiles);
+      check_y_.poison();
+      layer_.forward(check_x_.data(), static_cast<const float*>(check_a_.data()), check_y_.data(), sh_.B, sh_.H,
+                     sh_.W);
+      synchronize();
+      std::vector<uint8_t> raw(n * dtype_bytes(opt_.dtype));
+      check_y_.buffer().download(raw.data(), raw.size());
+      testing::PassOutputs o;
+      o.tensors.push_back({"y", false, std::vector<float>(n)});
+      for (size_t i = 0; i < n; ++i) o.tensors[0].v[i] = decode_one(opt_.dtype, raw.data(), i);
+      if (const int64_t bad = check_y_.guard_bytes_changed()) o.guard_damage = fmt::format("y: {} guard bytes changed", bad);
+      return o;
+    };
+    const testing::PassOutputs want = run_with(reference);
+    const testing::PassOutputs got = run_with(candidate);
+    return testing::compare_outputs(want, got, opt_.dtype);
+  }
 
  private:
   void run(size_t s) {
@@ -59,6 +96,8 @@ class ScaleHarness : public PassHarness {
   std::vector<DeviceBuffer> x_, y_;
   DeviceBuffer a_;
   size_t sets_ = 1;
+  DeviceBuffer check_x_, check_a_;  // check_outputs' inputs and output, made on first use
+  testing::GuardedBuffer check_y_;
 };
 
 std::pair<std::unique_ptr<PassHarness>, KernelSelector> harness_for(const OpSpec& spec, const Shape& sh, int device,

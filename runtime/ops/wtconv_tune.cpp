@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "lkjit/error.h"
+#include "lkjit/numeric.h"
 #include "lkjit/reference.h"
 #include "lkjit/testing.h"
 #include "runtime/tune_search.h"
@@ -18,6 +19,8 @@ namespace lkjit {
 namespace {
 
 constexpr size_t kMinFlushBytes = size_t(64) << 20;
+// Seeds of the harness's weights and of check_outputs' inputs.
+constexpr uint64_t kWeightSeed = 42, kCheckSeed = 4242;
 
 // One of dtype's 1.0 in every element of a 32-bit word (timing does not depend on values).
 uint32_t one_pattern(DType t) {
@@ -71,6 +74,7 @@ struct WTConvHarness::Impl {
   DeviceInfo dev;
   std::vector<PlannedKernel> plan;
   std::unique_ptr<WTConv> layer;
+  ref::WTConvParams ref_params;
   testing::DeviceParams params;
   std::vector<DeviceBuffer> x, out, dout;  // rotating sets; out is dX for a backward
   DeviceBuffer flush;
@@ -78,11 +82,73 @@ struct WTConvHarness::Impl {
   uint32_t flush_value = 0;
   double bytes = 0;
 
-  void run(size_t set) {
+  // check_outputs' random inputs and guarded output, made on first use.
+  struct Check {
+    DeviceBuffer x, dout;
+    testing::GuardedBuffer out;
+    size_t nout = 0;  // elements of out (dX for a backward)
+  };
+  std::unique_ptr<Check> check;
+
+  void run_on(const void* xs, const void* douts, void* outs) {
     if (p.backward)
-      layer->backward(x[set].data(), dout[set].data(), out[set].data(), params.grads, p.B, p.H, p.W);
+      layer->backward(xs, douts, outs, params.grads, p.B, p.H, p.W);
     else
-      layer->forward(x[set].data(), out[set].data(), p.B, p.H, p.W);
+      layer->forward(xs, outs, p.B, p.H, p.W);
+  }
+  void run(size_t set) { run_on(x[set].data(), p.backward ? dout[set].data() : nullptr, out[set].data()); }
+
+  Check& check_buffers() {
+    if (check) return *check;
+    auto c = std::make_unique<Check>();
+    const Shape sh = p.shape();
+    const DType dt = p.options.dtype;
+    const size_t nin = size_t(sh.numel()), ng = size_t(sh.B * sh.C * sh.H_out() * sh.W_out());
+    auto upload_random = [&](size_t n, uint64_t seed) {
+      const auto bytes = encode(dt, testing::random_tensor(n, dt, seed));
+      DeviceBuffer b(round4(bytes.size()), p.options.device);
+      b.upload(bytes.data(), bytes.size());
+      return b;
+    };
+    c->x = upload_random(nin, kCheckSeed);
+    if (p.backward) c->dout = upload_random(ng, kCheckSeed + 1);
+    c->nout = p.backward ? nin : ng;
+    c->out = testing::GuardedBuffer(c->nout * dtype_bytes(dt), p.options.device);
+    check = std::move(c);
+    return *check;
+  }
+
+  // One run of the pass on the check's inputs with the layer's current tiles: what it wrote.
+  testing::PassOutputs check_run() {
+    Check& c = check_buffers();
+    const DType dt = p.options.dtype;
+    c.out.poison();
+    if (p.backward) params.poison_grads();
+    run_on(c.x.data(), p.backward ? c.dout.data() : nullptr, c.out.data());
+    synchronize();
+    testing::PassOutputs o;
+    std::vector<uint8_t> raw(c.nout * dtype_bytes(dt));
+    c.out.buffer().download(raw.data(), raw.size());
+    std::vector<float> v(c.nout);
+    for (size_t i = 0; i < c.nout; ++i) v[i] = decode_one(dt, raw.data(), i);
+    o.tensors.push_back({p.backward ? "dX" : "out", false, std::move(v)});
+    if (const int64_t n = c.out.guard_bytes_changed()) o.guard_damage = fmt::format("{}: {} guard bytes changed", o.tensors[0].name, n);
+    if (p.backward) {
+      const ref::WTConvGrads g = testing::download_grads(params, ref_params);
+      auto add = [&](std::string name, const std::vector<double>& d) {
+        o.tensors.push_back({std::move(name), true, std::vector<float>(d.begin(), d.end())});
+      };
+      add("base_w", g.base_w);
+      if (p.options.bias) add("base_b", g.base_b);
+      add("base_s", g.base_s);
+      for (int l = 0; l < p.options.L; ++l) {
+        add(fmt::format("level_w[{}]", l), g.level_w[l]);
+        add(fmt::format("level_s[{}]", l), g.level_s[l]);
+      }
+      const std::string grads = params.grad_guards_changed();
+      if (!grads.empty()) o.guard_damage += (o.guard_damage.empty() ? "" : ", ") + grads;
+    }
+    return o;
   }
 };
 
@@ -107,8 +173,8 @@ WTConvHarness::WTConvHarness(const WTConvTuneProblem& p) : impl_(std::make_uniqu
   for (const auto& pk : m.plan)
     if (!pk.fixed) m.bytes += pk.bytes;
 
-  const auto ref_params = ref::init_params(static_cast<int>(p.options.C), p.options.k, p.options.L, p.options.bias, 42);
-  m.params = testing::upload_params(ref_params, p.backward);
+  m.ref_params = testing::random_params(static_cast<int>(p.options.C), p.options.k, p.options.L, p.options.bias, kWeightSeed);
+  m.params = testing::upload_params(m.ref_params, p.backward);
   m.layer->set_weights(m.params.weights);
 
   // Enough rotating sets that one pass's tensors are out of L2 when the set comes round again.
@@ -162,6 +228,17 @@ std::vector<double> WTConvHarness::time(int warmup, int reps) {
     ms.push_back(timer.stop_ms());
   }
   return ms;
+}
+
+std::optional<std::string> WTConvHarness::check_outputs(const std::vector<PlannedKernel>& reference,
+                                                        const std::vector<PlannedKernel>& candidate) {
+  set_tiles(reference);
+  prepare();
+  const testing::PassOutputs want = impl_->check_run();
+  set_tiles(candidate);
+  prepare();
+  const testing::PassOutputs got = impl_->check_run();
+  return testing::compare_outputs(want, got, impl_->p.options.dtype);
 }
 
 // ---- tuning -----------------------------------------------------------------------------------------

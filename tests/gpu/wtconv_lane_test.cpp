@@ -1,9 +1,10 @@
 // The lane kernels (one thread per (b,c) plane, NHWC activations) on the GPU against the float64
 // reference: forward output, dX and every parameter gradient, over small planes with odd extents, maps
-// below 2^L, C = 1 and partial blocks, k in {1, 3, 5, 7}, L in [0, 4], every dtype; written tensors and
-// gradients NaN-poisoned first; both passes with one and with two threads per plane. Also every tile of
-// the lane space on one problem, and the layer's choice:
-// NHWC activations take the lane kernels on their own (kAuto), NCHW ones do not.
+// below 2^L, C = 1 and partial blocks, k in {1, 3, 5, 7}, L in [0, 8], every dtype, random parameters;
+// written tensors and gradients NaN-poisoned first and guarded; both passes with one and with two threads
+// per plane. Also every tile of the lane space on one problem, and the layer's choice: NHWC activations
+// take the lane kernels on their own (kAuto), NCHW ones do not. (Non-dense channels_last tensors on the lane
+// kernels: wtconv_strides_test.cpp, WTConvLaneStrided.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,7 +48,15 @@ DeviceBuffer upload_nhwc(DType dt, const std::vector<float>& v, const Problem& p
   buf.upload(bytes.data(), bytes.size());
   return buf;
 }
-std::vector<float> download_nhwc(DType dt, const DeviceBuffer& buf, const Problem& p) {
+// A written NHWC tensor: NaN-poisoned, with its guard.
+GuardedBuffer written_nhwc(DType dt, const Problem& p) {
+  GuardedBuffer buf(size_t(p.B * p.C * p.H * p.W) * dtype_bytes(dt));
+  buf.poison();
+  return buf;
+}
+std::vector<float> download_nhwc(DType dt, const GuardedBuffer& g, const Problem& p) {
+  EXPECT_EQ(g.guard_bytes_changed(), 0) << "the lane kernels wrote past the tensor";
+  const DeviceBuffer& buf = g.buffer();
   std::vector<uint8_t> raw(size_t(p.B * p.C * p.H * p.W) * dtype_bytes(dt));
   buf.download(raw.data(), raw.size());
   std::vector<float> v(size_t(p.B * p.C * p.H * p.W));
@@ -72,15 +81,17 @@ bool plans_kernel(const WTConv& layer, const Problem& pb, bool backward, Kernel 
 }
 
 void check_forward(const Problem& pb, DType dt, const Tile* tile = nullptr) {
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 31);
-  const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), dt, 32);
+  const uint64_t seed = 31;  // parameters; the input seed + 1
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
+  const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), dt, seed + 1);
   auto lp = make_layer(pb, dt, WTConvPath::kLane, tile, false);
   WTConv& layer = *lp;
   ASSERT_TRUE(plans_kernel(layer, pb, false, kWTConvFwdLane));
   auto dp = upload_params(params);
   layer.set_weights(dp.weights);
-  DeviceBuffer dx = upload_nhwc(dt, x, pb), dout(x.size() * dtype_bytes(dt) + 4);
-  dout.fill_u32(0xffffffffu);
+  DeviceBuffer dx = upload_nhwc(dt, x, pb);
+  GuardedBuffer dout = written_nhwc(dt, pb);
   layer.forward(dx.data(), dout.data(), pb.B, pb.H, pb.W);
   synchronize();
   const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params, 1);
@@ -90,43 +101,41 @@ void check_forward(const Problem& pb, DType dt, const Tile* tile = nullptr) {
 
 // reduce_tile: the reduce_lane kernel's tile instead of its default.
 void check_backward(const Problem& pb, DType dt, const Tile* tile = nullptr, const Tile* reduce_tile = nullptr) {
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 41);
+  const uint64_t seed = 41;  // parameters; the input seed + 1, the output gradient seed + 2
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
   const size_t n = size_t(pb.B * pb.C * pb.H * pb.W);
-  const auto x = random_tensor(n, dt, 42), g = random_tensor(n, dt, 43);
+  const auto x = random_tensor(n, dt, seed + 1), g = random_tensor(n, dt, seed + 2);
   auto lp = make_layer(pb, dt, WTConvPath::kLane, tile, true);
   WTConv& layer = *lp;
   if (reduce_tile) layer.set_tile_override(kWTConvReduceLane, 0, *reduce_tile);
   ASSERT_TRUE(plans_kernel(layer, pb, true, kWTConvBwdLane));
   auto dp = upload_params(params, /*with_grads=*/true);
   layer.set_weights(dp.weights);
-  DeviceBuffer dxin = upload_nhwc(dt, x, pb), dg = upload_nhwc(dt, g, pb), ddx(n * dtype_bytes(dt) + 4);
-  ddx.fill_u32(0xffffffffu);
+  DeviceBuffer dxin = upload_nhwc(dt, x, pb), dg = upload_nhwc(dt, g, pb);
+  GuardedBuffer ddx = written_nhwc(dt, pb);
   dp.poison_grads();
   layer.backward(dxin.data(), dg.data(), ddx.data(), dp.grads, pb.B, pb.H, pb.W);
   synchronize();
+  EXPECT_EQ(dp.grad_guards_changed(), "") << "the lane backward wrote past a gradient";
   const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params,
                                          std::vector<double>(g.begin(), g.end()), 1);
   const auto cmp = compare(download_nhwc(dt, ddx, pb), want.dx, tolerance(dt));
   EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
-  const auto got = download_grads(dp, params);
-  expect_grad_close(got.base_w, want.base_w, "base_w", dt);
-  if (pb.bias) expect_grad_close(got.base_b, want.base_b, "base_b", dt);
-  expect_grad_close(got.base_s, want.base_s, "base_s", dt);
-  for (int l = 0; l < pb.L; ++l) {
-    expect_grad_close(got.level_w[l], want.level_w[l], "level_w[" + std::to_string(l) + "]", dt);
-    expect_grad_close(got.level_s[l], want.level_s[l], "level_s[" + std::to_string(l) + "]", dt);
-  }
+  expect_grads_close(download_grads(dp, params), want, pb.bias, pb.L, dt);
 }
 
 // Small planes the lane kernels take (stride 1, W <= 16): maps below 2^L, odd extents, C = 1, B*C not a
-// multiple of the block, tall planes, k = 1 and k = 7 (W <= 8 for the register rows), L = 0.
+// multiple of the block, tall planes, k = 1 and k = 7 (W <= 8 for the register rows), L = 0, and L = 5..8
+// (the deepest levels on 1x1 maps, a tall plane's on 2x1 and 1x2).
 std::vector<Problem> lane_problems() {
   return {
       {1, 1, 1, 1, 5, 3, 1, true},   {1, 1, 3, 5, 5, 2, 1, true},  {1, 1, 2, 7, 3, 3, 1, false},
       {2, 3, 7, 9, 5, 3, 1, true},   {3, 2, 13, 6, 5, 4, 1, true}, {2, 3, 9, 11, 1, 2, 1, true},
       {2, 2, 12, 8, 7, 2, 1, true},  {2, 5, 10, 10, 5, 0, 1, true}, {1, 300, 9, 9, 5, 2, 1, true},
       {65, 3, 7, 7, 5, 2, 1, true},  {2, 5, 14, 14, 5, 3, 1, true}, {1, 33, 16, 16, 3, 4, 1, true},
-      {2, 4, 40, 15, 5, 3, 1, true},
+      {2, 4, 40, 15, 5, 3, 1, true}, {2, 3, 16, 16, 5, 5, 1, true}, {1, 4, 11, 13, 3, 6, 1, false},
+      {2, 3, 9, 7, 7, 7, 1, true},   {1, 2, 48, 9, 5, 8, 1, true},  {33, 2, 16, 15, 5, 8, 1, true},
   };
 }
 
@@ -234,12 +243,14 @@ TEST_F(WTConvLaneTiles, AutoPicksLaneForNHWCOnly) {
   nchw.set_tile_override(kWTConvFwdLane, 0, wtconv_tile(0, 16, 0, 0, 32));
   nchw.set_tile_override(kWTConvFwdPlane, 0, wtconv_tile(0, 0, 1, 2, 32000));  // rejected if ever planned
   nchw.set_tile_override(kWTConvBwdPlane, 0, wtconv_tile(0, 0, 1, 2, 32000));
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 51);
-  const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), DType::kF32, 52);
+  const uint64_t seed = 51;  // parameters; the input seed + 1, the output gradient seed + 2
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
+  const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), DType::kF32, seed + 1);
   auto dp = upload_params(params);
   nchw.set_weights(dp.weights);
-  DeviceBuffer dx = upload_nhwc(DType::kF32, x, pb), dout(x.size() * 4 + 4);
-  dout.fill_u32(0xffffffffu);
+  DeviceBuffer dx = upload_nhwc(DType::kF32, x, pb);
+  GuardedBuffer dout = written_nhwc(DType::kF32, pb);
   WTConvStrides st;
   st.x = st.out = {pb.H * pb.W * pb.C, 1, pb.W * pb.C, pb.C};
   nchw.forward(dx.data(), dout.data(), pb.B, pb.H, pb.W, nullptr, &st);
@@ -250,9 +261,9 @@ TEST_F(WTConvLaneTiles, AutoPicksLaneForNHWCOnly) {
   // The backward, all three activations channels_last: the lane backward, checked on dX and one gradient.
   auto dpg = upload_params(params, /*with_grads=*/true);
   nchw.set_weights(dpg.weights);
-  const auto g = random_tensor(x.size(), DType::kF32, 53);
-  DeviceBuffer dg = upload_nhwc(DType::kF32, g, pb), ddx(x.size() * 4 + 4);
-  ddx.fill_u32(0xffffffffu);
+  const auto g = random_tensor(x.size(), DType::kF32, seed + 2);
+  DeviceBuffer dg = upload_nhwc(DType::kF32, g, pb);
+  GuardedBuffer ddx = written_nhwc(DType::kF32, pb);
   dpg.poison_grads();
   st.dout = st.x;
   nchw.backward(dx.data(), dg.data(), ddx.data(), dpg.grads, pb.B, pb.H, pb.W, nullptr, &st);

@@ -78,6 +78,7 @@ void print_ranked(std::ostream& os, const KernelTuneResult& k, double traffic_by
     if (c.status != CandidateStatus::kOk) continue;
     std::string note;
     if (c.tile == k.chosen) note += "chosen ";
+    if (c.tile == k.rejected && !k.check_failure.empty()) note += "rejected (output) ";
     if (c.tile == k.default_tile) note += "default ";
     if (c.finalist) note += "finalist";
     const double ms = c.summary.median_ms;
@@ -98,6 +99,8 @@ void print_summary(std::ostream& os, const TuneReport& r) {
   for (const auto& k : r.kernels)
     os << fmt::format("{:<22} default {:<16} -> chosen {:<16} ({})\n", kernel_label(k), k.default_tile.to_string(),
                       k.chosen == Tile{} ? "none (all failed)" : k.chosen.to_string(), kernel_name(k.spec, k.chosen));
+  for (const auto& k : r.kernels)
+    if (!k.check_failure.empty()) os << "not recorded: " << k.check_failure << "\n";
   if (r.default_pass.n && r.tuned_pass.n)
     os << fmt::format("layer {}: default tiles {:.4f} ms (noise {:.1f}%), chosen tiles {:.4f} ms (noise {:.1f}%): {:.3f}x\n",
                       r.problem.text, r.default_pass.median_ms, 100 * r.default_pass.noise, r.tuned_pass.median_ms,
@@ -180,6 +183,8 @@ std::string tune_json(const TuneReport& r, const TuneOptions& o, const std::vect
                                    {"seconds", k.seconds},
                                    {"default_time_s", k.default_ms * 1e-3},
                                    {"chosen_time_s", k.best_ms * 1e-3},
+                                   {"rejected_tile", k.check_failure.empty() ? json::Value(nullptr) : json::Value(tile_json(k.rejected))},
+                                   {"check_failure", k.check_failure},
                                    {"candidates", std::move(cands)}});
   }
   json::Value root = json::Object{
