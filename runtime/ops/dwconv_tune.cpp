@@ -2,11 +2,15 @@
 // its path pinned, on rotating buffers, timing a forward or a whole backward (dgrad, wgrad, reduce).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <memory>
+#include <optional>
 
 #include "dwconv/geometry.cuh"
 #include "lkjit/dwconv.h"
 #include "lkjit/error.h"
+#include "lkjit/numeric.h"
+#include "lkjit/testing.h"
 #include "runtime/op_registry.h"
 #include "runtime/pass_timer.h"
 #include "runtime/strides.h"
@@ -76,6 +80,67 @@ class DWConvHarness : public PassHarness {
     for (const auto& pk : plan_) b += pk.bytes;
     return b;
   }
+  // Both plans' outputs on one set of random inputs (weights of unit-scale outputs, a bias), each written into
+  // NaN-poisoned, guarded buffers: y, or dx, dw and dbias.
+  std::optional<std::string> check_outputs(const std::vector<PlannedKernel>& reference,
+                                           const std::vector<PlannedKernel>& candidate) override {
+    const DWConvGeometry g = dwconv_geometry(opt_, B_, H_, W_);
+    const size_t n_in = size_t(B_ * opt_.C * H_ * W_), n_out = size_t(B_ * opt_.C * g.Ho * g.Wo);
+    const size_t taps = size_t(opt_.C) * opt_.kh * opt_.kw, eb = dtype_bytes(opt_.dtype);
+    if (!cx_.data()) {
+      auto upload = [&](DeviceBuffer& d, const std::vector<uint8_t>& b) {
+        d = DeviceBuffer((b.size() + 3) / 4 * 4, opt_.device);
+        d.upload(b.data(), b.size());
+      };
+      upload(cx_, encode(opt_.dtype, testing::random_tensor(n_in, opt_.dtype, 0xd3c0)));
+      upload(cg_, encode(opt_.dtype, testing::random_tensor(n_out, opt_.dtype, 0xd3c1)));
+      std::vector<float> w = testing::random_tensor(taps, DType::kF32, 0xd3c2);
+      for (float& v : w) v /= std::sqrt(float(opt_.kh * opt_.kw));
+      upload(cw_, encode(DType::kF32, w));
+      upload(cb_, encode(DType::kF32, testing::random_tensor(size_t(opt_.C), DType::kF32, 0xd3c3)));
+      cy_ = testing::GuardedBuffer((backward_ ? n_in : n_out) * eb, opt_.device);
+      cdw_ = testing::GuardedBuffer(taps * 4, opt_.device);
+      cdb_ = testing::GuardedBuffer(size_t(opt_.C) * 4, opt_.device);
+    }
+    auto download = [&](const testing::GuardedBuffer& b, size_t n, DType t, const char* name, bool grad) {
+      std::vector<uint8_t> raw(n * dtype_bytes(t));
+      b.buffer().download(raw.data(), raw.size());
+      testing::PassOutputs::Tensor out{name, grad, std::vector<float>(n)};
+      for (size_t i = 0; i < n; ++i) out.v[i] = decode_one(t, raw.data(), i);
+      return out;
+    };
+    auto run_with = [&](const std::vector<PlannedKernel>& tiles) {
+      set_tiles(tiles);
+      cy_.poison(), cdw_.poison(), cdb_.poison();
+      DepthwiseConv& l = layer_;
+      l.set_weights(static_cast<const float*>(cw_.data()), opt_.bias ? static_cast<const float*>(cb_.data()) : nullptr);
+      testing::PassOutputs o;
+      if (!backward_) {
+        l.forward(cx_.data(), cy_.data(), B_, H_, W_);
+        synchronize();
+        o.tensors.push_back(download(cy_, n_out, opt_.dtype, "y", false));
+      } else {
+        DWConvGradients gr;
+        gr.dw = static_cast<float*>(cdw_.data());
+        gr.dbias = opt_.bias ? static_cast<float*>(cdb_.data()) : nullptr;
+        l.backward(cx_.data(), cg_.data(), cy_.data(), gr, B_, H_, W_);
+        synchronize();
+        o.tensors.push_back(download(cy_, n_in, opt_.dtype, "dx", false));
+        o.tensors.push_back(download(cdw_, taps, DType::kF32, "dw", true));
+        if (opt_.bias) o.tensors.push_back(download(cdb_, size_t(opt_.C), DType::kF32, "dbias", true));
+      }
+      for (auto [name, b] : {std::pair<const char*, const testing::GuardedBuffer*>{backward_ ? "dx" : "y", &cy_},
+                             {"dw", &cdw_}, {"dbias", &cdb_}})
+        if (const int64_t bad = b->guard_bytes_changed())
+          o.guard_damage += fmt::format("{}{}: {} guard bytes changed", o.guard_damage.empty() ? "" : "; ", name, bad);
+      // The timed buffers' weights again (the harness's own, constant ones).
+      l.set_weights(static_cast<const float*>(w_.data()), opt_.bias ? static_cast<const float*>(b_.data()) : nullptr);
+      return o;
+    };
+    const testing::PassOutputs want = run_with(reference);
+    const testing::PassOutputs got = run_with(candidate);
+    return testing::compare_outputs(want, got, opt_.dtype);
+  }
 
  private:
   void run(size_t s) {
@@ -99,6 +164,8 @@ class DWConvHarness : public PassHarness {
   std::vector<DeviceBuffer> x_, g_, y_;
   DeviceBuffer w_, b_, dw_, db_;
   size_t sets_ = 1;
+  DeviceBuffer cx_, cg_, cw_, cb_;  // check_outputs' inputs and outputs, made on first use
+  testing::GuardedBuffer cy_, cdw_, cdb_;
 };
 
 // The input extent whose output is n_out with symmetric padding p (the smallest such; p = floor(d(k-1)/2)).
