@@ -306,10 +306,27 @@ class DepthwiseConv2d(nn.Module):
     def _args(self):
         return self.stride[0], self.dilation[0], self._pad[0], self._pad[1], self._same
 
+    def _check(self, x):
+        """The C ABI's checks (lkjit_dwconv_check_tensors: the binding's messages), called only when the plain
+        Python test below fails, so that a good call (and torch.compile's trace) never leaves Python."""
+        s, d, ph, pw, same = self._args()
+        ok = isinstance(x, Tensor) and x.dim() == 4 and x.shape[1] == self.in_channels and \
+            x.device.type in ("cuda", "cpu") and x.dtype in ops.DTYPE_CODES and \
+            self.weight.dtype == torch.float32 and self.weight.device == x.device and \
+            (self.bias is None or (self.bias.dtype == torch.float32 and self.bias.device == x.device))
+        if ok:
+            t, b, l, r = _pads(*self.kernel_size, d, ph, pw, same)
+            ok = _out_size(x.shape[2], self.kernel_size[0], s, d, t, b) >= 1 and \
+                _out_size(x.shape[3], self.kernel_size[1], s, d, l, r) >= 1
+        if not ok:
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{_WHERE}: input must be a torch.Tensor; got {type(x).__name__}")
+            _abi.check_tensors(_WHERE, self.in_channels, *self.kernel_size, *self._args(), ops.tensor_desc(x), None,
+                               ops.tensor_desc(self.weight), None if self.bias is None else ops.tensor_desc(self.bias),
+                               allow_cpu=True)
+
     def forward(self, x):
-        _abi.check_tensors(_WHERE, self.in_channels, *self.kernel_size, *self._args(), ops.tensor_desc(x), None,
-                           ops.tensor_desc(self.weight), None if self.bias is None else ops.tensor_desc(self.bias),
-                           allow_cpu=True)
+        self._check(x)
         if x.device.type == "cpu":  # the same op in PyTorch: runs, traces and exports anywhere
             y = _torch_forward(x, self.weight, self.bias, *self._args())
             return y.to(x.dtype).contiguous(memory_format=ops.out_format(x, ops.layout_mode(_WHERE)))
@@ -335,7 +352,10 @@ def replace_depthwise(model):
     (padding_mode, stride or dilation out of range, ...) are left as they are. Returns a ReplaceReport."""
     swapped, skipped = [], []
     for name, mod in list(model.named_modules()):
-        if type(mod) is not nn.Conv2d or not (mod.groups == mod.in_channels == mod.out_channels) or not name:
+        if not isinstance(mod, nn.Conv2d) or not (mod.groups == mod.in_channels == mod.out_channels) or not name:
+            continue
+        if type(mod) is not nn.Conv2d:
+            skipped.append((name, f"{type(mod).__name__} is a subclass of nn.Conv2d (its forward may differ)"))
             continue
         try:
             new = DepthwiseConv2d.from_conv(mod)

@@ -151,6 +151,10 @@ def test_fake_shapes_at_replknet_sizes(lt):
         assert y.shape == (2, 8, 29, 20)
 
 
+class _Conv2dSubclass(torch.nn.Conv2d):
+    pass
+
+
 def test_from_conv_and_replace_depthwise(lt):
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3, padding=1),                        # not depthwise: untouched, not reported
@@ -158,13 +162,15 @@ def test_from_conv_and_replace_depthwise(lt):
         torch.nn.Conv2d(8, 8, 5, padding=2, groups=8, padding_mode="reflect"),  # skipped: padding mode
         torch.nn.Conv2d(8, 8, 3, stride=3, groups=8),               # skipped: stride
         _conv(8, 3, p="same", bias=False),                          # swapped
+        _Conv2dSubclass(8, 8, 3, padding=1, groups=8),              # skipped: a subclass
     )
     x = torch.randn(2, 3, 16, 16)
     want = model(x)
     report = lt.replace_depthwise(model)
     assert report.swapped == ["1.0", "4"]
-    assert [n for n, _ in report.skipped] == ["2", "3"]
+    assert [n for n, _ in report.skipped] == ["2", "3", "5"]
     assert "padding_mode='reflect'" in report.skipped[0][1] and "stride=3" in report.skipped[1][1]
+    assert "_Conv2dSubclass is a subclass of nn.Conv2d" in report.skipped[2][1]
     assert isinstance(model[1][0], lt.DepthwiseConv2d) and isinstance(model[4], lt.DepthwiseConv2d)
     assert type(model[2]) is torch.nn.Conv2d
     assert model[4].bias is None
