@@ -17,7 +17,7 @@ typedef struct lkjit_dwconv lkjit_dwconv; /* opaque */
 /* Layouts of lkjit_dwconv_create (the dense order of tensors passed without strides). */
 enum { LKJIT_LAYOUT_NCHW = 0, LKJIT_LAYOUT_NHWC = 1 };
 
-/* C in [1, 2^24]; kh, kw in [1, 63]; stride 1 or 2; dil in [1, 4]; pad_h, pad_w in [0, 1024] (both sides), or
+/* C in [1, 2^24]; kh, kw in [1, 63]; stride 1 or 2; dil in [1, 4]; pad_h, pad_w in [0, 1000] (both sides), or
  * same = 1 (PyTorch's padding='same': stride 1, pads 0); dtype LKJIT_DTYPE_*; bias 0/1; layout LKJIT_LAYOUT_*;
  * CUDA device >= 0. Validates only; allocates nothing on the GPU. */
 LKJIT_API int lkjit_dwconv_create(int64_t C, int kh, int kw, int stride, int dil, int pad_h, int pad_w, int same,

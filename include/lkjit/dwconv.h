@@ -39,7 +39,7 @@ struct DWConvOptions {
   int kh = 3, kw = 3;   // filter height and width, 1..63 each (odd or even)
   int stride = 1;       // both axes, 1 or 2
   int dil = 1;          // dilation of both axes, 1..4
-  // Zero padding: explicit (pad_h rows above and below, pad_w columns left and right, 0..1024: nn.Conv2d's
+  // Zero padding: explicit (pad_h rows above and below, pad_w columns left and right, 0..1000: nn.Conv2d's
   // padding=(pad_h, pad_w)), or same = true (PyTorch's padding='same', stride 1 only: d(k-1) in all, the
   // smaller half before; pad_h and pad_w must then be 0).
   int pad_h = 0, pad_w = 0;

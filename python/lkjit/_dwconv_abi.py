@@ -6,13 +6,26 @@ import ctypes
 from . import _lib
 from ._lib import _INT, _INT64, _c_ints, _check, _ptr, _stream, _strides, arch_code, dtype_code, load
 
+def _probe_create(**kw):
+    """lkjit_dwconv_create (it validates only: no GPU involved) with the given values, the others valid."""
+    a = dict(dict(C=8, kh=3, kw=3, stride=1, dilation=1, pad_h=0, pad_w=0, device=0), **kw)
+    lib = load()
+    h = _c.c_void_p()
+    rc = lib.lkjit_dwconv_create(a["C"], a["kh"], a["kw"], a["stride"], a["dilation"], a["pad_h"], a["pad_w"], 0, 0, 1,
+                                 0, a["device"], _c.byref(h))
+    out = _lib.probe_outcome(rc)
+    if rc == 0:
+        lib.lkjit_dwconv_destroy(h)
+    return out
+
+
 # Ranges Python names itself (values too large for the C ABI's int never reach the library); the library's own
-# checks (dwconv_check_options in runtime/ops/dwconv_plan.cpp) are the authority, and test_dwconv_cpu.py holds
-# these against them.
-_lib.register_ranges("dwconv", {"C": range(1, (1 << 24) + 1), "kh": range(1, 64), "kw": range(1, 64),
-                                "stride": range(1, 3), "dil": range(1, 5), "pad_h": range(0, 1025),
-                                "pad_w": range(0, 1025), "device": range(0, 1 << _INT)},
-                     {"pad_h": "[0, 1024]", "pad_w": "[0, 1024]"})  # the library writes 1024, not 2^10
+# checks (dwconv_check_options in runtime/ops/dwconv_plan.cpp) are the authority, held to them by test_import.py
+# through the probes.
+_RANGES = {"C": range(1, (1 << 24) + 1), "kh": range(1, 64), "kw": range(1, 64), "stride": range(1, 3),
+           "dilation": range(1, 5), "pad_h": range(0, 1001), "pad_w": range(0, 1001), "device": range(0, 1 << _INT)}
+_lib.register_ranges("dwconv", _RANGES, None,
+                     {n: (_probe_create, _INT64 if n == "C" else _INT) for n in _RANGES})
 
 LAYOUT_NCHW, LAYOUT_NHWC = 0, 1
 ALLOW_CPU = 1  # LKJIT_CHECK_ALLOW_CPU
@@ -61,7 +74,7 @@ class DWConvLayer:
         lib = load()
         C, kh, kw, stride, dil, pad_h, pad_w, device = _c_ints(
             "dwconv", ("C", C, _INT64), ("kh", kh, _INT), ("kw", kw, _INT), ("stride", stride, _INT),
-            ("dil", dil, _INT), ("pad_h", pad_h, _INT), ("pad_w", pad_w, _INT), ("device", device, _INT))
+            ("dilation", dil, _INT), ("pad_h", pad_h, _INT), ("pad_w", pad_w, _INT), ("device", device, _INT))
         lay = {"NCHW": LAYOUT_NCHW, "NHWC": LAYOUT_NHWC}.get(layout)
         if lay is None:
             raise _lib.SpecError(f"lkjit: error: dwconv: layout={layout!r} is not supported; supported: 'NCHW', 'NHWC'")

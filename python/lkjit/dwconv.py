@@ -228,7 +228,7 @@ class DepthwiseConv2d(nn.Module):
     """nn.Conv2d(channels, channels, kernel_size, stride, padding, dilation, groups=channels, bias, padding_mode)
     on lkjit's depthwise kernels, with nn.Conv2d's parameters, state_dict keys ('weight' (C, 1, kh, kw), 'bias'
     (C)) and initialisation. kernel_size: int or (kh, kw), each in [1, 63]; stride: 1 or 2 (both axes alike);
-    dilation: 1..4 (both axes alike); padding: int, (ph, pw) in [0, 1024], 'valid' or 'same' (stride 1);
+    dilation: 1..4 (both axes alike); padding: int, (ph, pw) in [0, 1000], 'valid' or 'same' (stride 1);
     padding_mode: 'zeros' only. Anything else raises ValueError naming the value and what is supported.
     Input (B, C, H, W) float32/float16/bfloat16 on CUDA (or the CPU: PyTorch ops), any dense layout."""
 
@@ -254,7 +254,7 @@ class DepthwiseConv2d(nn.Module):
         else:
             ph, pw = _pair(padding, "padding")
         errors += _lib.range_errors("dwconv", [("channels", "C", C), ("kernel_size", "kh", kh), ("kernel_size", "kw", kw),
-                                               ("stride", "stride", sh), ("dilation", "dil", dh), ("padding", "pad_h", ph),
+                                               ("stride", "stride", sh), ("dilation", "dilation", dh), ("padding", "pad_h", ph),
                                                ("padding", "pad_w", pw)])
         if same and sh != 1:
             errors.append(f"padding='same' with stride={sh}; supported: stride 1 (PyTorch's rule)")

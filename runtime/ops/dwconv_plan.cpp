@@ -14,7 +14,7 @@ namespace lkjit {
 namespace {
 
 constexpr int64_t kMaxExtent = int64_t(1) << 24;
-constexpr int kMaxPad = 1024;
+constexpr int kMaxPad = 1000;
 
 [[noreturn]] void fail(const std::string& what) { throw SpecError("lkjit: error: dwconv: " + what); }
 

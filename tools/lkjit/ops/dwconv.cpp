@@ -82,7 +82,7 @@ class DWConvCli final : public OpCli {
   }
   std::vector<LayerParam> layer_params() const override {
     return {{"kh", 1, kMaxK, 7, false}, {"kw", 1, kMaxK, 7, false}, {"stride", 1, 2, 1, false},
-            {"dil", 1, 4, 1, false},    {"pad", -1, 1024, -1, false}};
+            {"dil", 1, 4, 1, false},    {"pad", -1, 1000, -1, false}};
   }
   std::string shape_form(Cmd c) const override {
     return c == Cmd::kTune ? "B:C:H:W" : "B:C:H:W or B:C:H:W:k (k: a square filter; -k otherwise)";
