@@ -138,14 +138,19 @@ TEST(SpecKey, IsTheKernelNameWithoutTheTile) {
 }
 
 TEST(TileAxes, GetAndSetByName) {
+  // WTConv's axes come first, in their declared order.
   Tile t;
-  for (size_t i = 0; i < tile_axis_names().size(); ++i) EXPECT_TRUE(set_tile_axis(t, tile_axis_names()[i], int(i) + 1));
+  const auto& wt = family("wtconv").axes;
+  for (size_t i = 0; i < wt.size(); ++i) {
+    EXPECT_EQ(tile_axis_names()[i], wt[i].name);
+    EXPECT_TRUE(set_tile_axis(t, tile_axis_names()[i], int(i) + 1));
+  }
   EXPECT_EQ(t, (wtconv_tile(1, 2, 3, 4, 5, 6)));
-  for (size_t i = 0; i < tile_axis_names().size(); ++i) EXPECT_EQ(tile_axis(t, tile_axis_names()[i]), int(i) + 1);
+  for (size_t i = 0; i < wt.size(); ++i) EXPECT_EQ(tile_axis(t, tile_axis_names()[i]), int(i) + 1);
   EXPECT_FALSE(set_tile_axis(t, "warps", 4));
   EXPECT_EQ(tile_axis(t, "warps"), 0);
   // Every axis of every WTConv kernel's space has a field.
-  for (Kernel k : all_kernels())
+  for (Kernel k : family("wtconv").kernels)
     for (const auto& ax : tile_space(wtconv_spec(k, DType::kF32, 5, 2, true, 90)).axes) {
       Tile u;
       EXPECT_TRUE(set_tile_axis(u, ax.name, 7)) << ax.name;
