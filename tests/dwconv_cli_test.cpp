@@ -1,0 +1,72 @@
+// The depthwise family in the lkjit CLI (tools/lkjit/ops/dwconv.cpp), run as a subprocess with no GPU: compile
+// with its fields, kernel names by axis, its presets in prewarm --list, tune --list's space, and values out of
+// range or options of another family refused with the value and the range.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/test_support.h"
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using lkjit::test::CommandResult;
+
+class DWConvCli : public ::testing::Test {
+ protected:
+  CommandResult run(const std::string& args) const {
+    return lkjit::test::run_command("env -u LKJIT_CACHE_DISABLE -u LKJIT_DUMP_DIR -u LKJIT_LOG LKJIT_CACHE_DIR=" +
+                                    lkjit::test::shell_quote(tmp_.path() + "/cache") + " " +
+                                    lkjit::test::shell_quote(LKJIT_CLI_PATH) + " " + args + " 2>&1");
+  }
+  lkjit::test::TempDir tmp_{"lkjit-dwconv-cli-test"};
+};
+
+TEST_F(DWConvCli, CompilesItsKernelsByFieldAndAxis) {
+  CommandResult r = run("compile --op dwconv -k 31 --emit-source");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_dwconv_fwd_direct_f32_kh31_kw31_s1_d1_"),
+                              HasSubstr("(const __grid_constant__ lkjit::DWConvParams p)")));
+  r = run("compile --op dwconv --kernel dwconv_fwd_nhwc -k 5 --kw 51 --stride 2 --dil 2 --dtype bf16 --emit-source "
+          "--tile tile_h=8,tile_w=8,ry=1,rx=2,lanes=32,cvec=2,threads=128");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit_dwconv_fwd_nhwc_bf16_kh5_kw51_s2_d2_t8x8_w128_ry1_rx2_ln32_cv2_sm90"));
+  r = run("compile --op dwconv --kernel dwconv_wgrad_reduce --emit-source");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit_dwconv_wgrad_reduce_w256_sm90"));
+}
+
+TEST_F(DWConvCli, PresetsAndSpacesListWithoutAGpu) {
+  CommandResult r = run("prewarm --list --preset replknet-31b --arch sm_90 --dtypes bf16 --passes fwd,bwd");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_dwconv_fwd_direct_bf16_kh31_kw31_s1_d1_"),
+                              HasSubstr("lkjit_dwconv_wgrad_nhwc_bf16_kh13_kw13_s1_d1_"),
+                              HasSubstr("lkjit_dwconv_wgrad_reduce_w256_sm90")));
+  r = run("prewarm --list --preset convnext-t --arch sm_80 --dtypes f32");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_dwconv_fwd_direct_f32_kh7_kw7_s1_d1_"), HasSubstr("_sm80")));
+  r = run("tune --list --op dwconv --shape 8:32:14:14 -k 5 --arch sm_90");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("dwconv_fwd_direct f32 kh=5 kw=5 stride=1 dil=1 sm_90 on 8x32x14x14"));
+}
+
+TEST_F(DWConvCli, RefusesValuesOutOfRangeAndOtherFamiliesOptions) {
+  CommandResult r = run("compile --op dwconv -k 64");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("64"), HasSubstr("[1, 63]")));
+  r = run("prewarm --list --op dwconv --shapes 2:8:9:9:3 --stride 3 --arch sm_90");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("--stride=3"), HasSubstr("[1, 2]")));
+  r = run("prewarm --list --op dwconv --shapes 2:8:9:9:0 --arch sm_90");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("k=0"), HasSubstr("[1, 63]")));
+  r = run("compile --op dwconv --deeper");  // WTConv's
+  EXPECT_EQ(r.code, 1) << r.output;
+  r = run("compile --op wtconv --kw 5");  // the depthwise family's
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("dwconv"));
+}
+
+}  // namespace

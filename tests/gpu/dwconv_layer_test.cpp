@@ -1,0 +1,259 @@
+// GPU tests of lkjit::DepthwiseConv (the layer on the plan runner) against the float64 reference: every small
+// problem of tests/gpu/dwconv_problems.h with symmetric or 'same' padding (what the layer takes), every dtype,
+// the NCHW, channels_last and padded-row layouts through element strides, each path (auto, direct, nhwc where
+// it can run), forward and backward (dx and dw/dbias together, then each alone), outputs NaN-poisoned before
+// every call, dw and dbias bit-identical across calls; the plan cache (a second call compiles nothing); tune
+// mode on a miss records a decision and runs the tuned tiles correctly. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lkjit/dwconv.h"
+#include "lkjit/dwconv_reference.h"
+#include "lkjit/error.h"
+#include "lkjit/numeric.h"
+#include "lkjit/runtime.h"
+#include "lkjit/tuning.h"
+#include "tests/gpu/dwconv_buffers.h"
+#include "tests/gpu/dwconv_problems.h"
+#include "tests/gpu/gpu_fixture.h"
+
+namespace {
+
+using namespace lkjit;           // NOLINT
+using namespace lkjit::testing;  // NOLINT
+
+struct LayerCase {
+  size_t problem;
+  DType dtype;
+  DWConvLayout layout;
+  DWConvPath path;
+};
+
+bool symmetric(const DWConvProblem& q) { return q.same || (q.pad_top == q.pad_bottom && q.pad_left == q.pad_right); }
+
+// Pairwise, not the product (the kernel tests run every dtype x layout of each problem): each problem runs every
+// path, and over the problems every (dtype, layout, path) pair comes up.
+std::vector<LayerCase> layer_cases() {
+  std::vector<LayerCase> v;
+  const auto& ps = dwconv_problems();
+  const DWConvPath paths[] = {DWConvPath::kAuto, DWConvPath::kDirect, DWConvPath::kNhwc};
+  int n = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    if (dwconv_is_layer(ps[i]) || !symmetric(ps[i])) continue;
+    for (int p = 0; p < 3; ++p, ++n) v.push_back({i, kDWConvDTypes[(n + n / 3) % 3], kDWConvLayouts[(n + 2 * (n / 9)) % 3], paths[p]});
+  }
+  return v;
+}
+
+DWConvOptions options_of(const DWConvProblem& q, DType t) {
+  DWConvOptions o;
+  o.C = q.C, o.kh = q.kh, o.kw = q.kw, o.stride = q.stride, o.dil = q.dil, o.dtype = t, o.bias = q.bias;
+  o.same = q.same;
+  if (!q.same) o.pad_h = q.pad_top, o.pad_w = q.pad_left;
+  return o;
+}
+
+std::vector<float> randn(size_t n, DType t, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> N(0.f, 1.f);
+  std::vector<float> v(n);
+  for (float& e : v) e = round_to(t, N(g));
+  return v;
+}
+std::vector<double> as_double(const std::vector<float>& v, bool abs = false) {
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = abs ? std::fabs(v[i]) : v[i];
+  return r;
+}
+
+// |got - want| <= ulp(dtype) |want| + 4 * 2^-24 * sqrt(terms) * sum |terms|; NaN fails.
+void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
+                  const std::vector<double>& scale, DType out, double terms) {
+  const double ulp = out == DType::kF32 ? 0.0 : out == DType::kF16 ? 1.01 / 2048 : 1.01 / 256;
+  const double acc = 4.0 * std::ldexp(1.0, -24) * std::sqrt(std::max(1.0, terms));
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  std::string first;
+  for (size_t j = 0; j < want.size(); ++j) {
+    const double tol = ulp * std::fabs(want[j]) + acc * scale[j] + 1e-30;
+    if (!(std::fabs(got[j] - want[j]) <= tol) && bad++ == 0)
+      first = "element " + std::to_string(j) + ": got " + std::to_string(got[j]) + ", want " + std::to_string(want[j]);
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << want.size() << " out of tolerance; first " << first;
+}
+
+std::array<int64_t, 4> arr(const std::vector<int64_t>& v) { return {v[0], v[1], v[2], v[3]}; }
+
+// Compiles every case's kernels into the kernel cache on all cores first (one by one through the layer they
+// would take minutes).
+class DWConvLayerGpu : public GpuTestP<LayerCase> {
+ public:
+  static void SetUpTestSuite() {
+    std::string why;
+    if (!gpu_available(&why)) return;
+    const auto lim = device_info().limits;
+    std::vector<PlannedKernel> all;
+    for (const auto& c : layer_cases()) {
+      const auto& q = dwconv_problems()[c.problem];
+      for (bool bwd : {false, true})
+        for (Layout act : {Layout::kNCHW, Layout::kNHWC}) {
+          try {
+            const auto pl = dwconv_plan(options_of(q, c.dtype), q.B, q.H, q.W, lim, bwd, act, c.path);
+            all.insert(all.end(), pl.begin(), pl.end());
+          } catch (const SpecError&) {  // a forced NHWC path that cannot run: the case skips
+          }
+        }
+    }
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
+      pool.emplace_back([&] {
+        for (size_t i; (i = next++) < all.size();)
+          precompile_candidates(all[i].spec, all[i].shape, lim, {all[i].tile}, 1);
+      });
+    for (auto& th : pool) th.join();
+  }
+};
+
+TEST_P(DWConvLayerGpu, MatchesTheReference) {
+  const LayerCase& cs = GetParam();
+  const DWConvProblem& q = dwconv_problems()[cs.problem];
+  const DType t = cs.dtype;
+  const DWConvOptions o = options_of(q, t);
+  const DWConvGeometry g = dwconv_geometry(o, q.B, q.H, q.W);
+  if (cs.path == DWConvPath::kNhwc) {
+    try {
+      dwconv_plan(o, q.B, q.H, q.W, device_info().limits, true, Layout::kNHWC, DWConvPath::kNhwc);
+    } catch (const SpecError& e) {
+      GTEST_SKIP() << "the NHWC kernels cannot run this spec: " << e.what();
+    }
+  }
+  const int64_t B = q.B, C = q.C, H = q.H, W = q.W, Ho = g.Ho, Wo = g.Wo, KK = int64_t(q.kh) * q.kw;
+  ref::DWConvArgs a;
+  a.kh = q.kh, a.kw = q.kw, a.stride = q.stride, a.dil = q.dil;
+  a.pad_top = g.pad_top, a.pad_bottom = g.pad_bottom, a.pad_left = g.pad_left, a.pad_right = g.pad_right;
+  const auto x = randn(B * C * H * W, t, 21 + cs.problem), dy = randn(B * C * Ho * Wo, t, 22 + cs.problem);
+  auto w = randn(C * KK, DType::kF32, 23);
+  for (float& e : w) e /= std::sqrt(float(KK));
+  const auto bias = q.bias ? randn(C, DType::kF32, 24) : std::vector<float>{};
+  const ref::DWConvShape sh{B, C, H, W};
+  const auto y_want = ref::dwconv_forward(as_double(x), sh, as_double(w), as_double(bias), a);
+  const auto y_scale = ref::dwconv_forward(as_double(x, true), sh, as_double(w, true), as_double(bias, true), a);
+  const auto dx_want = ref::dwconv_dgrad(as_double(dy), sh, as_double(w), a);
+  const auto dx_scale = ref::dwconv_dgrad(as_double(dy, true), sh, as_double(w, true), a);
+  const auto dw_want = ref::dwconv_wgrad(as_double(x), sh, as_double(dy), a);
+  const auto dw_scale = ref::dwconv_wgrad(as_double(x, true), sh, as_double(dy, true), a);
+  const auto db_want = ref::dwconv_dbias(as_double(dy), sh, a);
+  const auto db_scale = ref::dwconv_dbias(as_double(dy, true), sh, a);
+
+  const auto xst = dwconv_strides(cs.layout, C, H, W), yst = dwconv_strides(cs.layout, C, Ho, Wo);
+  DeviceBuffer xd = upload(x, t, xst, B, C, H, W), dyd = upload(dy, t, yst, B, C, Ho, Wo);
+  DeviceBuffer wd(w.size() * 4), bd(std::max<size_t>(4, bias.size() * 4));
+  wd.upload(w.data(), w.size() * 4);
+  if (q.bias) bd.upload(bias.data(), bias.size() * 4);
+  const int eb = dtype_bytes(t);
+  DeviceBuffer yd = poisoned(extent(yst, B, C, Ho, Wo) * eb), dxd = poisoned(extent(xst, B, C, H, W) * eb);
+  DeviceBuffer dwd = poisoned(C * KK * 4), dbd = poisoned(C * 4);
+
+  DepthwiseConv layer(o);
+  layer.set_path(cs.path);
+  layer.set_weights(static_cast<const float*>(wd.data()), q.bias ? static_cast<const float*>(bd.data()) : nullptr);
+  DWConvStrides st;
+  st.x = arr(xst), st.out = arr(yst);
+  layer.forward(xd.data(), yd.data(), B, H, W, nullptr, &st);
+  synchronize();
+  expect_close("y", download(yd, t, yst, B, C, Ho, Wo), y_want, y_scale, t, double(KK));
+  layer.forward(xd.data(), yd.data(), B, H, W, nullptr, &st);
+  EXPECT_EQ(layer.last_origin(), "memory");  // the plan cache: nothing compiled or loaded again
+
+  DWConvStrides bst;
+  bst.x = arr(xst), bst.dout = arr(yst), bst.out = arr(xst);
+  DWConvGradients gr;
+  gr.dw = static_cast<float*>(dwd.data());
+  gr.dbias = q.bias ? static_cast<float*>(dbd.data()) : nullptr;
+  std::vector<float> first_dw;
+  for (int run = 0; run < 2; ++run) {
+    dxd.fill_u32(0xffffffffu), dwd.fill_u32(0xffffffffu), dbd.fill_u32(0xffffffffu);
+    layer.backward(xd.data(), dyd.data(), dxd.data(), gr, B, H, W, nullptr, &bst);
+    synchronize();
+    std::vector<float> dwv(C * KK), dbv(C);
+    dwd.download(dwv.data(), dwv.size() * 4);
+    dbd.download(dbv.data(), dbv.size() * 4);
+    if (run == 0) {
+      expect_close("dx", download(dxd, t, xst, B, C, H, W), dx_want, dx_scale, t, double(KK));
+      expect_close("dw", dwv, dw_want, dw_scale, DType::kF32, double(B) * Ho * Wo);
+      if (q.bias) expect_close("dbias", dbv, db_want, db_scale, DType::kF32, double(B) * Ho * Wo);
+      first_dw = dwv;
+    } else {
+      EXPECT_EQ(std::memcmp(first_dw.data(), dwv.data(), dwv.size() * 4), 0) << "dw is not bit-identical across calls";
+    }
+  }
+  // dx alone leaves dw untouched; dw alone leaves dx untouched.
+  dwd.fill_u32(0xffffffffu), dxd.fill_u32(0xffffffffu);
+  layer.backward(xd.data(), dyd.data(), dxd.data(), DWConvGradients{}, B, H, W, nullptr, &bst);
+  synchronize();
+  expect_close("dx alone", download(dxd, t, xst, B, C, H, W), dx_want, dx_scale, t, double(KK));
+  std::vector<float> untouched(C * KK);
+  dwd.download(untouched.data(), untouched.size() * 4);
+  for (float v : untouched) ASSERT_TRUE(std::isnan(v)) << "dw written by a dx-only backward";
+  dxd.fill_u32(0xffffffffu);
+  layer.backward(xd.data(), dyd.data(), nullptr, gr, B, H, W, nullptr, &bst);
+  synchronize();
+  std::vector<float> dwv(C * KK);
+  dwd.download(dwv.data(), dwv.size() * 4);
+  EXPECT_EQ(std::memcmp(first_dw.data(), dwv.data(), dwv.size() * 4), 0) << "dw alone differs from dw with dx";
+  for (float v : download(dxd, t, xst, B, C, H, W)) ASSERT_TRUE(std::isnan(v)) << "dx written by a dw-only backward";
+  EXPECT_GT(layer.workspace_bytes(), 0u);
+}
+
+std::string layer_case_name(const ::testing::TestParamInfo<LayerCase>& info) {
+  const auto& c = info.param;
+  const char* path = c.path == DWConvPath::kAuto ? "auto" : c.path == DWConvPath::kDirect ? "direct" : "nhwc";
+  return dwconv_problem_name(dwconv_problems()[c.problem], c.dtype, c.layout) + "_" + path;
+}
+INSTANTIATE_TEST_SUITE_P(Problems, DWConvLayerGpu, ::testing::ValuesIn(layer_cases()), layer_case_name);
+
+// Tune mode on a miss: the first call times the pass's candidates through the family's harness, records the
+// decisions (a private database), and the tuned tiles give the reference's answer.
+class DWConvTuneGpu : public GpuTest {};
+
+TEST_F(DWConvTuneGpu, TuneOnMissRecordsAndRunsTheTunedTiles) {
+  const std::string db = ::testing::TempDir() + "/lkjit_dwconv_tuning.json";
+  std::remove(db.c_str());
+  DWConvOptions o;
+  o.C = 24, o.kh = 5, o.kw = 5, o.pad_h = 2, o.pad_w = 2;
+  const int64_t B = 2, H = 20, W = 18;
+  TuneOptions to;
+  to.mode = TuneMode::kTune;
+  to.budget_s = 2;
+  to.db_path = db;
+  DepthwiseConv layer(o);
+  layer.set_tune_options(to);
+  const auto x = randn(B * o.C * H * W, DType::kF32, 5);
+  auto w = randn(o.C * 25, DType::kF32, 6);
+  const auto bias = randn(o.C, DType::kF32, 7);
+  DeviceBuffer xd(x.size() * 4), wd(w.size() * 4), bd(bias.size() * 4), yd = poisoned(x.size() * 4);
+  xd.upload(x.data(), x.size() * 4), wd.upload(w.data(), w.size() * 4), bd.upload(bias.data(), bias.size() * 4);
+  layer.set_weights(static_cast<const float*>(wd.data()), static_cast<const float*>(bd.data()));
+  layer.forward(xd.data(), yd.data(), B, H, W);
+  synchronize();
+  const auto plan = layer.plan(B, H, W);
+  EXPECT_EQ(plan.at(0).tier, LookupTier::kExact) << "the decision was not recorded";
+  ref::DWConvArgs a;
+  a.kh = a.kw = 5, a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 2;
+  const ref::DWConvShape sh{B, o.C, H, W};
+  expect_close("y (tuned)", download(yd, DType::kF32, {o.C * H * W, H * W, W, 1}, B, o.C, H, W),
+               ref::dwconv_forward(as_double(x), sh, as_double(w), as_double(bias), a),
+               ref::dwconv_forward(as_double(x, true), sh, as_double(w, true), as_double(bias, true), a), DType::kF32, 25);
+  std::remove(db.c_str());
+}
+
+}  // namespace
