@@ -558,7 +558,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer iterations (10 + 20 per layer, 3 + 10 network steps)")
     ap.add_argument("--json", help="write the results to this JSON file")
     ap.add_argument("--only", default="layers,memory,network,kernels,host",
-                    help="comma-separated: layers, memory, network, kernels, host")
+                    help="comma-separated: layers, memory, network, kernels, host, wbmm (bench/bench_torch_wbmm.py)")
+    ap.add_argument("--wbmm-batch", type=int, default=128, help="batch of the WBMM-T network step (--only wbmm)")
     ap.add_argument("--graph-rounds", type=rounds_arg, default=0, metavar="R",
                     help="network: only the bf16 CUDA-graph step of both models, alternated R times (median of "
                          "each; run-to-run drift then falls on both)")
@@ -609,8 +610,15 @@ def main():
     if "host" in only:
         print("host:", file=sys.stderr)
         res["host"] = bench_host(args)
+    if "wbmm" in only:
+        print("wbmm:", file=sys.stderr)
+        from bench_torch_wbmm import bench_wbmm
+        res["wbmm"] = bench_wbmm(args)
     res["total_s"] = time.perf_counter() - t0
     print_tables(res)
+    if "wbmm" in res:
+        from bench_torch_wbmm import print_wbmm_tables
+        print_wbmm_tables(res["wbmm"])
     print(f"\nTotal {res['total_s']:.0f} s.")
     if args.json:
         with open(args.json, "w") as f:

@@ -30,6 +30,9 @@ struct KernelDef {
   std::string (*name_fields)(const OpSpec&, const Tile&) = nullptr;
   // Optional. The fields as OpSpec::to_string() words them; null: "k=5 L=3" (every field, name=value).
   std::string (*describe)(const OpSpec&) = nullptr;
+  // Optional: threads per block for __launch_bounds__, where the tile derives them (WBMM: 32 x warps x
+  // channels per block); null: the tile's "threads" axis.
+  int (*threads)(const OpSpec&, const Tile&) = nullptr;
   bool has_dtype = true;  // the generic name prints the dtype
   // Optional: a field printed right after the stem as one of these words for the values 1 and 0
   // (WTConv's level kernels: "first" as "level1" / "levelN"), for parse_kernel_name().

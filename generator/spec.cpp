@@ -122,16 +122,33 @@ Tile& Tile::set(std::string_view axis, int value) {
   return *this;
 }
 
+namespace {
+
+// Whether the family declaring axis `a` declares every axis of t: an axis printed even when absent
+// (TileAxisDef::always) is printed so only in its own family's tiles, not in another family's.
+bool own_tile(const Tile& t, const TileAxisDef* a) {
+  for (const auto& f : gen::registered_families()) {
+    if (std::none_of(f.axes.begin(), f.axes.end(), [&](const TileAxisDef& x) { return &x == a; })) continue;
+    return std::all_of(t.axes.entries().begin(), t.axes.entries().end(), [&](const auto& e) {
+      return std::any_of(f.axes.begin(), f.axes.end(), [&](const TileAxisDef& x) { return x.name == e.first; });
+    });
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string Tile::to_string() const {
   std::vector<std::string> parts;
   std::vector<std::string> printed;
   for (const TileAxisDef* a : print_order()) {
     if (std::find(printed.begin(), printed.end(), a->name) != printed.end()) continue;
+    const bool always = a->always && own_tile(*this, a);
     if (!a->pair_with.empty()) {
       const int x = get(a->name), y = get(a->pair_with);
       printed.push_back(a->pair_with);
-      if (x || y || a->always) parts.push_back(fmt::format("{}{}x{}", a->token, x, y));
-    } else if (const int v = get(a->name); v || a->always) {
+      if (x || y || always) parts.push_back(fmt::format("{}{}x{}", a->token, x, y));
+    } else if (const int v = get(a->name); v || always) {
       parts.push_back(fmt::format("{}{}", a->token, v));
     }
     printed.push_back(a->name);

@@ -156,12 +156,12 @@ TileChoice Tuner::lookup(const OpSpec& spec, const Shape& shape, const DeviceCla
   }
   const cache::TuningQuery q = detail::query_of(spec, shape, dev);
   const auto matches = db->lookup(q);
-  // Re-validated for the actual shape: a point of its space (so also a tile the current generator has).
-  const auto valid = enumerate(spec, limits, &shape);
+  // Re-validated for the actual shape: a point of its space (so also a tile the current generator has),
+  // checked without listing the space (some have a few hundred thousand combinations).
   for (const auto& m : matches) {
     const auto& r = db->records()[m.index];
     Tile t;
-    if (!detail::tile_of(r, &t) || std::find(valid.begin(), valid.end(), t) == valid.end()) continue;
+    if (!detail::tile_of(r, &t) || !in_space(spec, t, limits, &shape)) continue;
     c.tile = t;
     c.tier = detail::tier_of(m.tier);
     c.detail = fmt::format("record of {} (sm_{}, {} SMs) for {}x{}x{}x{}", r.device, r.arch, r.sm_count, r.B, r.C,
@@ -172,7 +172,7 @@ TileChoice Tuner::lookup(const OpSpec& spec, const Shape& shape, const DeviceCla
   // No exact local record: another node's decision for exactly this key (the cluster tier), if it fits.
   if (auto r = rt::remote_decision(q)) {
     Tile t;
-    if (detail::tile_of(*r, &t) && std::find(valid.begin(), valid.end(), t) != valid.end())
+    if (detail::tile_of(*r, &t) && in_space(spec, t, limits, &shape))
       return {t, LookupTier::kExact,
               fmt::format("remote decision of {} (sm_{}, {} SMs) for {}x{}x{}x{}", r->device, r->arch, r->sm_count, r->B,
                           r->C, r->H, r->W)};
@@ -202,8 +202,7 @@ TunedKernel Tuner::get(const OpSpec& spec, const Shape& shape, int device) {
   if (wants_tuning && m == TuneMode::kTune) {
     claim = rt::claim_tuning(detail::query_of(spec, shape, device_class(dev)));
     Tile t;
-    const auto valid = claim.decision ? enumerate(spec, dev.limits, &shape) : std::vector<Tile>{};
-    if (claim.decision && detail::tile_of(*claim.decision, &t) && std::find(valid.begin(), valid.end(), t) != valid.end())
+    if (claim.decision && detail::tile_of(*claim.decision, &t) && in_space(spec, t, dev.limits, &shape))
       c = {t, LookupTier::kExact, fmt::format("remote decision of {} (published while this process waited)", claim.decision->device)};
   }
   if (wants_tuning && c.tier != LookupTier::kExact) {

@@ -28,7 +28,8 @@ const std::vector<Layer>& layers() {
       {"support", {"support/"}, {}},
       {"device", {"templates/"}, {}},  // NVRTC-only templates (and templates/abi/, shared with host code)
       {"spec", {"include/lkjit/spec.h", "include/lkjit/error.h", "include/lkjit/version.h", "include/lkjit/numeric.h",
-                "include/lkjit/generator.h", "include/lkjit/wtconv_kernels.h"}, {"support"}},
+                "include/lkjit/generator.h", "include/lkjit/wtconv_kernels.h", "include/lkjit/wbmm_kernels.h"},
+       {"support"}},
       // device: a family's __host__ __device__ index and shared-memory math (templates/dwconv/geometry.cuh), so
       // that the bytes a launch asks for are the bytes the kernel carves.
       {"generator", {"generator/"}, {"spec", "support", "device"}},
@@ -36,7 +37,8 @@ const std::vector<Layer>& layers() {
       {"runtime_api", {"include/lkjit/runtime.h", "include/lkjit/tuning.h", "include/lkjit/plan.h",
                        "include/lkjit/cache.h", "include/lkjit/remote_cache.h"}, {"spec"}},
       {"runtime", {"runtime/"}, {"runtime_api", "spec", "cache", "support"}},
-      {"reference", {"runtime/reference/", "include/lkjit/reference.h", "include/lkjit/dwconv_reference.h"}, {"spec"}},
+      {"reference", {"runtime/reference/", "include/lkjit/reference.h", "include/lkjit/dwconv_reference.h",
+                     "include/lkjit/wbmm_reference.h"}, {"spec"}},
       // Every other public header is an op family's (wtconv.h, scale.h, ...): the op layers' API.
       {"ops_api", {"include/lkjit/"},
        {"runtime_api", "spec", "reference"}},

@@ -35,8 +35,9 @@ extern "C" {
 /* Bumped when a signature below changes or an entry point is added; python/lkjit checks it.
  * 2: lkjit_wtconv_forward_strided, lkjit_wtconv_backward_strided. 3: lkjit_wtconv_transpose.
  * 4: lkjit_wtconv_backward_flags. 5: lkjit_info, lkjit_tensor_desc, lkjit_wtconv_check_tensors.
- * 6: lkjit_scale_* (the scale family). 7: lkjit_dwconv_* (the depthwise family). */
-#define LKJIT_C_API_VERSION 7
+ * 6: lkjit_scale_* (the scale family). 7: lkjit_dwconv_* (the depthwise family). 8: lkjit_wbmm_* (the WBMM
+ * family). */
+#define LKJIT_C_API_VERSION 8
 
 enum {
   LKJIT_OK = 0,
@@ -89,5 +90,6 @@ enum { LKJIT_CHECK_ALLOW_CPU = 1 };
 #include "lkjit/c_api_wtconv.h"
 #include "lkjit/c_api_scale.h"
 #include "lkjit/c_api_dwconv.h"
+#include "lkjit/c_api_wbmm.h"
 
 #endif /* LKJIT_C_API_H_ */

@@ -104,6 +104,10 @@ std::optional<std::string> reject_reason(const OpSpec& spec, const Tile& tile,
 std::vector<Tile> enumerate(const OpSpec& spec, const DeviceLimits& limits,
                             const Shape* shape = nullptr);
 
+// Whether `tile` is a point of enumerate(spec, limits, shape), without listing the space: its axes are the
+// space's, each value among its axis's candidates (an absent axis reads 0), and reject_reason accepts it.
+bool in_space(const OpSpec& spec, const Tile& tile, const DeviceLimits& limits, const Shape* shape = nullptr);
+
 // Pure shape-dependent heuristic default; always a point of enumerate().
 Tile default_tile(const OpSpec& spec, const Shape& shape, const DeviceLimits& limits);
 

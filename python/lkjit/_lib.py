@@ -16,7 +16,7 @@ import operator
 import os
 import threading
 
-C_API_VERSION = 7  # the oldest LKJIT_C_API_VERSION with every entry point this package declares
+C_API_VERSION = 8  # the oldest LKJIT_C_API_VERSION with every entry point this package declares
 
 DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2}
 _DTYPE_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
@@ -100,7 +100,7 @@ _INT64 = 63  # and of its int64_t
 
 # The op families, one entry each: lkjit._<name>_abi holds its part of the C ABI (and registers its ranges
 # below), lkjit.<name> its PyTorch layer (lkjit.torch re-exports each).
-FAMILIES = ("wtconv", "scale", "dwconv")
+FAMILIES = ("wtconv", "scale", "dwconv", "wbmm")
 
 # The library's range of each value that Python checks or names itself, as Python ranges, per family entry
 # point ('wtconv', 'wtconv_transpose', ...): a family module registers its own (register_ranges) with the

@@ -11,12 +11,14 @@ namespace lkjit::rt {
 OpRuntime wtconv_runtime();  // ops/wtconv_tune.cpp
 OpRuntime scale_runtime();   // ops/scale_tune.cpp
 OpRuntime dwconv_runtime();  // ops/dwconv_tune.cpp
+OpRuntime wbmm_runtime();    // ops/wbmm_tune.cpp
 
 const OpRuntime& op_runtime(const std::string& family) {
   static const std::vector<OpRuntime> all = {
       wtconv_runtime(),
       scale_runtime(),
       dwconv_runtime(),
+      wbmm_runtime(),
   };
   for (const auto& r : all)
     if (r.family == family) return r;

@@ -8,12 +8,14 @@ namespace lkjit::tool {
 OpCli& wtconv_cli();  // ops/wtconv.cpp
 OpCli& scale_cli();   // ops/scale.cpp
 OpCli& dwconv_cli();  // ops/dwconv.cpp
+OpCli& wbmm_cli();    // ops/wbmm.cpp
 
 const std::vector<OpCli*>& op_clis() {
   static const std::vector<OpCli*> all = {
       &wtconv_cli(),
       &scale_cli(),
       &dwconv_cli(),
+      &wbmm_cli(),
   };
   return all;
 }

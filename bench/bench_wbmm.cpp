@@ -1,0 +1,295 @@
+// WBMM benchmarks on the GPU: lkjit's fused kernels (forward, backward, forward + backward) against the PyTorch
+// path's steps done with cuBLAS in the same run, and a device-to-device copy (the bandwidth yardstick).
+// CUDA-event timing (UseManualTime), L2 flushed before every timed iteration, median of repetitions.
+//
+// Shapes (docs/wbmm.md, issue targets in docs/anchors-h200.md): the operator study, C = 256 at 51.4 M elements
+// (64 x 256 x 56 x 56), windows 7 and 14, fp32 with TF32 off (fp32-accurate) and on, and bf16; the WBMM-T layers
+// (batch 128, 7x7 windows: 80 @ 56, 160 @ 28, 320 @ 14, 640 @ 7) in bf16, NCHW and channels_last.
+// Counters: GB/s of the traffic floor (fwd 2|x|, bwd 3|x|, fwd+bwd 5|x|) and that as % of copy, TFLOP/s of the
+// products (2 d FLOP per padded element per product; fwd 1 product, bwd 2).
+//
+// Baseline "torch_path": the published algorithm's steps in their best layout, T (C, N, d) contiguous for
+// cublasGemmStridedBatchedEx: partition copy, Y = T M + T (a copy of T into Y, then the GEMM with beta = 1),
+// un-partition copy; backward: partition copies of x and dY, dT = dY M^T + dY, dM = T^T dY, un-partition of dT
+// (dR's reduction of dM and M's materialisation are left out). The copies are plain device copies of the same
+// bytes, which a permuting partition cannot beat: the row is a lower bound of PyTorch's time for those steps.
+// bench/bench_torch.py times PyTorch itself.
+//
+//   bench_wbmm [--benchmark_filter=...]        (JSON to $OUT/bench_wbmm.json when OUT is set)
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lkjit/numeric.h"
+#include "lkjit/wbmm.h"
+
+namespace {
+
+#define CK(x)                                                                                               \
+  do {                                                                                                      \
+    cudaError_t e_ = (x);                                                                                   \
+    if (e_ != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", #x, cudaGetErrorString(e_)));     \
+  } while (0)
+#define CKB(x)                                                                                              \
+  do {                                                                                                      \
+    cublasStatus_t s_ = (x);                                                                                \
+    if (s_ != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(fmt::format("{}: status {}", #x, int(s_)));   \
+  } while (0)
+
+struct Row {
+  const char* dtype;
+  bool tf32;
+  int64_t B, C, H;
+  int w;
+  bool nhwc;
+};
+
+std::vector<Row> rows() {
+  std::vector<Row> v;
+  for (int w : {7, 14})
+    for (auto [dt, tf32] : std::vector<std::pair<const char*, bool>>{{"f32", false}, {"f32", true}, {"bf16", false}})
+      v.push_back({dt, tf32, 64, 256, 56, w, false});
+  for (bool nhwc : {false, true})
+    for (auto [C, H] : std::vector<std::pair<int64_t, int64_t>>{{80, 56}, {160, 28}, {320, 14}, {640, 7}})
+      v.push_back({"bf16", false, 128, C, H, 7, nhwc});
+  return v;
+}
+
+std::string row_name(const Row& r) {
+  return fmt::format("{}{}/{}x{}x{}x{}/w{}{}", r.dtype, r.tf32 ? "_tf32" : "", r.B, r.C, r.H, r.H, r.w,
+                     r.nhwc ? "/nhwc" : "");
+}
+
+void flush_l2(cudaStream_t s) {  // overwrite a buffer larger than the L2 (60 MB on H200)
+  static void* buf = nullptr;
+  static const size_t n = 256u << 20;
+  if (!buf) CK(cudaMalloc(&buf, n));
+  CK(cudaMemsetAsync(buf, 0, n, s));
+}
+
+double g_copy_gbs = 0;
+
+template <class F>
+void time_loop(benchmark::State& st, F&& f, double bytes, double flops) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) f();  // warm-up (JIT, cuBLAS heuristics, clocks)
+  CK(cudaDeviceSynchronize());
+  for (auto _ : st) {
+    flush_l2(nullptr);
+    CK(cudaEventRecord(a));
+    f();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    st.SetIterationTime(ms * 1e-3);
+  }
+  st.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  if (g_copy_gbs > 0)
+    st.counters["%copy"] = benchmark::Counter(bytes / 1e9 / g_copy_gbs * 100, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["TFLOP/s"] = benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+}
+
+struct Sizes {
+  int64_t n, padded, windows, d, K;
+  size_t eb;
+};
+Sizes sizes_of(const Row& r) {
+  const int64_t nh = (r.H + r.w - 1) / r.w, windows = r.B * nh * nh;
+  return {r.B * r.C * r.H * r.H, r.C * windows * r.w * r.w, windows, int64_t(r.w) * r.w,
+          int64_t(2 * r.w - 1) * (2 * r.w - 1), size_t(lkjit::dtype_bytes(lkjit::parse_dtype(r.dtype)))};
+}
+
+std::vector<float> random_floats(size_t n, float scale, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& e : v) e = nd(rng);
+  return v;
+}
+
+enum class Pass { kFwd, kBwd, kTrain };
+const char* pass_name(Pass p) { return p == Pass::kFwd ? "fwd" : p == Pass::kBwd ? "bwd" : "fwd+bwd"; }
+
+void BM_Lkjit(benchmark::State& st, Row r, Pass pass) {
+  using namespace lkjit;
+  const Sizes z = sizes_of(r);
+  WBMMOptions o;
+  o.C = r.C, o.wh = o.ww = r.w, o.dtype = parse_dtype(r.dtype), o.allow_tf32 = r.tf32;
+  o.layout = r.nhwc ? Layout::kNHWC : Layout::kNCHW;
+  WBMM layer(o);
+  const bool bwd = pass != Pass::kFwd;
+  try {
+    layer.plan(r.B, r.H, r.H, bwd);
+  } catch (const std::exception& e) {
+    st.SkipWithError(e.what());
+    return;
+  }
+  const auto R = random_floats(size_t(r.C * z.K), 1.f / r.w, 3);
+  DeviceBuffer dR(R.size() * 4), gR(R.size() * 4), x(z.n * z.eb), g(z.n * z.eb), out(z.n * z.eb);
+  dR.upload(R.data(), R.size() * 4);
+  const auto xb = encode(o.dtype, random_floats(size_t(z.n), 1.f, 5));
+  x.upload(xb.data(), xb.size());
+  g.upload(xb.data(), xb.size());
+  layer.set_weights({static_cast<const float*>(dR.data()), nullptr, nullptr});
+  WBMMGradients grads{static_cast<float*>(gR.data()), nullptr, nullptr};
+  layer.prepare(r.B, r.H, r.H, bwd);
+  std::string label;
+  for (const auto& pk : layer.plan(r.B, r.H, r.H, bwd)) label += (label.empty() ? "" : " ") + kernel_name(pk.spec, pk.tile);
+  st.SetLabel(label);
+  const double floor = pass == Pass::kFwd ? 2 : pass == Pass::kBwd ? 3 : 5;
+  const double products = pass == Pass::kFwd ? 1 : pass == Pass::kBwd ? 2 : 3;
+  time_loop(st, [&] {
+    if (pass != Pass::kBwd) layer.forward(x.data(), out.data(), r.B, r.H, r.H);
+    if (bwd) layer.backward(x.data(), g.data(), out.data(), grads, r.B, r.H, r.H);
+  }, floor * double(z.n) * double(z.eb), products * 2.0 * double(z.padded) * double(z.d));
+}
+
+// The PyTorch path's steps with cuBLAS (see the file comment).
+void BM_TorchPath(benchmark::State& st, Row r, Pass pass) {
+  const Sizes z = sizes_of(r);
+  static cublasHandle_t h = nullptr;
+  if (!h) CKB(cublasCreate(&h));
+  const bool bf16 = std::string(r.dtype) == "bf16";
+  const cudaDataType_t dt = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t ct = !bf16 && r.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  CKB(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // TF32 or not by the compute type, as PyTorch
+  const size_t act = size_t(z.padded) * z.eb, mb = size_t(r.C * z.d * z.d) * z.eb;
+  void *x, *T, *Y, *out, *M, *g, *dY, *dT, *dM;
+  for (void** p : {&x, &T, &Y, &out, &g, &dY, &dT}) CK(cudaMalloc(p, act));
+  CK(cudaMalloc(&M, mb));
+  CK(cudaMalloc(&dM, size_t(r.C * z.d * z.d) * 4));
+  for (void* p : {x, T, Y, out, g, dY, dT}) CK(cudaMemset(p, 0, act));
+  CK(cudaMemset(M, 0, mb));
+  const float one = 1.f, zero = 0.f;
+  const int d = int(z.d), N = int(z.windows);
+  const long long sM = d * d, sT = (long long)N * d;
+  // Row-major T (N x d) is column-major T^T (d x N): Y^T = M^T T^T is gemm(N, N, d, N, d, M, T, Y).
+  auto fwd = [&] {
+    CK(cudaMemcpyAsync(T, x, act, cudaMemcpyDeviceToDevice));   // partition
+    CK(cudaMemcpyAsync(Y, T, act, cudaMemcpyDeviceToDevice));   // + T (beta = 1)
+    CKB(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, d, N, d, &one, M, dt, d, sM, T, dt, d, sT, &one, Y, dt, d,
+                                   sT, int(r.C), ct, CUBLAS_GEMM_DEFAULT));
+    CK(cudaMemcpyAsync(out, Y, act, cudaMemcpyDeviceToDevice));  // un-partition
+  };
+  auto bwd = [&] {
+    CK(cudaMemcpyAsync(T, x, act, cudaMemcpyDeviceToDevice));   // partition x (PyTorch keeps T: saved)
+    CK(cudaMemcpyAsync(dY, g, act, cudaMemcpyDeviceToDevice));  // partition dY
+    CK(cudaMemcpyAsync(dT, dY, act, cudaMemcpyDeviceToDevice)); // + dY
+    // dT^T = M dY^T: gemm(T, N) of M.
+    CKB(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, d, N, d, &one, M, dt, d, sM, dY, dt, d, sT, &one, dT, dt,
+                                   d, sT, int(r.C), ct, CUBLAS_GEMM_DEFAULT));
+    // dM^T = dY^T T (column-major d x d): gemm(N, T, d, d, N, dY, T) in fp32.
+    CKB(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_T, d, d, N, &one, dY, dt, d, sT, T, dt, d, sT, &zero, dM,
+                                   CUDA_R_32F, d, sM, int(r.C), ct, CUBLAS_GEMM_DEFAULT));
+    CK(cudaMemcpyAsync(out, dT, act, cudaMemcpyDeviceToDevice));  // un-partition dX
+  };
+  st.SetLabel("cuBLAS strided batched GEMM + copies");
+  const double floor = pass == Pass::kFwd ? 2 : pass == Pass::kBwd ? 3 : 5;
+  const double products = pass == Pass::kFwd ? 1 : pass == Pass::kBwd ? 2 : 3;
+  try {
+    time_loop(st, [&] {
+      if (pass != Pass::kBwd) fwd();
+      if (pass != Pass::kFwd) bwd();
+    }, floor * double(z.n) * double(z.eb), products * 2.0 * double(z.padded) * double(z.d));
+  } catch (const std::exception& e) {
+    st.SkipWithError(e.what());
+  }
+  for (void* p : {x, T, Y, out, g, dY, dT, M, dM}) cudaFree(p);
+}
+
+void BM_Copy(benchmark::State& st) {
+  const size_t n = size_t(2) << 30;
+  void *x, *y;
+  CK(cudaMalloc(&x, n));
+  CK(cudaMalloc(&y, n));
+  CK(cudaMemset(x, 0, n));
+  time_loop(st, [&] { CK(cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice)); }, 2.0 * n, 0);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+double measure_copy_gbs() {
+  const size_t n = size_t(2) << 30;
+  void *x, *y;
+  CK(cudaMalloc(&x, n));
+  CK(cudaMalloc(&y, n));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int i = 0; i < 12; ++i) {
+    CK(cudaEventRecord(a));
+    CK(cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, a, b));
+    if (i >= 2) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaFree(x);
+  cudaFree(y);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return 2.0 * n / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // JSON under $OUT unless the caller names its own output.
+  std::vector<char*> args(argv, argv + argc);
+  std::string out_arg, fmt_arg = "--benchmark_out_format=json";
+  const bool named = std::any_of(args.begin(), args.end(), [](const char* a) { return std::string(a).rfind("--benchmark_out=", 0) == 0; });
+  if (const char* out = std::getenv("OUT"); out && *out && !named) {
+    out_arg = std::string("--benchmark_out=") + out + "/bench_wbmm.json";
+    args.push_back(out_arg.data());
+    args.push_back(fmt_arg.data());
+  }
+  int n = int(args.size());
+  benchmark::Initialize(&n, args.data());
+  std::string why;
+  if (!lkjit::gpu_available(&why)) {
+    std::fprintf(stderr, "bench_wbmm: no GPU (%s)\n", why.c_str());
+    return 0;
+  }
+  const auto dev = lkjit::device_info(0);
+  CK(cudaSetDevice(0));
+  g_copy_gbs = measure_copy_gbs();
+  benchmark::AddCustomContext("gpu", dev.name);
+  benchmark::AddCustomContext("arch", lkjit::arch_name(dev.arch));
+  benchmark::AddCustomContext("nvrtc", lkjit::nvrtc_version());
+  benchmark::AddCustomContext("copy_GBps", fmt::format("{:.1f}", g_copy_gbs));
+  auto reg = [](const std::string& name, auto fn) {
+    return benchmark::RegisterBenchmark(name.c_str(), fn)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinWarmUpTime(0.02)
+        ->MinTime(0.1)
+        ->Repetitions(3)
+        ->ReportAggregatesOnly(true);
+  };
+  reg("copy/2GiB", BM_Copy);
+  for (const auto& r : rows())
+    for (Pass p : {Pass::kFwd, Pass::kBwd, Pass::kTrain}) {
+      reg(fmt::format("wbmm_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p); });
+      if (!r.nhwc)  // the baseline's best layout is its own (C, N, d): one row per shape
+        reg(fmt::format("torch_path_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_TorchPath(st, r, p); });
+    }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

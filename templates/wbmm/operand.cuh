@@ -1,0 +1,40 @@
+// The per-channel operand of the window product, built on chip: M_c never exists in device memory. The
+// shared tile holds NB rows n (output positions jn = n0 + n of the block's column part) of k = 0..dp-1
+// (input positions), row-major with pitch PB:
+//   forward:  B[n][k] = M[c][k][jn]     (Y[j] = sum_i T[i] M[i][j])
+//   rotate:   B[n][k] = M[c][jn][k]     (dX[i] = sum_j dY[j] M[i][j]: M_c^T, the M of the rotated table)
+// Table mode reads M[c][i][j] = R[c][I[i, j]] (the rotated form as R[c][K-1-I[k, jn]]); dense mode reads M.
+// Fold adds the identity shortcut to the diagonal (the centre tap, I[i, i]). Entries past d are zero.
+#pragma once
+#include "abi/wbmm_params.h"
+#include "common/dtype.cuh"
+#include "wbmm/geometry.cuh"
+
+namespace lkjit {
+namespace wbmm {
+
+template <class Op, int WH, int WW, int Mode, bool Rotate, bool Fold, int DP, int NB, int PB>
+__device__ __forceinline__ void build_operand(Op* __restrict__ dst, const WBMMParams& p, int c, bool valid, int n0,
+                                              int tid, int nthreads) {
+  constexpr int D = WH * WW, K = table_size(WH, WW);
+  // Dense forward reads M column-wise: walk n fastest so consecutive threads read consecutive floats.
+  constexpr bool kNFast = Mode == kModeDense && !Rotate;
+  const float* __restrict__ src = Mode == kModeTable ? p.R + (long long)c * K : p.M + (long long)c * D * D;
+  for (int e = tid; e < NB * DP; e += nthreads) {
+    const int n = kNFast ? e % NB : e / DP, k = kNFast ? e / NB : e % DP, jn = n0 + n;
+    float v = 0.f;
+    if (valid && jn < D && k < D) {
+      if constexpr (Mode == kModeTable) {
+        const int idx = rel_index(k, jn, WH, WW);
+        v = __ldg(src + (Rotate ? rotated_index(idx, WH, WW) : idx));
+      } else {
+        v = __ldg(src + (Rotate ? jn * D + k : k * D + jn));
+      }
+      if (Fold && k == jn) v += 1.f;
+    }
+    dst[n * PB + k] = from_f32<Op>(v);
+  }
+}
+
+}  // namespace wbmm
+}  // namespace lkjit
