@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 
 #include "cache/file_io.h"
 #include "lkjit/error.h"
+#include "support/parse_int.h"
+#include "support/read_file.h"
 
 namespace lkjit::cache {
 namespace {
@@ -17,12 +17,18 @@ namespace {
 const std::string kBundleMagic = "LKJIT-BUNDLE " + std::to_string(kBundleFormatVersion) + "\n";
 
 // Reads one "\n"-terminated line at *pos; false when there is none.
-bool next_line(const std::string& b, size_t* pos, std::string* line) {
+bool next_line(std::string_view b, size_t* pos, std::string_view* line) {
   const size_t nl = b.find('\n', *pos);
-  if (nl == std::string::npos) return false;
+  if (nl == std::string_view::npos) return false;
   *line = b.substr(*pos, nl - *pos);
   *pos = nl + 1;
   return true;
+}
+
+bool is_sha256_hex(std::string_view s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 }  // namespace
@@ -67,55 +73,88 @@ BundleStats export_bundle(const DiskStore& store, const std::vector<std::string>
   return st;
 }
 
-BundleStats import_bundle(const DiskStore& store, const std::string& path) {
+std::vector<std::string_view> split_bundle(std::string_view b, const std::string& origin) {
   auto bad = [&](const std::string& what) {
-    return CacheError(fmt::format("lkjit: error: {}: not a valid lkjit bundle: {}; nothing imported", path, what));
+    return CacheError(fmt::format("lkjit: error: {}: not a valid lkjit bundle: {}; nothing imported", origin, what));
   };
-  std::string b, why;
-  // The file is the caller's input, not the cache: one that cannot be read is bad input, not a cache error.
-  if (!read_whole_file(path, &b, &why))
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("lkjit: error: {}; supported: a bundle file written by `lkjit cache export` or "
-                            "`lkjit prewarm --bundle`", why.empty() ? path + ": no such bundle file" : why));
-  if (b.compare(0, kBundleMagic.size(), kBundleMagic) != 0)
+  if (b.substr(0, kBundleMagic.size()) != kBundleMagic)
     throw bad(fmt::format("bad magic (expected '{}')", kBundleMagic.substr(0, kBundleMagic.size() - 1)));
   // Trailer first: it vouches for every byte before it.
   if (b.back() != '\n') throw bad("truncated (no end line)");
-  const size_t end_at = b.rfind('\n', b.size() - 2) + 1;  // start of the last line
-  if (b.compare(end_at, 4, "end ") != 0) throw bad("truncated (no end line)");
-  size_t count = 0;
-  char sha[65] = {};
-  if (std::sscanf(b.c_str() + end_at, "end %zu %64[0-9a-f]\n", &count, sha) != 2 || std::string(sha).size() != 64)
-    throw bad("malformed end line");
-  if (sha256_hex(std::string_view(b).substr(0, end_at)) != sha) throw bad("checksum mismatch (damaged or truncated)");
-  std::vector<Entry> entries;
+  const size_t end_at = b.rfind('\n', b.size() - 2) + 1;  // start of the last line (after the magic's newline)
+  const std::string_view end_line = b.substr(end_at, b.size() - 1 - end_at);
+  if (end_line.substr(0, 4) != "end ") throw bad("truncated (no end line)");
+  // "end <count> <sha256>", single spaces, a decimal count.
+  const size_t space = end_line.find(' ', 4);
+  const std::string_view count_text = end_line.substr(4, space == std::string_view::npos ? 0 : space - 4);
+  const std::string_view sha = space == std::string_view::npos ? std::string_view() : end_line.substr(space + 1);
+  const support::IntParse count = support::parse_decimal(count_text, 0, int64_t(b.size()));
+  if (count.status != support::IntStatus::kOk || !is_sha256_hex(sha)) throw bad("malformed end line");
+  if (sha256_hex(b.substr(0, end_at)) != sha) throw bad("checksum mismatch (damaged or truncated)");
+  std::vector<std::string_view> entries;
   size_t pos = kBundleMagic.size();
-  std::string line;
+  std::string_view line;
   while (pos < end_at) {
-    if (!next_line(b, &pos, &line) || line.rfind("entry ", 0) != 0) throw bad(fmt::format("bad record at byte {}", pos));
-    const uint64_t n = std::strtoull(line.c_str() + 6, nullptr, 10);
-    if (n >= end_at - pos || b[pos + n] != '\n') throw bad(fmt::format("entry {} runs past its record", entries.size() + 1));
-    auto e = decode_entry(std::string_view(b).substr(pos, n), "", &why);
-    if (!e) throw bad(fmt::format("entry {}: {}", entries.size() + 1, why));
-    if (!is_key(e->meta.key))
-      throw bad(fmt::format("entry {}: key '{}' is not 64 hex digits", entries.size() + 1, escape_bytes(e->meta.key)));
-    entries.push_back(std::move(*e));
-    pos += n + 1;
+    const size_t at = pos;
+    if (!next_line(b, &pos, &line) || line.substr(0, 6) != "entry ") throw bad(fmt::format("bad record at byte {}", at));
+    const support::IntParse n = support::parse_decimal(line.substr(6), 0, int64_t(end_at - pos) - 1);
+    if (n.status != support::IntStatus::kOk || b[pos + n.value] != '\n')
+      throw bad(fmt::format("entry {} runs past its record", entries.size() + 1));
+    entries.push_back(b.substr(pos, n.value));
+    pos += n.value + 1;
   }
-  if (entries.size() != count) throw bad(fmt::format("{} entries, end line says {}", entries.size(), count));
+  if (entries.size() != static_cast<uint64_t>(count.value))
+    throw bad(fmt::format("{} entries, end line says {}", entries.size(), count.value));
+  return entries;
+}
+
+BundleStats import_bundle(const DiskStore& store, const std::string& path) {
+  // The file is the caller's input, not the cache: one that cannot be read is bad input, not a cache error.
+  support::ReadOptions o;
+  o.max_bytes = kMaxBundleBytes;
+  o.what = "bundle file";
+  support::ReadResult file = support::read_file(path, o);
+  if (!file.ok())
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("lkjit: error: {}; supported: a bundle file written by `lkjit cache export` or "
+                            "`lkjit prewarm --bundle`", file.why));
+  const std::string& b = file.bytes;
+  if (b.empty()) throw CacheError(fmt::format("lkjit: error: {}: not a valid lkjit bundle: empty; nothing imported", path));
+  const std::vector<std::string_view> records = split_bundle(b, path);
   BundleStats st;
-  st.entries = entries.size();
+  st.entries = records.size();
   st.bytes = b.size();
   const DiskStore uncapped(store.dir(), 0);  // one prune at the end, not one per entry
-  for (const auto& e : entries) {
-    if (uncapped.read(e.meta.key)) {
-      ++st.present;
+  for (size_t i = 0; i < records.size(); ++i) {
+    std::string why;
+    auto e = decode_entry(records[i], "", &why);
+    if (!e) {
+      st.refused.push_back(fmt::format("entry {}: {}", i + 1, why));
       continue;
     }
-    uncapped.store(e.meta, e.payload);
-    st.added.push_back(e.meta.key);
+    if (!is_key(e->meta.key)) {
+      st.refused.push_back(fmt::format("entry {}: key '{}' is not 64 hex digits", i + 1, escape_bytes(e->meta.key)));
+      continue;
+    }
+    try {
+      if (uncapped.read(e->meta.key)) {
+        ++st.present;
+        continue;
+      }
+      uncapped.store(e->meta, e->payload);
+      st.added.push_back(e->meta.key);
+    } catch (const CacheError& err) {  // this entry's path (a folder, a FIFO), a full disk: the others still go in
+      std::string msg = err.what();
+      if (msg.rfind("lkjit: error: ", 0) == 0) msg.erase(0, 14);
+      st.refused.push_back(fmt::format("entry {} (key {}): {}", i + 1, e->meta.key.substr(0, 16), msg));
+    }
   }
-  if (store.max_bytes()) store.prune(store.max_bytes());
+  if (store.max_bytes()) {
+    const auto pruned = store.prune(store.max_bytes());
+    for (const auto& key : st.added)
+      if (std::find(pruned.removed_keys.begin(), pruned.removed_keys.end(), key) != pruned.removed_keys.end())
+        st.evicted.push_back(key);
+  }
   return st;
 }
 

@@ -106,7 +106,7 @@ CacheBundleReport KernelCache::export_bundle(const std::string& file, const std:
   const cache::DiskStore store(dir_);
   store.check_existing();  // never ship entries out of a directory others could have written
   const auto s = cache::export_bundle(store, keys, file);
-  return {s.entries, 0, s.present, 0, s.bytes, s.skipped};
+  return {s.entries, 0, s.present, 0, s.bytes, s.skipped, {}};
 }
 
 CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
@@ -114,9 +114,7 @@ CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
   store.ensure_dir();
   store.check_existing();  // and listable (the cap is enforced by listing)
   const auto s = cache::import_bundle(store, file);
-  CacheBundleReport r{s.entries, s.added.size(), s.present, 0, s.bytes, s.skipped};
-  if (max_bytes_) r.evicted = missing(s.added);
-  return r;
+  return CacheBundleReport{s.entries, s.added.size(), s.present, s.evicted.size(), s.bytes, s.skipped, s.refused};
 }
 
 size_t KernelCache::missing(const std::vector<std::string>& keys) const {
@@ -125,6 +123,14 @@ size_t KernelCache::missing(const std::vector<std::string>& keys) const {
   return static_cast<size_t>(std::count_if(keys.begin(), keys.end(), [&](const std::string& k) {
     std::error_code ec;
     return !std::filesystem::exists(store.path_for(k), ec);
+  }));
+}
+
+size_t KernelCache::evicted_by_cap(const std::vector<std::string>& keys) const {
+  const cache::DiskStore store(dir_);
+  return static_cast<size_t>(std::count_if(keys.begin(), keys.end(), [&](const std::string& k) {
+    std::error_code ec;
+    return cache::DiskStore::evicted_by_cap_here(k) && !std::filesystem::exists(store.path_for(k), ec);
   }));
 }
 

@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "lkjit/error.h"
-#include "runtime/env.h"
+#include "runtime/dump_dir.h"
 
 namespace lkjit::rt {
 namespace {

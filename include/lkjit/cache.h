@@ -79,6 +79,7 @@ struct CacheBundleReport {
   size_t evicted = 0;   // import: added, then evicted at once by the cache's size cap (max_bytes too small)
   uint64_t bytes = 0;   // bundle file size
   std::vector<std::string> skipped;  // export: requested keys missing or corrupt, with why
+  std::vector<std::string> refused;  // import: "entry N: why", each entry that did not decode or could not be published
 };
 
 class KernelCache {
@@ -102,8 +103,11 @@ class KernelCache {
   // Kernels being compiled now: keys whose lock some process holds, whether or not an entry exists.
   size_t compiling() const;
   // How many of keys have no entry file now: e.g. stored a moment ago, then evicted by the size cap
-  // because it is smaller than what was stored.
+  // because it is smaller than what was stored, or removed by a `cache clear` meanwhile.
   size_t missing(const std::vector<std::string>& keys) const;
+  // How many of keys have no entry file now because a size-cap prune of this process evicted them (not a
+  // `cache clear` or another process).
+  size_t evicted_by_cap(const std::vector<std::string>& keys) const;
   // Checks every entry; the corrupt ones are removed (as a lookup would) and returned with why, and
   // with remove_error set where the removal failed. Creates nothing: an absent directory has no entries.
   std::vector<CacheEntryInfo> verify() const;
@@ -116,8 +120,10 @@ class KernelCache {
   CacheClearReport clear() const;
   // A bundle of the given keys' entries (every entry when keys is empty), written temp-then-rename.
   CacheBundleReport export_bundle(const std::string& file, const std::vector<std::string>& keys = {}) const;
-  // Verifies the whole bundle, then adds its entries. Throws CacheError; a bad bundle adds nothing. A file that
-  // cannot be read (missing, a folder, no permission) is bad input: Error with code kInvalidArgument.
+  // Verifies the bundle's framing and checksum, then adds every entry that decodes and can be published; the
+  // others are listed in refused, with the reason. Prunes to the cap at the end. Throws CacheError when the
+  // framing or checksum is damaged (then nothing is added). A file that cannot be read (missing, a folder or
+  // FIFO, no permission, over 4 GiB) is bad input: Error with code kInvalidArgument.
   CacheBundleReport import_bundle(const std::string& file) const;
 
  private:

@@ -289,11 +289,17 @@ int cache_main() {
   if (action == "clear") return clear_main(c);
   if (action == "explain") return explain_main(c, kArgs[1]);
   if (action == "import") {
+    // Every entry that can go in does; each refused one is named with its reason, and only those fail the run.
     const auto r = c.import_bundle(kArgs[1]);
-    std::cout << fmt::format("import: {}: {} entries verified, {} added, {} already cached\n", kArgs[1], r.entries,
-                             r.imported, r.present);
+    for (const auto& why : r.refused) std::cerr << "import: refused " << why << "\n";
+    std::cout << fmt::format("import: {}: {} entries, {} added, {} already cached, {} refused\n", kArgs[1], r.entries,
+                             r.imported, r.present, r.refused.size());
     warn_evicted_by_cap(c, r.evicted, r.imported, "import");
-    return 0;
+    if (r.refused.empty()) return 0;
+    std::cout.flush();
+    std::cerr << fmt::format("lkjit: error: {}: {} of its {} entries could not be imported\n", kArgs[1], r.refused.size(),
+                             r.entries);
+    return static_cast<int>(ErrorCode::kCache);
   }
   if (action == "export") {
     if (kArgs[1].empty()) return usage("export: the file path is empty");

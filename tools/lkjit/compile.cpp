@@ -104,6 +104,8 @@ void warn_ignored_options(const OpSpec& s, const Tile& t) {
 bool compile_cmd() { return static_cast<bool>(kCompile); }
 
 int compile_main() {
+  // --tile '' would silently mean the default tile.
+  refuse_empty({&kTile}, "a tile as tile_h,tile_w,planes,vy,threads[,blocks], or no --tile for the default");
   // Everything is checked before the first compile, so a bad item fails fast and compiles nothing.
   const std::vector<std::string> items = split_list(kArchs, "--arch");
   std::vector<std::pair<OpSpec, Tile>> jobs;
