@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -55,6 +56,12 @@ Evictions& evictions() {
   static Evictions* e = new Evictions;  // never destroyed: prunes may run while static destructors do
   return *e;
 }
+
+// Held across fork(), so that a child never inherits it locked by a thread it does not have.
+[[maybe_unused]] const bool kForkHandlers = [] {
+  return ::pthread_atfork([] { evictions().mu.lock(); }, [] { evictions().mu.unlock(); },
+                          [] { evictions().mu.unlock(); }) == 0;
+}();
 
 void note_evicted(const std::string& key) {
   constexpr size_t kRemembered = 65536;

@@ -1,6 +1,7 @@
 #include "cache/store.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <fmt/format.h>
 #include <llvm/Support/FileSystem.h>
 #include <sys/stat.h>
@@ -31,9 +32,20 @@ struct Pins {
   std::multiset<std::string> keys;
 };
 Pins& pins() {
-  static Pins p;
-  return p;
+  static Pins* p = new Pins;  // never destroyed: a Pin may end while static destructors run
+  return *p;
 }
+
+// fork(): the pins lock is taken across it, so a child never inherits it held by a thread it does not have;
+// the child's pins are those of threads it lacks (the forking thread holds none: pins live inside store
+// calls), so they go.
+[[maybe_unused]] const bool kForkHandlers = [] {
+  return ::pthread_atfork([] { pins().mu.lock(); }, [] { pins().mu.unlock(); },
+                          [] {
+                            pins().keys.clear();
+                            pins().mu.unlock();
+                          }) == 0;
+}();
 
 }  // namespace
 
@@ -160,7 +172,11 @@ std::error_code DiskStore::remove_bad(const std::string& key) const {
   } else if (struct stat st {}; problem.empty() && ::lstat(path.c_str(), &st) != 0) {
     return {};  // gone already (a dangling link is not: it reads as absent, and goes)
   }
-  return llvm::sys::fs::remove(path);
+  // llvm::sys::fs::remove refuses FIFOs and sockets; unlink takes any name but a folder's.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return llvm::sys::fs::remove(path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return std::error_code(errno, std::generic_category());
+  return {};
 }
 
 std::optional<std::string> DiskStore::load(const std::string& key, std::string* why) const {

@@ -43,7 +43,7 @@ int write_in(int dfd, const std::string& name, const std::string& bytes) {
 
 std::string write_dump(const std::string& dir, const std::string& kernel_name, const std::string& source,
                        const std::string& log) {
-  const std::string shown = support::clip(dir, 4096);
+  const std::string shown = support::clip(dir, support::kClipPathBytes);
   // A generated name never holds these; refused all the same, so that no name can leave the folder.
   if (kernel_name.empty() || kernel_name[0] == '.' || kernel_name.find('/') != std::string::npos)
     return fmt::format("{}: kernel name '{}' is not a file name", shown, support::clip(kernel_name));

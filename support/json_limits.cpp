@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "support/message.h"
+#include "support/raise.h"
 
 namespace lkjit::support {
 
@@ -34,7 +35,7 @@ std::optional<std::string> json_limit_problem(std::string_view text, const JsonL
 void check_json_limits(std::string_view text, const std::string& origin, const std::string& what, ErrorCode code,
                        const JsonLimits& limits) {
   if (auto problem = json_limit_problem(text, limits))
-    throw Error(code, fmt::format("lkjit: error: {}: {} {}", clip(origin, 4096), what, *problem));
+    raise(code, fmt::format("lkjit: error: {}: {} {}", clip(origin, kClipPathBytes), what, *problem));
 }
 
 }  // namespace lkjit::support

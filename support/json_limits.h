@@ -20,8 +20,8 @@ struct JsonLimits {
 // 1234); supported: at most 32" or "is 300000000 bytes; supported: at most 268435456".
 std::optional<std::string> json_limit_problem(std::string_view text, const JsonLimits& limits = {});
 
-// Throws Error(code) "lkjit: error: <origin>: <what> <problem>" (origin: the file's path; what: "tuning
-// database") when text is outside the limits.
+// When text is outside the limits, throws the exception of code (support/raise.h) with the message
+// "lkjit: error: <origin>: <what> <problem>" (origin: the file's path; what: "tuning database").
 void check_json_limits(std::string_view text, const std::string& origin, const std::string& what,
                        ErrorCode code, const JsonLimits& limits = {});
 

@@ -13,6 +13,7 @@ std::string escape_bytes(std::string_view bytes, bool ascii_only = true);
 // The value for a message: escaped (UTF-8 above 0x7f kept), and when longer than max_bytes its first
 // max_bytes (cut at a character boundary) followed by "... (N bytes)".
 constexpr size_t kClipBytes = 64;
+constexpr size_t kClipPathBytes = 512;  // paths: long enough for real ones, short of a 100 kB argument
 std::string clip(std::string_view value, size_t max_bytes = kClipBytes);
 
 }  // namespace lkjit::support

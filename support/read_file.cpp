@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "support/message.h"
+#include "support/raise.h"
 
 namespace lkjit::support {
 namespace {
@@ -42,7 +43,7 @@ std::string link_note(const std::string& path) {
   if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return "";
   char target[4096];
   const ssize_t n = ::readlink(path.c_str(), target, sizeof target);
-  return fmt::format(" (a symbolic link to {})", n < 0 ? std::string("?") : clip(std::string_view(target, n), 4096));
+  return fmt::format(" (a symbolic link to {})", n < 0 ? std::string("?") : clip(std::string_view(target, n), kClipPathBytes));
 }
 
 }  // namespace
@@ -117,13 +118,13 @@ ReadResult read_unnamed(const std::string& path, const ReadOptions& o) {
 
 ReadResult read_file(const std::string& path, const ReadOptions& o) {
   ReadResult r = read_unnamed(path, o);
-  if (!r.ok()) r.why = fmt::format("{}: cannot read {}: {}", clip(path, 4096), o.what, r.reason);
+  if (!r.ok()) r.why = fmt::format("{}: cannot read {}: {}", clip(path, kClipPathBytes), o.what, r.reason);
   return r;
 }
 
 std::string read_file_or_throw(const std::string& path, const ReadOptions& options, ErrorCode code) {
   ReadResult r = read_file(path, options);
-  if (!r.ok()) throw Error(code, "lkjit: error: " + r.why);
+  if (!r.ok()) raise(code, "lkjit: error: " + r.why);
   return std::move(r.bytes);
 }
 

@@ -44,7 +44,7 @@ struct ReadResult {
 
 ReadResult read_file(const std::string& path, const ReadOptions& options);
 
-// The same, throwing Error(code) "lkjit: error: <why>" unless kOk.
+// The same, throwing "lkjit: error: <why>" unless kOk, as the exception of code (support/raise.h).
 std::string read_file_or_throw(const std::string& path, const ReadOptions& options,
                                ErrorCode code = ErrorCode::kInvalidArgument);
 

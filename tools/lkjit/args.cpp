@@ -138,7 +138,7 @@ void refuse_empty_paths(std::initializer_list<const llvm::cl::opt<std::string>*>
 std::string clip_arguments(std::string message, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (a.size() <= 4 * support::kClipBytes) continue;
+    if (a.size() <= support::kClipPathBytes) continue;  // real paths stay whole
     const std::string short_form = clip(a);
     for (size_t at = message.find(a); at != std::string::npos; at = message.find(a, at + short_form.size()))
       message.replace(at, a.size(), short_form);

@@ -73,8 +73,8 @@ void refuse_empty_paths(std::initializer_list<const llvm::cl::opt<std::string>*>
 // The same for any string option whose empty value would silently mean its default (--tile ''); supported: what
 // the message offers instead ("a tile such as 0,0,1,4,256").
 void refuse_empty(std::initializer_list<const llvm::cl::opt<std::string>*> options, const char* supported);
-// message with every argument longer than 256 bytes replaced by its clipped form (support::clip), so that an
-// error never echoes a 100 kB argument whole, whichever layer wrote it.
+// message with every argument longer than support::kClipPathBytes (512) replaced by its clipped form
+// (support::clip), so that an error never echoes a 100 kB argument whole, whichever layer wrote it.
 std::string clip_arguments(std::string message, int argc, char** argv);
 // A file a command will write (a bundle): a regular file (replaced) or a new name, in a folder this process
 // can write. Error (kInvalidArgument) naming `what` and the path otherwise: checked before the work.
