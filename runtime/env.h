@@ -19,7 +19,7 @@ const std::vector<EnvVar>& env_table();
 std::string env(const char* name);
 
 // Numbers from registered variables, through support/parse_int.h: decimal only (no octal, hex, sign '+',
-// whitespace, exponent), never truncated. Error (kInvalidArgument) naming the variable, its value and the range.
+// whitespace, exponent), never truncated. SpecError naming the variable, its value and the range.
 int64_t env_int(const char* name, int64_t lo, int64_t hi);
 // Seconds in (0, hi]: "10", "0.5" (LKJIT_TUNE_BUDGET).
 double env_seconds(const char* name, double hi = 1e9);

@@ -49,22 +49,20 @@ int64_t parse_int(std::string_view text, std::string_view field, int64_t lo, int
   const IntParse p = parse_decimal(text, lo, hi);
   if (p.status == IntStatus::kOk) return p.value;
   if (p.status == IntStatus::kOutOfRange)
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}={} is out of range; supported: {}", field,
-                                                         clip(text), range_text(lo, hi)));
-  throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("lkjit: error: {}='{}' is not a decimal integer; supported: {}", field, clip(text),
-                          range_text(lo, hi)));
+    throw SpecError(
+        fmt::format("lkjit: error: {}={} is out of range; supported: {}", field, clip(text), range_text(lo, hi)));
+  throw SpecError(fmt::format("lkjit: error: {}='{}' is not a decimal integer; supported: {}", field, clip(text),
+                              range_text(lo, hi)));
 }
 
 int64_t check_range(int64_t v, std::string_view field, int64_t lo, int64_t hi) {
   if (v < lo || v > hi)
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("lkjit: error: {}={} is out of range; supported: {}", field, v, range_text(lo, hi)));
+    throw SpecError(fmt::format("lkjit: error: {}={} is out of range; supported: {}", field, v, range_text(lo, hi)));
   return v;
 }
 
 double parse_decimal_number(std::string_view text, std::string_view field, double lo, double hi, bool lo_exclusive) {
-  const std::string range = fmt::format("{}{}, {}]", lo_exclusive ? "(" : "[", lo, hi);
+  const std::string range = lo_exclusive ? fmt::format("> {} and <= {}", lo, hi) : fmt::format("[{}, {}]", lo, hi);
   const std::string_view body = !text.empty() && text[0] == '-' ? text.substr(1) : text;
   size_t digits = 0, dots = 0;
   bool ok = !body.empty();
@@ -81,12 +79,10 @@ double parse_decimal_number(std::string_view text, std::string_view field, doubl
     ok = ec == std::errc() && end == text.data() + text.size() && std::isfinite(v);
   }
   if (!ok)
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("lkjit: error: {}='{}' is not a decimal number; supported: digits with an optional "
-                            "fraction (such as 10 or 0.5) in {}", field, clip(text), range));
+    throw SpecError(fmt::format("lkjit: error: {}='{}' is not a decimal number; supported: digits with an optional "
+                                "fraction (such as 10 or 0.5), {}", field, clip(text), range));
   if (!((lo_exclusive ? v > lo : v >= lo) && v <= hi))
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("lkjit: error: {}={} is out of range; supported: {}", field, clip(text), range));
+    throw SpecError(fmt::format("lkjit: error: {}={} is out of range; supported: {}", field, clip(text), range));
   return v;
 }
 

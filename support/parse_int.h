@@ -30,7 +30,7 @@ IntParse parse_decimal(std::string_view text, int64_t lo = std::numeric_limits<i
 std::optional<int> to_int(std::string_view text, int lo = std::numeric_limits<int>::min(),
                           int hi = std::numeric_limits<int>::max());
 
-// Throws Error(kInvalidArgument) naming the field, the value (clipped, support/message.h) and the range:
+// Throws SpecError (code kInvalidArgument) naming the field, the value (clipped, support/message.h) and the range:
 //   "lkjit: error: <field>=<text> is out of range; supported: [lo, hi]"
 //   "lkjit: error: <field>='<text>' is not a decimal integer; supported: [lo, hi]"
 // field is what the user wrote it as: "-k", "LKJIT_CACHE_MAX_BYTES", "tuning.json: record 3: tile threads".
@@ -44,9 +44,9 @@ int64_t check_range(int64_t v, std::string_view field, int64_t lo, int64_t hi);
 std::string range_text(int64_t lo, int64_t hi);
 
 // A decimal number such as a time in seconds: '-'? digits with at most one '.', at least one digit
-// ("10", "0.5", ".5", "2."); no exponent, hex, inf or nan, sign '+' or whitespace. Throws Error
-// (kInvalidArgument) naming the field, the value and the range when malformed or outside [lo, hi] ((lo, hi]
-// when lo_exclusive: a time budget must be above 0).
+// ("10", "0.5", ".5", "2."); no exponent, hex, inf or nan, sign '+' or whitespace. Throws SpecError naming
+// the field, the value and the range when malformed or outside [lo, hi] ("> lo and <= hi" when lo_exclusive:
+// a time budget must be above 0).
 double parse_decimal_number(std::string_view text, std::string_view field, double lo, double hi,
                             bool lo_exclusive = false);
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "support/message.h"
@@ -91,7 +92,8 @@ ReadResult read_unnamed(const std::string& path, const ReadOptions& o) {
   if (size > o.max_bytes && !o.prefix) return too_large(fmt::format("is {} bytes", size));
   // The file may have changed size since fstat: read to EOF, but never past the cap (+1 byte, which tells a
   // file that grew past it).
-  const uint64_t want = o.prefix ? std::min(size, o.max_bytes) : o.max_bytes + 1;
+  const uint64_t cap = o.max_bytes == UINT64_MAX ? o.max_bytes : o.max_bytes + 1;
+  const uint64_t want = o.prefix ? std::min(size, o.max_bytes) : cap;
   ReadResult r;
   r.file_size = size;
   r.bytes.resize(static_cast<size_t>(std::min(size, want)));

@@ -190,6 +190,29 @@ TEST_F(OutsideInput, AFifoAtAnEntryPathBlocksNoCacheAction) {
   EXPECT_EQ(run("compile --kernel wtconv_fold -k 3 -L 1").code, 0);
 }
 
+TEST_F(OutsideInput, FifosAtLockPathsBlockNothing) {
+  // Opening a FIFO for reading waits for a writer: `cache ls` and `stat` ask every entry's lock whether it is
+  // held, prune takes .prune.lock, a compile its key's lock.
+  make_cache();
+  const std::string key = fold_key();
+  write_file(cache_ + "/" + key + ".lkjit", entry_of(key));
+  fifo(cache_ + "/" + key + ".lock");
+  fifo(cache_ + "/.prune.lock");
+  CommandResult r = run("cache ls");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr(key.substr(0, 16)), Not(HasSubstr("(compiling)"))));
+  r = run("cache stat");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("compiling  0"));
+  r = run("cache prune --max-bytes 1");
+  EXPECT_EQ(r.code, 5) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(cache_ + "/.prune.lock: cannot use lock file: it is not a regular file"));
+  fs::remove(cache_ + "/" + key + ".lkjit");  // a miss: the compile takes the key's lock, which is a FIFO
+  r = run("compile --kernel wtconv_fold -k 3 -L 1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("compiled"));
+}
+
 TEST_F(OutsideInput, SocketsAndDevicesAtEntryPathsAreListedUnreadable) {
   make_cache();
   // An entry's path is longer than a socket address holds: the socket sits in a short folder, and the

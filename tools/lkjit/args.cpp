@@ -32,10 +32,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-bool is_decimal_integer(llvm::StringRef s) {
-  return support::parse_decimal(std::string_view(s.data(), s.size())).status != support::IntStatus::kMalformed;
-}
-
 std::string range_message(const std::string& what, int64_t lo, int64_t hi, bool odd) {
   return fmt::format("{}{}", odd ? fmt::format("odd {} in ", what) : "", support::range_text(lo, hi));
 }
@@ -133,6 +129,12 @@ void refuse_empty(std::initializer_list<const llvm::cl::opt<std::string>*> optio
 
 void refuse_empty_paths(std::initializer_list<const llvm::cl::opt<std::string>*> options) {
   refuse_empty(options, "a file path");
+}
+
+std::string join_archs(const std::vector<int>& archs) {
+  std::string s;
+  for (int a : archs) s += (s.empty() ? "" : ", ") + arch_name(a);
+  return s;
 }
 
 std::string clip_arguments(std::string message, int argc, char** argv) {

@@ -25,8 +25,6 @@ std::vector<std::string> split(const std::string& s, char sep);
 // naming the item and the range for one outside [lo, hi] (or even, if odd).
 std::vector<int> parse_ints(const std::string& s, const char* what, int lo = std::numeric_limits<int>::min(),
                             int hi = std::numeric_limits<int>::max(), bool odd = false);
-// An optional '-', then decimal digits: an integer, whether or not it fits a type.
-bool is_decimal_integer(llvm::StringRef s);
 
 // Integer options with their allowed range: IntOption<1, 31> is a cl::opt<int> parsed by InRange, through the
 // one decimal parser (support/parse_int.h), not LLVM's (which reads 011 as octal 9 and 0x5 as 5). A value that

@@ -25,12 +25,6 @@ namespace cl = llvm::cl;
 
 namespace lkjit::tool {
 
-std::string join_archs(const std::vector<int>& archs) {
-  std::string s;
-  for (int a : archs) s += (s.empty() ? "" : ", ") + arch_name(a);
-  return s;
-}
-
 void warn_broken_tuning_db(const std::string& path) {
   try {
     cache::TuningDb::load(path);
