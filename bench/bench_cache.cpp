@@ -20,12 +20,13 @@
 #include <thread>
 
 #include "cache/tuning_db.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/runtime.h"
 
 namespace {
 
 // The largest WTConvNeXt-T forward kernel: a plane-resident bf16 k=5 L=5 kernel (~110 KB cubin).
-const lkjit::OpSpec kSpec{lkjit::Kernel::kWTConvFwdPlane, lkjit::DType::kBF16, 5, 5, true, 90};
+const lkjit::OpSpec kSpec = wtconv_spec(lkjit::kWTConvFwdPlane, lkjit::DType::kBF16, 5, 5, true, 90);
 
 lkjit::Tile tile() {
   return lkjit::default_tile(kSpec, lkjit::Shape{64, 96, 56, 56, 1}, lkjit::DeviceLimits::for_arch(90));

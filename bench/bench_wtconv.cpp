@@ -110,7 +110,7 @@ void BM_WTConvFwd(benchmark::State& st, Row r, lkjit::WTConvPath path) {
   layer.prepare(r.B, r.H, r.H);
   std::string kernels;
   for (const auto& pk : layer.plan(r.B, r.H, r.H))
-    if (pk.spec.kernel != Kernel::kWTConvFold) kernels += (kernels.empty() ? "" : " ") + kernel_name(pk.spec, pk.tile);
+    if (pk.spec.kernel != kWTConvFold) kernels += (kernels.empty() ? "" : " ") + kernel_name(pk.spec, pk.tile);
   st.SetLabel(kernels);
   time_loop(st, [&] { layer.forward(x.data(), out.data(), r.B, r.H, r.H); }, 2.0 * n * eb);
 }
@@ -140,7 +140,7 @@ void BM_WTConvTrain(benchmark::State& st, Row r, lkjit::WTConvPath path) {
   layer.prepare(r.B, r.H, r.H, true);
   std::string kernels;
   for (const auto& pk : layer.plan(r.B, r.H, r.H, true))
-    if (pk.spec.kernel != Kernel::kWTConvFold) kernels += (kernels.empty() ? "" : " ") + kernel_name(pk.spec, pk.tile);
+    if (pk.spec.kernel != kWTConvFold) kernels += (kernels.empty() ? "" : " ") + kernel_name(pk.spec, pk.tile);
   st.SetLabel(kernels);
   time_loop(st, [&] {
     layer.forward(x.data(), out.data(), r.B, r.H, r.H);

@@ -100,7 +100,7 @@ std::vector<DiskStore::Listed> DiskStore::list(bool verify) const {
     if (verify) {
       if (!read_whole_file(l.path, &bytes, &l.problem)) {
         if (l.problem.empty()) continue;
-      } else if (auto e = decode_entry(bytes, l.key, &l.problem)) {
+      } else if (auto e = decode_checked(bytes, l.key, &l.problem)) {
         l.meta = std::move(e->meta);
         l.ok = true;
       }

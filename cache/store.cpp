@@ -143,7 +143,7 @@ bool DiskStore::check_existing() const {
   return true;
 }
 
-std::optional<Entry> DiskStore::read(const std::string& key, std::string* why) const {
+std::optional<Entry> DiskStore::read_checked(const std::string& key, const Lookup* want, std::string* why) const {
   ensure_dir();
   const Pin pin(key);
   const std::string path = path_for(key);
@@ -153,9 +153,15 @@ std::optional<Entry> DiskStore::read(const std::string& key, std::string* why) c
     return std::nullopt;
   }
   auto e = decode_entry(bytes, key, &problem);
+  if (e)  // a lookup's own fields first: they say best why this is not the entry asked for
+    if (std::string p = want ? entry_problem(*e, *want) : entry_problem(*e); !p.empty()) {
+      problem = "refused: " + p;
+      e.reset();
+    }
   if (!e) {
-    // Corrupt: drop it so that it gets rebuilt. A writer renames whole files only, so what we read
-    // is what is there; at worst we remove a good entry published since, and it is rebuilt.
+    // Corrupt or refused: drop it so that it gets rebuilt. A writer renames whole files only, so what
+    // we read is what is there; at worst we remove a good entry published since, and it is rebuilt.
+    count_refusal(Source::kDisk);
     const std::error_code ec = llvm::sys::fs::remove(path);
     if (why)
       *why = ec ? fmt::format("{}: {}; cannot remove it: {}", path, problem, ec.message())
@@ -164,11 +170,15 @@ std::optional<Entry> DiskStore::read(const std::string& key, std::string* why) c
   return e;
 }
 
+std::optional<Entry> DiskStore::read(const std::string& key, std::string* why) const {
+  return read_checked(key, nullptr, why);
+}
+
 std::error_code DiskStore::remove_bad(const std::string& key) const {
   const std::string path = path_for(key);
   std::string bytes, problem;
   if (read_whole_file(path, &bytes, &problem)) {
-    if (decode_entry(bytes, key, &problem)) return {};  // a good entry was published meanwhile
+    if (decode_checked(bytes, key, &problem)) return {};  // a good entry was published meanwhile
   } else if (struct stat st {}; problem.empty() && ::lstat(path.c_str(), &st) != 0) {
     return {};  // gone already (a dangling link is not: it reads as absent, and goes)
   }
@@ -177,6 +187,13 @@ std::error_code DiskStore::remove_bad(const std::string& key) const {
   if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return llvm::sys::fs::remove(path);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return std::error_code(errno, std::generic_category());
   return {};
+}
+
+std::optional<std::string> DiskStore::load(const Lookup& want, std::string* why) const {
+  auto e = read_checked(want.key, &want, why);
+  if (!e) return std::nullopt;
+  stamp_now(path_for(want.key));
+  return std::move(e->payload);
 }
 
 std::optional<std::string> DiskStore::load(const std::string& key, std::string* why) const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cache/entry.h"
+#include "cache/trust.h"
 
 namespace lkjit::cache {
 
@@ -31,10 +32,13 @@ class DiskStore {
   // when it does not exist yet (nothing is created). Throws CacheError naming the path.
   bool check_existing() const;
 
-  // nullopt on a miss. A corrupt entry is removed and reported through *why (then it is a miss).
-  // A hit stamps the entry as just used.
+  // nullopt on a miss. An entry that is corrupt, is not what it says (cache/trust.h), or is not what
+  // the lookup asked for is removed, counted and reported through *why (then it is a miss). A hit
+  // stamps the entry as just used.
+  std::optional<std::string> load(const Lookup& want, std::string* why = nullptr) const;
+  // The same for a key alone: the entry must be what it says, whatever a lookup would ask.
   std::optional<std::string> load(const std::string& key, std::string* why = nullptr) const;
-  // The whole verified entry (metadata too), without stamping it. nullopt: missing or corrupt.
+  // The whole verified entry (metadata too), without stamping it. nullopt: missing, corrupt or refused.
   std::optional<Entry> read(const std::string& key, std::string* why = nullptr) const;
   // Atomic: temp file in the same directory, then rename; then enforces max_bytes, never evicting
   // this key. Throws CacheError with path and OS message; a failed store leaves no partial entry.
@@ -111,6 +115,7 @@ class DiskStore {
  private:
   static void forget_eviction(const std::string& key);  // stored again: a later absence is not that eviction's
   size_t sweep_stale(std::vector<std::string>* failed) const;
+  std::optional<Entry> read_checked(const std::string& key, const Lookup* want, std::string* why) const;
   std::string dir_;
   uint64_t max_bytes_ = 0;
 };

@@ -1,5 +1,6 @@
-// Internal: what the generator knows about each kernel. An op family contributes one KernelTraits per
-// kernel (generator/ops/<family>.cpp) and one line in generator/ops/registry.cpp.
+// Internal: what the generator knows about each op family. A family contributes one FamilyDef
+// (generator/ops/<family>.cpp: its spec fields, tile axes and one KernelDef per kernel) and one line in
+// generator/ops/registry.cpp.
 #pragma once
 #include <map>
 #include <optional>
@@ -11,23 +12,43 @@
 
 namespace lkjit::gen {
 
-struct KernelTraits {
-  Kernel kernel;
+struct KernelDef {
+  std::string name;             // e.g. "wtconv_fwd_plane": the Kernel's name and the kernel-name stem
   const char* template_header;  // e.g. "wtconv/fwd_plane.cuh"
   const char* device_fn;        // template <class Cfg> __device__ void device_fn(const Params&)
   const char* params_type;      // e.g. "WTConvParams"
-  // Appends one message per violated spec constraint.
-  void (*validate)(const OpSpec&, std::vector<std::string>& errors);
-  TileSpace (*space)(const OpSpec&);
-  std::optional<std::string> (*reject)(const OpSpec&, const Tile&, const DeviceLimits&, const Shape*);
-  Tile (*default_tile)(const OpSpec&, const Shape&, const DeviceLimits&);
-  LaunchGeometry (*geometry)(const OpSpec&, const Tile&, const Shape&);
-  std::string (*cfg_body)(const OpSpec&, const Tile&);     // members of `struct Cfg`
-  std::string (*name_fields)(const OpSpec&, const Tile&);  // kernel name without "lkjit_" and arch
+  std::vector<std::string> fields;  // the family's spec fields this kernel has (its specs hold exactly these)
+  // Appends one message per violated cross-field rule (each field's range is checked from the table).
+  void (*validate)(const OpSpec&, std::vector<std::string>& errors) = nullptr;
+  TileSpace (*space)(const OpSpec&) = nullptr;
+  std::optional<std::string> (*reject)(const OpSpec&, const Tile&, const DeviceLimits&, const Shape*) = nullptr;
+  Tile (*default_tile)(const OpSpec&, const Shape&, const DeviceLimits&) = nullptr;
+  LaunchGeometry (*geometry)(const OpSpec&, const Tile&, const Shape&) = nullptr;
+  std::string (*cfg_body)(const OpSpec&, const Tile&) = nullptr;  // members of `struct Cfg`
+  // Optional. The kernel name without "lkjit_" and the target suffix; null: the generic form
+  // <name>[_<dtype>]{_<field token><value>}_<tile>, fields in the family's order.
+  std::string (*name_fields)(const OpSpec&, const Tile&) = nullptr;
+  // Optional. The fields as OpSpec::to_string() words them; null: "k=5 L=3" (every field, name=value).
+  std::string (*describe)(const OpSpec&) = nullptr;
+  bool has_dtype = true;  // the generic name prints the dtype
+  // Optional: a field printed right after the stem as one of these words for the values 1 and 0
+  // (WTConv's level kernels: "first" as "level1" / "levelN"), for parse_kernel_name().
+  std::string glued_field;
+  std::pair<std::string, std::string> glued_words;
 };
 
-const KernelTraits& traits(Kernel k);  // ops/registry.cpp
-std::vector<KernelTraits> wtconv_kernels();  // ops/wtconv.cpp
+struct FamilyDef {
+  std::string name;
+  std::vector<SpecField> fields;
+  std::vector<TileAxisDef> axes;
+  std::vector<KernelDef> kernels;
+};
+
+// The registered families (ops/registry.cpp), in order.
+const std::vector<FamilyDef>& registered_families();
+const KernelDef& kernel_def(const Kernel& k);  // SpecError for an unregistered kernel
+const FamilyDef& family_def(const Kernel& k);
+
 
 const std::map<std::string, std::string>& embedded_template_table();  // generated at build time
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "generator/family.h"
 #include "lkjit/error.h"
 
 namespace lkjit {
@@ -16,18 +17,23 @@ std::string lower(std::string s) {
   return s;
 }
 
-struct KernelName {
-  Kernel kernel;
-  const char* name;
-};
-constexpr KernelName kKernelNames[] = {
-    {Kernel::kWTConvFold, "wtconv_fold"},         {Kernel::kWTConvFwdPlane, "wtconv_fwd_plane"},
-    {Kernel::kWTConvFwdLevel, "wtconv_fwd_level"}, {Kernel::kWTConvFwdSynth, "wtconv_fwd_synth"},
-    {Kernel::kWTConvBwdPlane, "wtconv_bwd_plane"}, {Kernel::kWTConvBwdLevel, "wtconv_bwd_level"},
-    {Kernel::kWTConvBwdSynth, "wtconv_bwd_synth"}, {Kernel::kWTConvReduce, "wtconv_reduce"},
-    {Kernel::kWTConvTranspose, "wtconv_transpose"}, {Kernel::kWTConvFwdLane, "wtconv_fwd_lane"},
-    {Kernel::kWTConvBwdLane, "wtconv_bwd_lane"},   {Kernel::kWTConvReduceLane, "wtconv_reduce_lane"},
-};
+// Every registered tile axis once, in kernel-name order: each family's axes by print rank, families in
+// registry order (an axis a later family shares keeps its first place).
+const std::vector<const TileAxisDef*>& print_order() {
+  static const std::vector<const TileAxisDef*> order = [] {
+    std::vector<const TileAxisDef*> v;
+    for (const auto& f : gen::registered_families()) {
+      std::vector<const TileAxisDef*> axes;
+      for (const auto& a : f.axes) axes.push_back(&a);
+      std::stable_sort(axes.begin(), axes.end(),
+                       [](const TileAxisDef* a, const TileAxisDef* b) { return a->print_rank < b->print_rank; });
+      for (const auto* a : axes)
+        if (std::none_of(v.begin(), v.end(), [&](const TileAxisDef* b) { return b->name == a->name; })) v.push_back(a);
+    }
+    return v;
+  }();
+  return order;
+}
 
 }  // namespace
 
@@ -52,80 +58,113 @@ DType parse_dtype(const std::string& s) {
 
 int dtype_bytes(DType t) { return t == DType::kF32 ? 4 : 2; }
 
-const char* to_string(Kernel k) {
-  for (const auto& e : kKernelNames)
-    if (e.kernel == k) return e.name;
-  return "?";
+const char* to_string(const Kernel& k) { return k.name().c_str(); }
+
+// ---- NamedInts ------------------------------------------------------------------------------------
+NamedInts::NamedInts(std::initializer_list<std::pair<std::string, int>> values) {
+  for (const auto& [n, v] : values) set(n, v);
 }
 
-Kernel parse_kernel(const std::string& s) {
-  for (const auto& e : kKernelNames)
-    if (s == e.name) return e.kernel;
-  std::string all;
-  for (const auto& e : kKernelNames) all += (all.empty() ? "" : ", ") + std::string(e.name);
-  throw SpecError(fmt::format("lkjit: error: kernel '{}' is unknown; known: {}", s, all));
+int NamedInts::get(std::string_view name, int absent) const {
+  for (const auto& [n, v] : v_)
+    if (n == name) return v;
+  return absent;
 }
 
-std::vector<Kernel> all_kernels() {
-  std::vector<Kernel> v;
-  for (const auto& e : kKernelNames) v.push_back(e.kernel);
-  return v;
+bool NamedInts::has(std::string_view name) const {
+  return std::any_of(v_.begin(), v_.end(), [&](const auto& e) { return e.first == name; });
 }
 
+void NamedInts::set(std::string_view name, int value) {
+  auto it = std::lower_bound(v_.begin(), v_.end(), name, [](const auto& e, std::string_view n) { return e.first < n; });
+  if (it != v_.end() && it->first == name) it->second = value;
+  else v_.insert(it, {std::string(name), value});
+}
+
+void NamedInts::erase(std::string_view name) {
+  v_.erase(std::remove_if(v_.begin(), v_.end(), [&](const auto& e) { return e.first == name; }), v_.end());
+}
+
+// ---- OpSpec ---------------------------------------------------------------------------------------
 bool OpSpec::operator==(const OpSpec& o) const {
-  return kernel == o.kernel && dtype == o.dtype && k == o.k && L == o.L && first == o.first &&
-         arch == o.arch;
+  return kernel == o.kernel && dtype == o.dtype && arch == o.arch && arch_specific == o.arch_specific &&
+         fields == o.fields;
 }
+
+std::string OpSpec::target() const { return ArchTarget{arch, arch_specific}.to_string(); }
 
 std::string OpSpec::to_string() const {
-  return fmt::format("{} {} k={} L={}{} {}", lkjit::to_string(kernel), lkjit::to_string(dtype), k, L,
-                     kernel == Kernel::kWTConvFwdLevel || kernel == Kernel::kWTConvBwdLevel
-                         ? (first ? " first" : " deeper")
-                         : "",
-                     arch_name(arch));
+  std::string f;
+  const gen::KernelDef* def = nullptr;
+  try {
+    def = &gen::kernel_def(kernel);
+  } catch (const SpecError&) {  // an unregistered kernel still prints
+  }
+  if (def && def->describe) {
+    f = def->describe(*this);
+  } else {
+    for (const auto& [n, v] : fields.entries()) f += fmt::format("{}{}={}", f.empty() ? "" : " ", n, v);
+  }
+  return fmt::format("{} {}{}{} {}", lkjit::to_string(kernel), lkjit::to_string(dtype), f.empty() ? "" : " ", f,
+                     target());
 }
 
-bool Tile::operator==(const Tile& o) const {
-  return tile_h == o.tile_h && tile_w == o.tile_w && planes == o.planes && vy == o.vy &&
-         threads == o.threads && blocks == o.blocks;
+// ---- Tile -----------------------------------------------------------------------------------------
+Tile Tile::of(std::initializer_list<std::pair<std::string, int>> values) {
+  Tile t;
+  for (const auto& [n, v] : values) t.set(n, v);
+  return t;
+}
+
+Tile& Tile::set(std::string_view axis, int value) {
+  if (value == 0) axes.erase(axis);
+  else axes.set(axis, value);
+  return *this;
 }
 
 std::string Tile::to_string() const {
+  std::vector<std::string> parts;
+  std::vector<std::string> printed;
+  for (const TileAxisDef* a : print_order()) {
+    if (std::find(printed.begin(), printed.end(), a->name) != printed.end()) continue;
+    if (!a->pair_with.empty()) {
+      const int x = get(a->name), y = get(a->pair_with);
+      printed.push_back(a->pair_with);
+      if (x || y || a->always) parts.push_back(fmt::format("{}{}x{}", a->token, x, y));
+    } else if (const int v = get(a->name); v || a->always) {
+      parts.push_back(fmt::format("{}{}", a->token, v));
+    }
+    printed.push_back(a->name);
+  }
+  // Axes no family registers (never from the generator) still print, after the known ones.
+  for (const auto& [n, v] : axes.entries())
+    if (std::find(printed.begin(), printed.end(), n) == printed.end()) parts.push_back(fmt::format("{}{}", n, v));
   std::string s;
-  if (planes) s += fmt::format("p{}_", planes);
-  if (tile_h || tile_w) s += fmt::format("t{}x{}_", tile_h, tile_w);
-  if (vy) s += fmt::format("v{}_", vy);
-  if (blocks) s += fmt::format("b{}_", blocks);
-  s += fmt::format("w{}", threads);
+  for (const auto& p : parts) s += (s.empty() ? "" : "_") + p;
   return s;
 }
 
 const std::vector<std::string>& tile_axis_names() {
-  static const std::vector<std::string> names = {"tile_h", "tile_w", "planes", "vy", "threads", "blocks"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& f : gen::registered_families())
+      for (const auto& a : f.axes)
+        if (std::find(v.begin(), v.end(), a.name) == v.end()) v.push_back(a.name);
+    return v;
+  }();
   return names;
 }
 
-int tile_axis(const Tile& t, const std::string& a) {
-  if (a == "tile_h") return t.tile_h;
-  if (a == "tile_w") return t.tile_w;
-  if (a == "planes") return t.planes;
-  if (a == "vy") return t.vy;
-  if (a == "threads") return t.threads;
-  if (a == "blocks") return t.blocks;
-  return 0;
-}
+int tile_axis(const Tile& t, const std::string& a) { return t.get(a); }
 
 bool set_tile_axis(Tile& t, const std::string& a, int v) {
-  if (a == "tile_h") t.tile_h = v;
-  else if (a == "tile_w") t.tile_w = v;
-  else if (a == "planes") t.planes = v;
-  else if (a == "vy") t.vy = v;
-  else if (a == "threads") t.threads = v;
-  else if (a == "blocks") t.blocks = v;
-  else return false;
+  const auto& names = tile_axis_names();
+  if (std::find(names.begin(), names.end(), a) == names.end()) return false;
+  t.set(a, v);
   return true;
 }
 
+// ---- Shape, limits, archs -------------------------------------------------------------------------
 std::string Shape::to_string() const {
   std::string s = fmt::format("{}x{}x{}x{}", B, C, H, W);
   if (stride != 1) s += fmt::format("/s{}", stride);
@@ -151,20 +190,41 @@ DeviceLimits DeviceLimits::for_arch(int arch) {
   return d;
 }
 
-int parse_arch(const std::string& s) {
+namespace {
+// "sm_90" / "90" / "9.0" -> 90; `specific` is set (and accepted) for a trailing 'a' when allowed.
+int parse_arch_digits(const std::string& s, bool allow_a, bool* specific) {
   std::string v = lower(s);
   if (v.rfind("sm_", 0) == 0) v = v.substr(3);
   else if (v.rfind("sm", 0) == 0) v = v.substr(2);
+  if (allow_a && !v.empty() && v.back() == 'a') {
+    *specific = true;
+    v.pop_back();
+  }
   if (const auto dot = v.find('.'); dot != std::string::npos && dot + 2 == v.size())
     v = v.substr(0, dot) + v.substr(dot + 1);  // "9.0" -> "90", "10.0" -> "100"
   if (v.empty() || v.size() > 3 || !std::all_of(v.begin(), v.end(), ::isdigit))
-    throw SpecError(fmt::format("lkjit: error: arch '{}' is not of the form sm_XY (e.g. sm_90)", s));
-  const int a = std::stoi(v);
+    throw SpecError(fmt::format("lkjit: error: arch '{}' is not of the form sm_XY{} (e.g. sm_90)", s,
+                                allow_a ? " or sm_XYa" : ""));
+  const int a = std::stoi(v);  // at most 3 digits: cannot overflow
   if (a < 80)
     throw SpecError(fmt::format("lkjit: error: arch sm_{} is too old; supported: sm_80 and newer", a));
   return a;
 }
+}  // namespace
+
+int parse_arch(const std::string& s) {
+  bool specific = false;
+  return parse_arch_digits(s, false, &specific);
+}
 
 std::string arch_name(int arch) { return fmt::format("sm_{}", arch); }
+
+std::string ArchTarget::to_string() const { return fmt::format("sm_{}{}", arch, specific ? "a" : ""); }
+
+ArchTarget parse_target(const std::string& s) {
+  ArchTarget t;
+  t.arch = parse_arch_digits(s, true, &t.specific);
+  return t;
+}
 
 }  // namespace lkjit

@@ -3,10 +3,13 @@
 #include <filesystem>
 
 #include "cache/bundle.h"
+#include "cache/file_io.h"
 #include "cache/key.h"
 #include "cache/store.h"
+#include "cache/trust.h"
 #include "lkjit/cache.h"
 #include "lkjit/runtime.h"
+#include "runtime/cache_trust.h"
 #include "runtime/env.h"
 
 namespace lkjit {
@@ -53,6 +56,10 @@ std::vector<std::string> key_input_differences(const KeyInputsInfo& from, const 
 }
 
 uint64_t parse_byte_size(const std::string& text, const char* what) { return cache::parse_byte_size(text, what); }
+
+void write_file_atomically(const std::string& path, const std::string& bytes, unsigned mode) {
+  cache::write_file_atomically(path, bytes, mode, /*create_dir=*/false);
+}
 
 uint64_t cache_max_bytes() { return cache::parse_byte_size(rt::env("LKJIT_CACHE_MAX_BYTES"), "LKJIT_CACHE_MAX_BYTES"); }
 
@@ -102,19 +109,35 @@ CacheClearReport KernelCache::clear() const {
   return {r.removed, std::move(r.failed), std::move(r.in_use)};
 }
 
+CacheRefusals cache_refusals() {
+  return {cache::refusals(cache::Source::kDisk), cache::refusals(cache::Source::kBundle),
+          cache::refusals(cache::Source::kRemote)};
+}
+
 CacheBundleReport KernelCache::export_bundle(const std::string& file, const std::vector<std::string>& keys) const {
   const cache::DiskStore store(dir_);
   store.check_existing();  // never ship entries out of a directory others could have written
-  const auto s = cache::export_bundle(store, keys, file);
-  return {s.entries, 0, s.present, 0, s.bytes, s.skipped, {}};
+  const auto signer = rt::cache_signer();  // a key that cannot be used fails before anything is written
+  const auto s = cache::export_bundle(store, keys, file, signer.get());
+  CacheBundleReport r{s.entries, 0, s.present, 0, s.bytes, s.skipped};
+  r.format = s.format;
+  r.signer = s.signer;
+  return r;
 }
 
 CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
   const cache::DiskStore store(dir_, max_bytes_);
   store.ensure_dir();
   store.check_existing();  // and listable (the cap is enforced by listing)
-  const auto s = cache::import_bundle(store, file);
-  return CacheBundleReport{s.entries, s.added.size(), s.present, s.evicted.size(), s.bytes, s.skipped, s.refused};
+  const auto trusted = rt::cache_trusted_keys();
+  const auto s = cache::import_bundle(store, file, trusted.get());
+  // The size cap's own evictions (prune's list), not whatever else is missing afterwards.
+  CacheBundleReport r{s.entries, s.added.size(), s.present, s.evicted.size(), s.bytes, s.skipped};
+  r.refused = s.refused;
+  r.format = s.format;
+  r.signer = s.signer;
+  r.signature_checked = !trusted->empty();
+  return r;
 }
 
 size_t KernelCache::missing(const std::vector<std::string>& keys) const {

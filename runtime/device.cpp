@@ -12,6 +12,8 @@ namespace lkjit {
 
 bool gpu_available(std::string* why) { return rt::driver_available(why); }
 
+void set_current_device(int ordinal) { rt::make_current(ordinal); }
+
 DeviceInfo device_info(int ordinal) {
   rt::make_current(ordinal);
   const auto& d = rt::driver();

@@ -25,6 +25,22 @@ const std::vector<EnvVar>& env_table() {
        "retune (always tune); unset: layers use cached, the Tuner API tunes on a miss"},
       {"LKJIT_TUNING_DB", "", "tuning database file (default <cache dir>/tuning.json)"},
       {"LKJIT_TUNE_BUDGET", "10", "seconds per kernel a random/greedy tuning run may spend when the API gives none"},
+      {"LKJIT_NVRTC_LIBRARY", "", "the libnvrtc to load (then the only one tried; runtime/nvrtc_loader.h gives the search)"},
+      {"CUDA_ROOT", "", "the CUDA toolkit NVRTC is first looked for in ($CUDA_ROOT/lib64; unset: the build's toolkit)"},
+      {"LKJIT_CACHE_SIGNING_KEY", "",
+       "PEM Ed25519 private key file (readable only by its owner) that signs bundles and remote cache entries"},
+      {"LKJIT_CACHE_TRUSTED_KEYS", "",
+       "PEM public key files (one, or a list separated by ':' or ','): bundles and remote entries must be signed "
+       "by one of them"},
+      {"LKJIT_REMOTE_CACHE", "",
+       "the cluster tier: redis://[user:password@]host:port/db or unix:///path/redis.sock (unset: off)"},
+      {"LKJIT_REMOTE_CACHE_WRITE", "all", "all | kernels | none: what this process writes to the remote cache"},
+      {"LKJIT_REMOTE_CACHE_TTL", "2592000", "remote entry lifetime in seconds, refreshed on every hit; 0: no expiry"},
+      {"LKJIT_REMOTE_CACHE_TIMEOUT_MS", "500", "remote cache connect and command timeout, in milliseconds"},
+      {"LKJIT_REMOTE_CACHE_RETRY_S", "30", "after a remote cache failure, seconds of local-only work before a retry"},
+      {"LKJIT_REMOTE_CACHE_LEASE_MS", "10000", "compile lease lifetime, renewed every third of it while compiling"},
+      {"LKJIT_REMOTE_CACHE_WAIT_S", "120", "longest wait for another process's compile before compiling here"},
+      {"LKJIT_RECORD_MANIFEST", "", "record every kernel this process uses in this prewarm manifest file"},
   };
   return t;
 }

@@ -15,10 +15,10 @@ struct NvrtcOutput {
 
 std::string nvrtc_version();            // "13.0"
 std::vector<int> nvrtc_supported_archs();  // e.g. {75, 80, 86, 87, 89, 90, 100, ...}
-std::vector<std::string> nvrtc_options(int arch);
+std::vector<std::string> nvrtc_options(int arch, bool specific = false);  // specific: sm_XYa
 
 // Throws CompileError with the kernel name, options, and NVRTC log; or when the arch is not
 // supported by the loaded NVRTC (listing the ones that are).
-NvrtcOutput nvrtc_compile(const GeneratedSource& src, int arch);
+NvrtcOutput nvrtc_compile(const GeneratedSource& src, int arch, bool specific = false);
 
 }  // namespace lkjit::rt

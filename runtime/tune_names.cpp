@@ -4,6 +4,7 @@
 
 #include <cassert>
 
+#include "cache/tuning_db.h"
 #include "lkjit/error.h"
 #include "lkjit/tuning.h"
 #include "runtime/env.h"
@@ -85,6 +86,17 @@ TuneMode resolve_tune_mode(std::optional<TuneMode> api, TuneMode fallback) {
 std::string tuning_db_path() {
   const std::string v = rt::env("LKJIT_TUNING_DB");
   return v.empty() ? cache_dir() + "/tuning.json" : v;
+}
+
+std::string tuning_db_problem(const std::string& path) {
+  try {
+    cache::TuningDb::load(path);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    if (why.rfind("lkjit: error: ", 0) == 0) why.erase(0, 14);
+    return why;
+  }
+  return "";
 }
 
 std::string DeviceClass::to_string() const { return fmt::format("{} ({}, {} SMs)", name, arch_name(arch), sm_count); }

@@ -1,5 +1,5 @@
-// The Tuner: tiered lookups in the tuning database, tune-on-miss through the WTConv layer problem
-// that contains a kernel, and the database glue (snapshots, decisions as records).
+// The Tuner: tiered lookups in the tuning database, tune-on-miss through a pass of the kernel's family
+// that contains it (the runtime's op registry), and the database glue (snapshots, decisions as records).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "lkjit/tuning.h"
 #include "lkjit/version.h"
 #include "runtime/env.h"
+#include "runtime/op_registry.h"
 #include "runtime/tuner_internal.h"
 
 namespace lkjit {
@@ -55,10 +56,6 @@ LookupTier tier_of(cache::MatchTier t) {
   return LookupTier::kDefault;
 }
 
-bool same_shape(const Shape& a, const Shape& b) {
-  return a.B == b.B && a.C == b.C && a.H == b.H && a.W == b.W && a.stride == b.stride;
-}
-
 }  // namespace
 
 std::shared_ptr<const cache::TuningDb> db_snapshot(const std::string& path) {
@@ -86,8 +83,7 @@ cache::TuningRecord to_record(const DeviceClass& dev, const KernelTuneResult& r)
   rec.spec = spec_key(r.spec);
   rec.bucket = bucket_key(r.shape);
   rec.B = r.shape.B, rec.C = r.shape.C, rec.H = r.shape.H, rec.W = r.shape.W, rec.stride = r.shape.stride;
-  for (const auto& a : tile_axis_names())
-    if (int v = tile_axis(r.chosen, a)) rec.tile[a] = v;
+  for (const auto& [a, v] : r.chosen.axes.entries()) rec.tile[a] = v;
   rec.time_s = r.best_ms * 1e-3;
   rec.default_time_s = r.default_ms * 1e-3;
   rec.strategy = to_string(r.strategy);
@@ -123,68 +119,6 @@ double resolve_budget(double budget_s) {
   } catch (const std::exception&) {
   }
   throw SpecError(fmt::format("lkjit: error: LKJIT_TUNE_BUDGET='{}' is not a number of seconds; supported: > 0", v));
-}
-
-std::pair<WTConvTuneProblem, KernelSelector> problem_for(const OpSpec& spec, const Shape& shape, int device,
-                                                         const DeviceLimits& limits) {
-  WTConvTuneProblem p;
-  p.options = WTConvOptions{shape.C, spec.k, spec.L, spec.dtype, true, shape.stride, device};
-  p.B = shape.B, p.H = shape.H, p.W = shape.W;
-  KernelSelector sel{spec.kernel, 0};
-  switch (spec.kernel) {
-    case Kernel::kWTConvFwdPlane:
-    case Kernel::kWTConvBwdPlane:
-      p.path = WTConvPath::kPlane;
-      p.backward = spec.kernel == Kernel::kWTConvBwdPlane;
-      break;
-    case Kernel::kWTConvFwdLane:
-    case Kernel::kWTConvBwdLane:  // measured on the layout it is for
-      p.path = WTConvPath::kLane;
-      p.options.layout = Layout::kNHWC;
-      p.backward = spec.kernel == Kernel::kWTConvBwdLane;
-      break;
-    case Kernel::kWTConvFwdSynth:
-    case Kernel::kWTConvBwdSynth:
-      p.path = WTConvPath::kTiled;
-      p.backward = spec.kernel == Kernel::kWTConvBwdSynth;
-      break;
-    case Kernel::kWTConvFwdLevel:
-    case Kernel::kWTConvBwdLevel:
-      // Level 1 of a one-level layer reads X; a deeper level on 2^(level-1) times the extent reads an
-      // fp32 low band of exactly `shape`. (The backward's level 2 also runs the X-reading variant, with
-      // its level-1 extent as shape; it is tuned as level 1 of a layer of that extent.)
-      p.path = WTConvPath::kTiled;
-      p.backward = spec.kernel == Kernel::kWTConvBwdLevel;
-      // The backward's first deeper level is 3 (its level 2 reads X), on four times the extent.
-      sel.level = spec.first ? 1 : (p.backward ? 3 : 2);
-      p.options.L = sel.level;
-      if (!spec.first) {
-        const int64_t scale = int64_t(1) << (sel.level - 1);
-        p.options.dtype = DType::kF32;
-        p.H = scale * shape.H;
-        p.W = scale * shape.W;
-      }
-      break;
-    case Kernel::kWTConvReduce:
-      p.backward = true;
-      p.options.dtype = DType::kF32;
-      break;
-    case Kernel::kWTConvReduceLane:  // after the lane backward, on its layout
-      p.backward = true;
-      p.path = WTConvPath::kLane;
-      p.options.layout = Layout::kNHWC;
-      p.options.dtype = DType::kF32;
-      break;
-    case Kernel::kWTConvFold:
-    case Kernel::kWTConvTranspose:
-      break;
-  }
-  const auto plan = wtconv_plan(p.options, p.shape(), limits, p.backward, p.path);
-  for (const auto& pk : plan)
-    if (pk.spec == spec && pk.level == sel.level && same_shape(pk.shape, shape)) return {p, sel};
-  throw SpecError(fmt::format(
-      "lkjit: error: tuner: {} on {} is not a kernel of a WTConv layer (level kernels: L=0 and, for a deeper "
-      "level, f32 with stride 1; others: L as the layer's)", spec.to_string(), shape.to_string()));
 }
 
 }  // namespace detail
@@ -244,14 +178,15 @@ TunedKernel Tuner::get(const OpSpec& spec, const Shape& shape, int device) {
   const TuneMode m = mode();
   TileChoice c = lookup(spec, shape, device_class(dev), dev.limits);
   const bool miss = c.tier != LookupTier::kExact;
-  if (spec.kernel != Kernel::kWTConvFold && ((m == TuneMode::kTune && miss) || m == TuneMode::kRetune)) {
-    const auto [problem, sel] = detail::problem_for(spec, shape, device, dev.limits);
-    const auto rep = wtconv_tune(problem, {sel}, opt_);
+  if (tune_candidates(spec, shape, dev.limits).size() > 1 && ((m == TuneMode::kTune && miss) || m == TuneMode::kRetune)) {
+    auto [harness, sel] = rt::op_runtime(family_of(spec.kernel).name).harness_for(spec, shape, device, dev.limits);
+    const auto rep = tune_pass(*harness, {sel}, opt_);
     if (!rep.save_error.empty()) rt::log_line("warning: " + rep.save_error);
     if (!rep.kernels.empty() && rep.kernels[0].chosen != Tile{}) {
       c = {rep.kernels[0].chosen, LookupTier::kTuned,
-           fmt::format("tuned: {} of {} candidates, {}", rep.kernels[0].candidates.size(), rep.kernels[0].space_size,
-                       to_string(rep.kernels[0].strategy))};
+           fmt::format("tuned: {} of {} candidates, {}{}", rep.kernels[0].candidates.size(), rep.kernels[0].space_size,
+                       to_string(rep.kernels[0].strategy),
+                       rep.kernels[0].check_failure.empty() ? "" : "; not recorded: " + rep.kernels[0].check_failure)};
       out.tuning = rep.kernels[0];
     }
   }

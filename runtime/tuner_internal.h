@@ -8,7 +8,6 @@
 
 #include "cache/tuning_db.h"
 #include "lkjit/tuning.h"
-#include "lkjit/wtconv_tune.h"
 
 namespace lkjit::detail {
 
@@ -25,10 +24,5 @@ bool tile_of(const cache::TuningRecord& r, Tile* t);
 
 // budget_s if > 0, else LKJIT_TUNE_BUDGET (SpecError naming the value if it is not a positive number).
 double resolve_budget(double budget_s);
-
-// A WTConv layer problem whose plan runs `spec` on `shape`, and the entry to tune in it. SpecError
-// when no such problem exists (e.g. a level kernel's spec with L != 0, or planes that do not fit).
-std::pair<WTConvTuneProblem, KernelSelector> problem_for(const OpSpec& spec, const Shape& shape, int device,
-                                                         const DeviceLimits& limits);
 
 }  // namespace lkjit::detail

@@ -12,6 +12,7 @@
 
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/runtime.h"
 #include "runtime/driver_errors.h"
 #include "tests/test_support.h"
@@ -52,8 +53,8 @@ TEST_P(OtherArchs, DefaultTilesCompileToCubinsForTheArch) {
   const DeviceLimits lim = DeviceLimits::for_arch(arch);
   // One kernel of each kind of code: the fold, a plane-resident forward (shared memory), the lane forward
   // (registers).
-  for (Kernel kn : {Kernel::kWTConvFold, Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdLane}) {
-    const OpSpec s{kn, DType::kF16, 5, 2, true, arch};
+  for (const Kernel& kn : {kWTConvFold, kWTConvFwdPlane, kWTConvFwdLane}) {
+    const OpSpec s = wtconv_spec(kn, DType::kF16, 5, 2, true, arch);
     const Tile t = default_tile(s, Shape{8, 32, 14, 14, 1}, lim);
     SCOPED_TRACE(kernel_name(s, t));
     ASSERT_NO_THROW(validate(s, t, lim));
@@ -69,8 +70,8 @@ TEST_P(OtherArchs, SharedMemoryLimitsAreTheArchs) {
   const bool small = arch == 86 || arch == 89 || arch == 120;  // consumer parts: 99 KiB a block
   EXPECT_EQ(lim.max_smem_per_block, (small ? 99 : 227) * 1024);
   // A level tile at k = 31 needs more than 99 KiB and less than 227 KiB.
-  const OpSpec s{Kernel::kWTConvFwdLevel, DType::kF32, 31, 0, true, arch};
-  const Tile big{64, 64, 0, 8, 256};
+  const OpSpec s = wtconv_spec(kWTConvFwdLevel, DType::kF32, 31, 0, true, arch);
+  const Tile big = wtconv_tile(64, 64, 0, 8, 256);
   if (!small) {
     EXPECT_NO_THROW(validate(s, big, lim));
     return;

@@ -14,6 +14,7 @@
 #include "cache/store.h"
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
+#include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -30,8 +31,14 @@ using lkjit::test::shell_quote;
 using lkjit::test::TempDir;
 using lkjit::test::write_file;
 
-std::string key_of(char c) { return std::string(64, c); }
+// Entries that pass the trust checks (tests/cubin_fixture.h): a made-up kernel per tag, its key the hash of
+// its recorded inputs, a synthetic cubin of ~1000 bytes defining it.
+EntryMeta meta_of(char c) { return lkjit::test::test_meta(std::string(1, c)); }
+std::string key_of(char c) { return meta_of(c).key; }
+std::string payload_of(char c) { return lkjit::test::test_payload(meta_of(c), 1000); }
+std::string good_entry(char c) { return encode_entry(meta_of(c), payload_of(c)); }
 
+// Metadata naming `key`, for entries refused before their inputs are looked at (a key that is no key).
 EntryMeta meta_for(const std::string& key) {
   EntryMeta m;
   m.key = key;
@@ -53,14 +60,14 @@ class BundleImport : public ::testing::Test {
  protected:
   TempDir tmp_{"lkjit-bundle-import-test"};
   const std::string dir_ = tmp_.path() + "/cache", file_ = tmp_.path() + "/b.bundle";
-  const std::string payload_ = std::string(1000, 'p');
+  const std::string payload_ = std::string(1000, 'p');  // of entries refused before their payload is looked at
 };
 
 TEST_F(BundleImport, PublishesWhatItCanAndRefusesTheRestWithReasons) {
-  std::string corrupt = encode_entry(meta_for(key_of('b')), payload_);
+  std::string corrupt = good_entry('b');
   corrupt[corrupt.size() - 10] ^= 0x20;  // its own checksum fails; the bundle's trailer is computed over it
-  write_file(file_, bundle_of({encode_entry(meta_for(key_of('a')), payload_), corrupt,
-                               encode_entry(meta_for(key_of('c')), payload_), encode_entry(meta_for(key_of('d')), payload_)}));
+  write_file(file_, bundle_of({good_entry('a'), corrupt,
+                               good_entry('c'), good_entry('d')}));
   const DiskStore store(dir_);
   store.ensure_dir();
   fs::create_directories(store.path_for(key_of('d')) + "/sub");  // d's path is taken by a folder: its publish fails
@@ -71,8 +78,8 @@ TEST_F(BundleImport, PublishesWhatItCanAndRefusesTheRestWithReasons) {
   ASSERT_EQ(st.refused.size(), 2u);
   EXPECT_THAT(st.refused[0], AllOf(HasSubstr("entry 2: "), HasSubstr("checksum mismatch")));
   EXPECT_THAT(st.refused[1], AllOf(HasSubstr("entry 4 (key " + key_of('d').substr(0, 16) + "): "), HasSubstr(store.path_for(key_of('d')))));
-  EXPECT_EQ(store.load(key_of('a')).value_or(""), payload_);
-  EXPECT_EQ(store.load(key_of('c')).value_or(""), payload_);
+  EXPECT_EQ(store.load(key_of('a')).value_or(""), payload_of('a'));
+  EXPECT_EQ(store.load(key_of('c')).value_or(""), payload_of('c'));
   EXPECT_FALSE(store.load(key_of('b')));
   // Again: what went in is already there, the refusals stay.
   const BundleStats again = import_bundle(store, file_);
@@ -84,7 +91,7 @@ TEST_F(BundleImport, PublishesWhatItCanAndRefusesTheRestWithReasons) {
 TEST_F(BundleImport, PrunesToTheCapOnceAtTheEnd) {
   // Four entries of ~1.3 KB under a cap of ~2.5 KB: all four are published, then the prune keeps the newest two.
   std::vector<std::string> entries;
-  for (char c : {'a', 'b', 'c', 'd'}) entries.push_back(encode_entry(meta_for(key_of(c)), payload_));
+  for (char c : {'a', 'b', 'c', 'd'}) entries.push_back(good_entry(c));
   write_file(file_, bundle_of(entries));
   const DiskStore store(dir_, 2 * entries[0].size() + 100);
   store.ensure_dir();
@@ -99,7 +106,7 @@ TEST_F(BundleImport, PrunesToTheCapOnceAtTheEnd) {
 }
 
 TEST_F(BundleImport, ADamagedFramingStillImportsNothing) {
-  std::string b = bundle_of({encode_entry(meta_for(key_of('a')), payload_), encode_entry(meta_for(key_of('c')), payload_)});
+  std::string b = bundle_of({good_entry('a'), good_entry('c')});
   b[b.size() / 2] ^= 1;  // the trailer's checksum no longer vouches for the bytes
   write_file(file_, b);
   const DiskStore store(dir_);
@@ -112,16 +119,16 @@ TEST_F(BundleImport, TheCliReportsCountsAndExitsNonZeroOnlyForRefusals) {
     return run_command(bounded("env -u LKJIT_CACHE_MAX_BYTES LKJIT_CACHE_DIR=" + shell_quote(dir_) + " " +
                                shell_quote(LKJIT_CLI_PATH) + " " + args) + " 2>&1");
   };
-  write_file(file_, bundle_of({encode_entry(meta_for(key_of('a')), payload_), encode_entry(meta_for(key_of('c')), payload_)}));
+  write_file(file_, bundle_of({good_entry('a'), good_entry('c')}));
   auto r = cli("cache import " + shell_quote(file_));
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("import: " + file_ + ": 2 entries, 2 added, 0 already cached, 0 refused"));
+  EXPECT_THAT(r.output, HasSubstr("import: " + file_ + ": 2 entries verified, 2 added, 0 already cached, 0 refused"));
   std::string bad = encode_entry(meta_for("not-a-key"), payload_);
-  write_file(file_, bundle_of({encode_entry(meta_for(key_of('a')), payload_), bad, encode_entry(meta_for(key_of('e')), payload_)}));
+  write_file(file_, bundle_of({good_entry('a'), bad, good_entry('e')}));
   r = cli("cache import " + shell_quote(file_));
   EXPECT_EQ(r.code, 5) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("import: refused entry 2: key 'not-a-key' is not 64 hex digits"),
-                              HasSubstr("3 entries, 1 added, 1 already cached, 1 refused"),
+                              HasSubstr("3 entries verified, 1 added, 1 already cached, 1 refused"),
                               HasSubstr("lkjit: error: " + file_ + ": 1 of its 3 entries could not be imported")));
   EXPECT_TRUE(fs::is_regular_file(dir_ + "/" + key_of('e') + ".lkjit"));
 }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,10 +23,12 @@
 #include "cache/key.h"
 #include "cache/lock.h"
 #include "cache/store.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
+#include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -45,7 +48,10 @@ using lkjit::test::write_file;
 
 constexpr char kTmpPrefix[] = "lkjit-store-test";
 
-std::string key_of(char c) { return std::string(64, c); }
+// Entries that pass the trust checks: kernel lkjit_test_<c>_sm90, inputs hashing to key_of(c), a cubin.
+EntryMeta meta_of(char c) { return lkjit::test::test_meta(std::string(1, c)); }
+std::string key_of(char c) { return meta_of(c).key; }
+std::string payload_of(char c, size_t min_bytes = 0) { return lkjit::test::test_payload(meta_of(c), min_bytes); }
 
 EntryMeta meta_for(const std::string& key, const std::string& kernel = "lkjit_wtconv_fold_k3_L1_w256_sm90") {
   EntryMeta m;
@@ -63,6 +69,11 @@ EntryMeta meta_for(const std::string& key, const std::string& kernel = "lkjit_wt
 // Sets an entry's last-use stamp (its mtime) to `seconds_ago` before now.
 void set_last_used(const std::string& path, int seconds_ago) {
   fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::seconds(seconds_ago));
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
 }
 
 std::vector<std::string> entry_keys(const DiskStore& s) {
@@ -176,7 +187,7 @@ class StoreTest : public ::testing::Test {
   // Four entries of the same size, last used A (oldest) .. D (newest).
   void fill() {
     const DiskStore s(tmp_.path());
-    for (char c : {'a', 'b', 'c', 'd'}) s.store(meta_for(key_of(c)), std::string(1000, c));
+    for (char c : {'a', 'b', 'c', 'd'}) s.store(meta_of(c), payload_of(c, 1000));
     int age = 400;
     for (char c : {'a', 'b', 'c', 'd'}) set_last_used(s.path_for(key_of(c)), age -= 100);
     entry_bytes_ = fs::file_size(s.path_for(key_of('a')));
@@ -194,14 +205,14 @@ TEST_F(StoreTest, EvictsLeastRecentlyUsedFirst) {
   EXPECT_EQ(r.removed, 2u);
   EXPECT_EQ(r.removed_bytes, 2 * entry_bytes_);
   EXPECT_EQ(r.remaining, 2u);
-  EXPECT_EQ(entry_keys(s), (std::vector<std::string>{key_of('a'), key_of('d')}));
+  EXPECT_EQ(entry_keys(s), sorted({key_of('a'), key_of('d')}));
 }
 
 TEST_F(StoreTest, TheCapIsEnforcedOnStore) {
   fill();
   // Room for three: storing E evicts the least recently used (A), never E itself.
   const DiskStore capped(tmp_.path(), 3 * entry_bytes_ + entry_bytes_ / 2);
-  capped.store(meta_for(key_of('e')), std::string(1000, 'e'));
+  capped.store(meta_of('e'), payload_of('e', 1000));
   const auto keys = entry_keys(capped);
   EXPECT_EQ(keys.size(), 3u);
   EXPECT_EQ(std::count(keys.begin(), keys.end(), key_of('e')), 1) << "the entry just stored was evicted";
@@ -209,7 +220,7 @@ TEST_F(StoreTest, TheCapIsEnforcedOnStore) {
   EXPECT_EQ(std::count(keys.begin(), keys.end(), key_of('b')), 0);
   // A cap below one entry still keeps the newest.
   const DiskStore tiny(tmp_.path(), 1);
-  tiny.store(meta_for(key_of('f')), "f");
+  tiny.store(meta_of('f'), payload_of('f'));
   EXPECT_EQ(entry_keys(tiny), std::vector<std::string>{key_of('f')});
 }
 
@@ -222,7 +233,7 @@ TEST_F(StoreTest, NeverEvictsEntriesInUse) {
   const auto r = s.prune(0);
   EXPECT_EQ(r.kept_in_use, 2u);
   EXPECT_EQ(r.removed, 2u);
-  EXPECT_EQ(entry_keys(s), (std::vector<std::string>{key_of('a'), key_of('b')}));
+  EXPECT_EQ(entry_keys(s), sorted({key_of('a'), key_of('b')}));
   // clear() spares them too.
   compiling.release();
   const auto cleared = s.clear();
@@ -294,7 +305,7 @@ class CompileRecovery : public ::testing::Test {
   ScopedEnv enabled_{"LKJIT_CACHE_DISABLE", nullptr};
   ScopedEnv cap_{"LKJIT_CACHE_MAX_BYTES", nullptr};
   ScopedEnv log_{"LKJIT_LOG", "1"};
-  const OpSpec spec_{Kernel::kWTConvFold, DType::kF32, 5, 2, true, 80};
+  const OpSpec spec_ = wtconv_spec(kWTConvFold, DType::kF32, 5, 2, true, 80);
 };
 
 // Drops (spec, tile) from this process's memory cache, so a test's first lookup is a miss even when
@@ -324,15 +335,15 @@ void expect_recovery(const OpSpec& spec, const Tile& t, const std::string& dir,
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(again.origin, "compiled");
   EXPECT_EQ(again.cubin, good.cubin) << "a damaged cubin reached the caller";
-  EXPECT_THAT(log, AllOf(HasSubstr("corrupt cache entry"), HasSubstr(path), HasSubstr("entry removed")));
+  EXPECT_THAT(log, AllOf(HasSubstr("bad cache entry"), HasSubstr(path), HasSubstr("entry removed")));
   std::string why;
   EXPECT_EQ(DiskStore(dir).load(good.key, &why).value_or(""), good.cubin) << why;
 }
 
 TEST_F(CompileRecovery, TruncatedFlippedAndWrongKeyEntriesAreRebuilt) {
-  expect_recovery(spec_, Tile{0, 0, 0, 0, 32}, dir_, [](std::string& b) { b.resize(b.size() / 2); }, "truncated");
-  expect_recovery(spec_, Tile{0, 0, 0, 0, 64}, dir_, [](std::string& b) { b[b.size() - 100] ^= 0x10; }, "flipped byte");
-  expect_recovery(spec_, Tile{0, 0, 0, 0, 96},
+  expect_recovery(spec_, wtconv_tile(0, 0, 0, 0, 32), dir_, [](std::string& b) { b.resize(b.size() / 2); }, "truncated");
+  expect_recovery(spec_, wtconv_tile(0, 0, 0, 0, 64), dir_, [](std::string& b) { b[b.size() - 100] ^= 0x10; }, "flipped byte");
+  expect_recovery(spec_, wtconv_tile(0, 0, 0, 0, 96),
                   dir_, [](std::string& b) {
                     // An intact entry of another key: checksum fine, key echo wrong.
                     EntryMeta m = meta_for(key_of('e'));
@@ -343,19 +354,19 @@ TEST_F(CompileRecovery, TruncatedFlippedAndWrongKeyEntriesAreRebuilt) {
 
 TEST_F(CompileRecovery, AStoreOverTheCapKeepsTheNewEntry) {
   ScopedEnv cap("LKJIT_CACHE_MAX_BYTES", "1");
-  forget(spec_, Tile{0, 0, 0, 0, 128});
-  forget(spec_, Tile{0, 0, 0, 0, 160});
-  const CompiledKernel a = compile_kernel(spec_, Tile{0, 0, 0, 0, 128});
-  const CompiledKernel b = compile_kernel(spec_, Tile{0, 0, 0, 0, 160});
+  forget(spec_, wtconv_tile(0, 0, 0, 0, 128));
+  forget(spec_, wtconv_tile(0, 0, 0, 0, 160));
+  const CompiledKernel a = compile_kernel(spec_, wtconv_tile(0, 0, 0, 0, 128));
+  const CompiledKernel b = compile_kernel(spec_, wtconv_tile(0, 0, 0, 0, 160));
   EXPECT_EQ(entry_keys(DiskStore(dir_)), std::vector<std::string>{b.key});
   EXPECT_NE(a.key, b.key);
 }
 
 TEST_F(CompileRecovery, AMalformedCapNamesTheValue) {
   ScopedEnv cap("LKJIT_CACHE_MAX_BYTES", "lots");
-  forget(spec_, Tile{0, 0, 0, 0, 192});
+  forget(spec_, wtconv_tile(0, 0, 0, 0, 192));
   try {
-    compile_kernel(spec_, Tile{0, 0, 0, 0, 192});
+    compile_kernel(spec_, wtconv_tile(0, 0, 0, 0, 192));
     ADD_FAILURE() << "compiled with LKJIT_CACHE_MAX_BYTES=lots";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("LKJIT_CACHE_MAX_BYTES='lots'"));
@@ -365,7 +376,7 @@ TEST_F(CompileRecovery, AMalformedCapNamesTheValue) {
 TEST_F(CompileRecovery, AFailedStoreIsReportedWithTheCubin) {
   // The entry's path is taken by a directory, so publishing fails (EISDIR, even for root): the caller
   // still gets the cubin, and learns that nothing was stored.
-  const Tile t{0, 0, 0, 0, 288};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 288);
   forget(spec_, t);
   const std::string key = kernel_key_inputs(spec_, t).key, path = dir_ + "/" + key + ".lkjit";
   fs::create_directories(path);
@@ -388,7 +399,7 @@ TEST_F(CompileRecovery, AFailedStoreIsReportedWithTheCubin) {
 
 TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
   // Another process holds the key's lock and publishes the entry: this one must not compile.
-  const Tile t{0, 0, 0, 0, 224};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 224);
   forget(spec_, t);
   const KeyInputsInfo in = kernel_key_inputs(spec_, t);
   DiskStore store(dir_);
@@ -400,7 +411,7 @@ TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
     char c = l.owned() ? 'y' : 'n';
     if (::write(go[1], &c, 1) != 1) return 1;
     std::this_thread::sleep_for(milliseconds(300));  // "compiling"
-    store.store(meta_for(in.key), "published by the other process");
+    store.store(lkjit::test::meta_from_inputs(in), lkjit::test::test_cubin(spec_.arch, {in.kernel_name}, 5000));
     return 0;
   });
   char c = 0;
@@ -411,7 +422,7 @@ TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
   ::close(go[0]);
   ::close(go[1]);
   EXPECT_EQ(k.origin, "disk");
-  EXPECT_EQ(k.cubin, "published by the other process");
+  EXPECT_EQ(k.cubin, lkjit::test::test_cubin(spec_.arch, {in.kernel_name}, 5000)) << "not the other process's entry";
 }
 
 // ---- KernelCache: every action checks the directory -------------------------------------------------
@@ -419,7 +430,7 @@ TEST_F(CompileRecovery, WaitsForAnotherCompilerThenLoadsItsEntry) {
 TEST(KernelCacheAdmin, PruneToZeroMeansNoCap) {
   TempDir tmp(kTmpPrefix);
   const DiskStore s(tmp.path());
-  for (char c : {'a', 'b'}) s.store(meta_for(key_of(c)), std::string(1000, c));
+  for (char c : {'a', 'b'}) s.store(meta_of(c), payload_of(c, 1000));
   EXPECT_EQ(KernelCache(tmp.path(), 0).prune(0).removed, 0u);
   EXPECT_EQ(KernelCache(tmp.path(), 1).prune(0).removed, 0u);
   EXPECT_EQ(KernelCache(tmp.path(), 0).prune().removed, 0u);
@@ -430,7 +441,7 @@ TEST(KernelCacheAdmin, PruneToZeroMeansNoCap) {
 TEST(KernelCacheAdmin, UnsafeOrUnusableDirectoriesAreCacheErrors) {
   TempDir tmp(kTmpPrefix);
   const std::string open = tmp.path() + "/open", file = tmp.path() + "/file", none = tmp.path() + "/none";
-  DiskStore(open).store(meta_for(key_of('a')), "cubin");
+  DiskStore(open).store(meta_of('a'), payload_of('a'));
   fs::permissions(open, fs::perms::all | fs::perms::sticky_bit);
   write_file(file, "x");
   for (const std::string& dir : {open, file}) {
@@ -472,12 +483,12 @@ TEST(KernelCacheAdmin, NamesFilesItCannotRemove) {
   write_file(stuck + "/inside", "x");
   const std::string expected = "cannot remove " + stuck + ": Directory not empty";
   const KernelCache c(tmp.path(), 0);
-  s.store(meta_for(key_of('b')), "cubin");
+  s.store(meta_of('b'), payload_of('b'));
   const auto pruned = c.prune(1);
   EXPECT_EQ(pruned.removed, 1u);
   EXPECT_EQ(pruned.remaining, 1u);
   EXPECT_EQ(pruned.failed, std::vector<std::string>{expected});
-  s.store(meta_for(key_of('b')), "cubin");
+  s.store(meta_of('b'), payload_of('b'));
   const auto cleared = c.clear();
   EXPECT_EQ(cleared.removed, 1u);
   EXPECT_EQ(cleared.failed, std::vector<std::string>{expected});
@@ -511,7 +522,7 @@ TEST(EntryFormat, ProblemsEscapeBinaryBytes) {
 class BundleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (char c : {'a', 'b', 'c'}) from_.store(meta_for(key_of(c)), std::string(300, c));
+    for (char c : {'a', 'b', 'c'}) from_.store(meta_of(c), payload_of(c, 300));
   }
   TempDir tmp_{kTmpPrefix};
   const DiskStore from_{tmp_.path() + "/from"}, to_{tmp_.path() + "/to"};
@@ -529,7 +540,7 @@ TEST_F(BundleTest, RoundTrips) {
   EXPECT_EQ(in.present, 0u);
   for (char c : {'a', 'b', 'c'}) {
     std::string why;
-    EXPECT_EQ(to_.load(key_of(c), &why).value_or(""), std::string(300, c)) << why;
+    EXPECT_EQ(to_.load(key_of(c), &why).value_or(""), payload_of(c, 300)) << why;
   }
   for (const auto& l : to_.list(true)) EXPECT_TRUE(l.ok) << l.problem;
   EXPECT_EQ(import_bundle(to_, file_).present, 3u);
@@ -565,7 +576,9 @@ TEST_F(BundleTest, ADamagedBundleImportsNothing) {
 TEST_F(BundleTest, RefusesKeysThatAreNotKeys) {
   // A well-formed bundle whose entry claims a path as its key must not write outside the cache: that entry is
   // refused with the reason, and the good one beside it is imported.
-  std::string entry = encode_entry(meta_for("../../escape"), "x"), good = encode_entry(meta_for(key_of('e')), "y");
+  const EntryMeta e = lkjit::test::test_meta("e");
+  const std::string payload = lkjit::test::test_payload(e);
+  std::string entry = encode_entry(meta_for("../../escape"), "x"), good = encode_entry(e, payload);
   std::string body = "LKJIT-BUNDLE 1\nentry " + std::to_string(entry.size()) + "\n" + entry + "\n";
   body += "entry " + std::to_string(good.size()) + "\n" + good + "\n";
   body += "end 2 " + sha256_hex(body) + "\n";
@@ -574,34 +587,39 @@ TEST_F(BundleTest, RefusesKeysThatAreNotKeys) {
   EXPECT_EQ(r.entries, 2u);
   ASSERT_EQ(r.refused.size(), 1u);
   EXPECT_THAT(r.refused[0], AllOf(HasSubstr("entry 1: "), HasSubstr("not 64 hex digits")));
-  EXPECT_EQ(r.added, std::vector<std::string>{key_of('e')});
+  EXPECT_EQ(r.added, std::vector<std::string>{e.key});
   EXPECT_FALSE(fs::exists(tmp_.path() + "/escape.lkjit"));
-  EXPECT_EQ(to_.load(key_of('e')).value_or(""), "y");
+  EXPECT_EQ(to_.load(e.key).value_or(""), payload);
 }
 
 TEST(BundleFormat, IsPinned) {
   // A change here changes what bundles hold: bump kBundleFormatVersion and add a golden for it.
-  ASSERT_EQ(kBundleFormatVersion, 1);
+  ASSERT_EQ(kBundleFormatVersion, 2);
   TempDir tmp(kTmpPrefix);
   const DiskStore store(tmp.path() + "/c");
-  const std::string golden = read_file(std::string(LKJIT_SOURCE_DIR) + "/tests/data/bundle_v1.lkjit-bundle");
-  ASSERT_FALSE(golden.empty()) << "tests/data/bundle_v1.lkjit-bundle is missing";
-  write_file(tmp.path() + "/b", golden);
-  const auto r = import_bundle(store, tmp.path() + "/b");
+  const std::string data = std::string(LKJIT_SOURCE_DIR) + "/tests/data/";
+  const std::string v2 = read_file(data + "bundle_v2.lkjit-bundle");
+  ASSERT_FALSE(v2.empty()) << "tests/data/bundle_v2.lkjit-bundle is missing";
+  // The format 1 golden's entry, exported again, gives the format 2 golden byte for byte.
+  const auto r = import_bundle(store, data + "bundle_v1_cubin.lkjit-bundle");
   EXPECT_EQ(r.entries, 1u);
-  EXPECT_EQ(store.load(key_of('a')).value_or(""), std::string("\x7f" "ELF\0\n\"x", 8));
+  EXPECT_EQ(r.added.size(), 1u);
   export_bundle(store, {}, tmp.path() + "/again");
-  EXPECT_EQ(read_file(tmp.path() + "/again"), golden);
+  EXPECT_EQ(read_file(tmp.path() + "/again"), v2);
 }
 
 // ---- key inputs -------------------------------------------------------------------------------------
 
 TEST(KeyInputs, DifferencesNameTheInput) {
-  const OpSpec s{Kernel::kWTConvFold, DType::kF32, 3, 1, true, 90};
-  const KeyInputsInfo a = kernel_key_inputs(s, Tile{0, 0, 0, 0, 256});
+  const OpSpec s = wtconv_spec(kWTConvFold, DType::kF32, 3, 1, true, 90);
+  const KeyInputsInfo a = kernel_key_inputs(s, wtconv_tile(0, 0, 0, 0, 256));
   EXPECT_EQ(a.key.size(), 64u);
   EXPECT_EQ(a.kernel_name, "lkjit_wtconv_fold_k3_L1_w256_sm90");
-  EXPECT_EQ(a.header_sha256.size(), embedded_headers().size());
+  // The fold template's include closure, no other template.
+  std::set<std::string> names;
+  for (const auto& [n, h] : a.header_sha256) names.insert(n);
+  EXPECT_EQ(names, (std::set<std::string>{"abi/wtconv_params.h", "common/dtype.cuh", "common/pdl.cuh", "wtconv/common.cuh",
+                                          "wtconv/fold.cuh"}));
   EXPECT_TRUE(key_input_differences(a, a).empty());
   KeyInputsInfo b = a;
   b.nvrtc_version = "12.8";

@@ -16,12 +16,15 @@
 #include <vector>
 
 #include "cache/entry.h"
+#include "generator/family.h"
 #include "cache/key.h"
 #include "cache/store.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
 #include "runtime/nvrtc_compiler.h"
+#include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -260,35 +263,40 @@ TEST(DiskStore, StoresAndLoadsInAFreshPrivateDirectory) {
   TempDir tmp(kTmpPrefix);
   const std::string dir = tmp.path() + "/a/b/cache";  // created on first use, parents included
   DiskStore store(dir);
-  EXPECT_EQ(store.path_for(kKeyA), dir + "/" + kKeyA + ".lkjit");
-  store.store(meta_for(kKeyA), kPayload);
+  const EntryMeta a = lkjit::test::test_meta("a"), b = lkjit::test::test_meta("b");
+  const std::string payload = lkjit::test::test_payload(a);
+  EXPECT_EQ(store.path_for(a.key), dir + "/" + a.key + ".lkjit");
+  store.store(a, payload);
   EXPECT_EQ(mode_of(dir), 0700u);
-  EXPECT_TRUE(fs::exists(store.path_for(kKeyA)));
+  EXPECT_TRUE(fs::exists(store.path_for(a.key)));
   std::string why;
-  const auto got = store.load(kKeyA, &why);
+  const auto got = store.load(a.key, &why);
   ASSERT_TRUE(got.has_value()) << why;
-  EXPECT_EQ(*got, kPayload);
+  EXPECT_EQ(*got, payload);
   EXPECT_EQ(why, "");
   // A miss is not an error.
-  EXPECT_FALSE(store.load(kKeyB, &why).has_value());
+  EXPECT_FALSE(store.load(b.key, &why).has_value());
   EXPECT_EQ(why, "");
   // Publishing is temp-then-rename: nothing but the entry is left behind.
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  EXPECT_EQ(names, std::vector<std::string>{kKeyA + ".lkjit"});
+  EXPECT_EQ(names, std::vector<std::string>{a.key + ".lkjit"});
   // Overwriting publishes the new bytes.
-  store.store(meta_for(kKeyA), "second");
-  EXPECT_EQ(store.load(kKeyA).value_or(""), "second");
-  store.evict(kKeyA);
-  EXPECT_FALSE(fs::exists(store.path_for(kKeyA)));
-  EXPECT_FALSE(store.load(kKeyA).has_value());
+  const std::string second = lkjit::test::test_payload(a, 5000);
+  store.store(a, second);
+  EXPECT_EQ(store.load(a.key).value_or(""), second);
+  store.evict(a.key);
+  EXPECT_FALSE(fs::exists(store.path_for(a.key)));
+  EXPECT_FALSE(store.load(a.key).has_value());
 }
 
 TEST(DiskStore, CorruptEntriesAreRemovedAndReported) {
   TempDir tmp(kTmpPrefix);
   DiskStore store(tmp.path());
-  const std::string path = store.path_for(kKeyA);
-  const std::string good = encode_entry(meta_for(kKeyA), kPayload);
+  const EntryMeta a = lkjit::test::test_meta("a"), b = lkjit::test::test_meta("b");
+  const std::string payload = lkjit::test::test_payload(a);
+  const std::string path = store.path_for(a.key);
+  const std::string good = encode_entry(a, payload);
   std::string flipped = good;
   flipped.back() ^= 0x20;
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -297,18 +305,18 @@ TEST(DiskStore, CorruptEntriesAreRemovedAndReported) {
     SCOPED_TRACE(what);
     write_file(path, bytes);
     std::string why;
-    EXPECT_FALSE(store.load(kKeyA, &why).has_value());
+    EXPECT_FALSE(store.load(a.key, &why).has_value());
     EXPECT_THAT(why, AllOf(HasSubstr(path), HasSubstr("entry removed")));
     EXPECT_FALSE(fs::exists(path)) << "corrupt entry left in place";
   }
   // An intact entry filed under another key is corrupt too (key echo).
-  write_file(store.path_for(kKeyB), good);
+  write_file(store.path_for(b.key), good);
   std::string why;
-  EXPECT_FALSE(store.load(kKeyB, &why).has_value());
+  EXPECT_FALSE(store.load(b.key, &why).has_value());
   EXPECT_THAT(why, HasSubstr("key echo"));
   // The store still works afterwards.
-  store.store(meta_for(kKeyA), kPayload);
-  EXPECT_EQ(store.load(kKeyA).value_or(""), kPayload);
+  store.store(a, payload);
+  EXPECT_EQ(store.load(a.key).value_or(""), payload);
 }
 
 TEST(DiskStore, RefusesDirectoriesWritableByOthers) {
@@ -339,33 +347,32 @@ TEST(DiskStore, RefusesDirectoriesWritableByOthers) {
 TEST(DiskStore, ListsEntriesWithTheirProblems) {
   TempDir tmp(kTmpPrefix);
   DiskStore store(tmp.path());
-  EntryMeta b = meta_for(kKeyB);
-  b.kernel_name = "lkjit_other_sm80";
-  b.arch = 80;
-  store.store(meta_for(kKeyA), kPayload);
-  store.store(b, "payload b");
+  const EntryMeta a = lkjit::test::test_meta("a"), b = lkjit::test::test_meta("other", 80);
+  const std::string payload = lkjit::test::test_payload(a);
+  store.store(a, payload);
+  store.store(b, lkjit::test::test_payload(b));
   const std::string bad_key(64, 'c');
   write_file(store.path_for(bad_key), "junk");
   write_file(tmp.path() + "/README", "not an entry");  // ignored: not *.lkjit
   const std::string dangling_key(64, 'd');                 // a link whose target is gone: there, but unreadable
   std::filesystem::create_symlink(tmp.path() + "/gone", store.path_for(dangling_key));
-  auto listed = store.list();
-  std::sort(listed.begin(), listed.end(), [](const auto& x, const auto& y) { return x.path < y.path; });
+  std::map<std::string, DiskStore::Listed> listed;
+  for (auto& l : store.list()) listed[l.key] = l;
   ASSERT_EQ(listed.size(), 4u);
-  EXPECT_FALSE(listed[3].ok);
-  EXPECT_EQ(listed[3].key, dangling_key);
-  EXPECT_EQ(listed[3].problem, "cannot read: No such file or directory (a symbolic link to " + tmp.path() + "/gone)");
+  EXPECT_FALSE(listed[dangling_key].ok);
+  EXPECT_EQ(listed[dangling_key].problem,
+            "cannot read: No such file or directory (a symbolic link to " + tmp.path() + "/gone)");
   EXPECT_EQ(store.list(/*verify=*/false).size(), 4u);
-  EXPECT_TRUE(listed[0].ok);
-  EXPECT_EQ(listed[0].path, store.path_for(kKeyA));
-  EXPECT_EQ(listed[0].meta.kernel_name, meta_for(kKeyA).kernel_name);
-  EXPECT_EQ(listed[0].meta.size, kPayload.size());
-  EXPECT_TRUE(listed[1].ok);
-  EXPECT_EQ(listed[1].meta.kernel_name, "lkjit_other_sm80");
-  EXPECT_EQ(listed[1].meta.arch, 80);
-  EXPECT_FALSE(listed[2].ok);
-  EXPECT_EQ(listed[2].path, store.path_for(bad_key));
-  EXPECT_FALSE(listed[2].problem.empty());
+  EXPECT_TRUE(listed[a.key].ok) << listed[a.key].problem;
+  EXPECT_EQ(listed[a.key].path, store.path_for(a.key));
+  EXPECT_EQ(listed[a.key].meta.kernel_name, a.kernel_name);
+  EXPECT_EQ(listed[a.key].meta.size, payload.size());
+  EXPECT_TRUE(listed[b.key].ok) << listed[b.key].problem;
+  EXPECT_EQ(listed[b.key].meta.kernel_name, "lkjit_test_other_sm80");
+  EXPECT_EQ(listed[b.key].meta.arch, 80);
+  EXPECT_FALSE(listed[bad_key].ok);
+  EXPECT_EQ(listed[bad_key].path, store.path_for(bad_key));
+  EXPECT_FALSE(listed[bad_key].problem.empty());
 }
 
 TEST(DiskStore, DefaultDirectoryFollowsTheEnvironment) {
@@ -391,14 +398,16 @@ class CompileCache : public ::testing::Test {
   ScopedEnv cache_dir_{"LKJIT_CACHE_DIR", dir_.c_str()};
   ScopedEnv enabled_{"LKJIT_CACHE_DISABLE", nullptr};
   ScopedEnv no_dump_{"LKJIT_DUMP_DIR", nullptr};
-  const OpSpec spec_{Kernel::kWTConvFold, DType::kF32, 3, 1, true, 90};
+  const OpSpec spec_ = wtconv_spec(kWTConvFold, DType::kF32, 3, 1, true, 90);
+  mutable std::map<std::string, std::string> closure_;
 
   // The key compile_kernel must use: every documented input, computed here independently.
   std::string expected_key(const Tile& t) const {
     const GeneratedSource src = generate(spec_, t);
     KeyInputs in;
     in.source = src.source;
-    in.headers = &embedded_headers();
+    closure_ = lkjit::gen::include_closure(embedded_headers(), "wtconv/fold.cuh");  // what the fold reaches
+    in.headers = &closure_;
     in.options = rt::nvrtc_options(spec_.arch);
     in.arch = spec_.arch;
     in.nvrtc_version = rt::nvrtc_version();
@@ -410,7 +419,7 @@ class CompileCache : public ::testing::Test {
 bool is_elf(const std::string& b) { return b.size() > 4 && b.compare(0, 4, "\x7f" "ELF") == 0; }
 
 TEST_F(CompileCache, CompilesOnceThenHitsMemoryAndWritesDisk) {
-  const Tile t{0, 0, 0, 0, 64};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 64);
   const CompiledKernel a = compile_kernel(spec_, t);
   EXPECT_EQ(a.origin, "compiled");
   EXPECT_EQ(a.key, expected_key(t));
@@ -436,17 +445,20 @@ TEST_F(CompileCache, CompilesOnceThenHitsMemoryAndWritesDisk) {
 }
 
 TEST_F(CompileCache, ReadsAnEntryFromDisk) {
-  const Tile t{0, 0, 0, 0, 96};
-  // A stand-in payload under the key: returned as is proves it came from disk, not NVRTC.
-  DiskStore(dir_).store(meta_for(expected_key(t)), "cubin from disk");
+  const Tile t = wtconv_tile(0, 0, 0, 0, 96);
+  // A stand-in cubin of this kernel under its key and inputs: returned as is proves it came from disk, not NVRTC.
+  const KeyInputsInfo in = kernel_key_inputs(spec_, t);
+  ASSERT_EQ(in.key, expected_key(t));
+  const std::string stand_in = lkjit::test::test_cubin(90, {in.kernel_name}, 3000);
+  DiskStore(dir_).store(lkjit::test::meta_from_inputs(in), stand_in);
   const CompiledKernel k = compile_kernel(spec_, t);
   EXPECT_EQ(k.origin, "disk");
-  EXPECT_EQ(k.cubin, "cubin from disk");
+  EXPECT_EQ(k.cubin, stand_in);
   EXPECT_EQ(compile_kernel(spec_, t).origin, "memory");
 }
 
 TEST_F(CompileCache, RecompilesOverACorruptEntry) {
-  const Tile t{0, 0, 0, 0, 160};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 160);
   const std::string key = expected_key(t);
   fs::create_directories(dir_);
   fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace);
@@ -458,7 +470,7 @@ TEST_F(CompileCache, RecompilesOverACorruptEntry) {
 }
 
 TEST_F(CompileCache, RefusesAnUnsafeDirectory) {
-  const Tile t{0, 0, 0, 0, 192};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 192);
   fs::create_directories(dir_);
   ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
   try {
@@ -471,7 +483,7 @@ TEST_F(CompileCache, RefusesAnUnsafeDirectory) {
 
 TEST_F(CompileCache, DisabledCacheTouchesNoDisk) {
   ScopedEnv disable("LKJIT_CACHE_DISABLE", "1");
-  const Tile t{0, 0, 0, 0, 224};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 224);
   const CompiledKernel k = compile_kernel(spec_, t);
   EXPECT_EQ(k.origin, "compiled");
   EXPECT_TRUE(is_elf(k.cubin));

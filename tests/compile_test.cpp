@@ -15,7 +15,9 @@
 #include <tuple>
 #include <vector>
 
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
+#include "lkjit/cache.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
 #include "runtime/nvrtc_compiler.h"
@@ -25,6 +27,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Contains;
 using namespace lkjit;  // NOLINT
 
 using lkjit::test::read_file;
@@ -42,7 +45,7 @@ constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
 // The default tile of the CLI's reference layer (64x96x56x56), as `lkjit compile` picks it.
 CompileCase make_case(Kernel kn, DType dt, int k, int L, bool first, int arch) {
-  const OpSpec s{kn, dt, k, L, first, arch};
+  const OpSpec s = wtconv_spec(kn, dt, k, L, first, arch);
   const Tile t = default_tile(s, Shape{64, 96, 56, 56, 1}, DeviceLimits::for_arch(arch));
   return {s, t, kernel_name(s, t)};
 }
@@ -52,24 +55,24 @@ CompileCase make_case(Kernel kn, DType dt, int k, int L, bool first, int arch) {
 // with the dtype rotating, (i_k + L) mod 3, so each dtype meets every k and every L.
 std::vector<CompileCase> matrix_cases(int arch) {
   std::vector<CompileCase> v;
-  for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdSynth})
+  for (Kernel kn : {kWTConvFwdPlane, kWTConvFwdSynth})
     for (int k : kKs)
       for (int L = 0; L <= 5; ++L)
         for (DType dt : kDTypes) v.push_back(make_case(kn, dt, k, L, true, arch));
-  for (Kernel kn : {Kernel::kWTConvBwdPlane, Kernel::kWTConvBwdSynth})
+  for (Kernel kn : {kWTConvBwdPlane, kWTConvBwdSynth})
     for (int i = 0; i < 6; ++i)
       for (int L = 0; L <= 5; ++L) v.push_back(make_case(kn, kDTypes[(i + L) % 3], kKs[i], L, true, arch));
   for (int k : kKs) {
-    for (Kernel kn : {Kernel::kWTConvFwdLevel, Kernel::kWTConvBwdLevel}) {
+    for (Kernel kn : {kWTConvFwdLevel, kWTConvBwdLevel}) {
       for (DType dt : kDTypes) v.push_back(make_case(kn, dt, k, 0, true, arch));
       v.push_back(make_case(kn, DType::kF32, k, 0, false, arch));
     }
     if (k == kKs[0])
-      for (DType dt : kDTypes) v.push_back(make_case(Kernel::kWTConvTranspose, dt, 1, 0, true, arch));
+      for (DType dt : kDTypes) v.push_back(make_case(kWTConvTranspose, dt, 1, 0, true, arch));
     for (int L = 0; L <= 5; ++L) {
-      v.push_back(make_case(Kernel::kWTConvFold, DType::kF32, k, L, true, arch));
-      v.push_back(make_case(Kernel::kWTConvReduce, DType::kF32, k, L, true, arch));
-      if (k <= 9) v.push_back(make_case(Kernel::kWTConvReduceLane, DType::kF32, k, L, true, arch));  // lane k
+      v.push_back(make_case(kWTConvFold, DType::kF32, k, L, true, arch));
+      v.push_back(make_case(kWTConvReduce, DType::kF32, k, L, true, arch));
+      if (k <= 9) v.push_back(make_case(kWTConvReduceLane, DType::kF32, k, L, true, arch));  // lane k
     }
   }
   return v;
@@ -153,19 +156,19 @@ INSTANTIATE_TEST_SUITE_P(Sm80, CompileMatrix, ::testing::ValuesIn(matrix_cases(8
 TEST(CompileCoverage, EveryArchSeesEveryKLAndDType) {
   // Guards the case lists above against edits that drop a value.
   for (const auto& cases : {matrix_cases(90), matrix_cases(80)})
-    for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdSynth, Kernel::kWTConvFwdLevel, Kernel::kWTConvFold}) {
+    for (Kernel kn : {kWTConvFwdPlane, kWTConvFwdSynth, kWTConvFwdLevel, kWTConvFold}) {
       std::set<int> ks, Ls;
       std::set<DType> dts;
       for (const auto& c : cases)
         if (c.spec.kernel == kn) {
-          ks.insert(c.spec.k);
-          Ls.insert(c.spec.L);
-          if (c.spec.first) dts.insert(c.spec.dtype);
+          ks.insert(c.spec.get("k"));
+          Ls.insert(c.spec.get("L"));
+          if (c.spec.get("first")) dts.insert(c.spec.dtype);
         }
       SCOPED_TRACE(to_string(kn));
       EXPECT_EQ(ks, std::set<int>(std::begin(kKs), std::end(kKs)));
-      if (kn != Kernel::kWTConvFwdLevel) EXPECT_EQ(Ls, (std::set<int>{0, 1, 2, 3, 4, 5}));
-      if (kn != Kernel::kWTConvFold) EXPECT_EQ(dts.size(), 3u);
+      if (kn != kWTConvFwdLevel) EXPECT_EQ(Ls, (std::set<int>{0, 1, 2, 3, 4, 5}));
+      if (kn != kWTConvFold) EXPECT_EQ(dts.size(), 3u);
     }
   // Forward: the full k x L x dtype product per arch. Backward: every (k, L) pair, and every dtype
   // with every k and with every L.
@@ -174,17 +177,17 @@ TEST(CompileCoverage, EveryArchSeesEveryKLAndDType) {
     std::set<std::tuple<Kernel, int, int>> kl;
     std::set<std::tuple<Kernel, int, DType>> kd, ld;
     for (const auto& c : cases) {
-      full.emplace(c.spec.kernel, c.spec.k, c.spec.L, c.spec.dtype);
-      kl.emplace(c.spec.kernel, c.spec.k, c.spec.L);
-      kd.emplace(c.spec.kernel, c.spec.k, c.spec.dtype);
-      ld.emplace(c.spec.kernel, c.spec.L, c.spec.dtype);
+      full.emplace(c.spec.kernel, c.spec.get("k"), c.spec.get("L"), c.spec.dtype);
+      kl.emplace(c.spec.kernel, c.spec.get("k"), c.spec.get("L"));
+      kd.emplace(c.spec.kernel, c.spec.get("k"), c.spec.dtype);
+      ld.emplace(c.spec.kernel, c.spec.get("L"), c.spec.dtype);
     }
     for (int k : kKs)
       for (int L = 0; L <= 5; ++L)
         for (DType d : kDTypes) {
-          for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdSynth})
+          for (Kernel kn : {kWTConvFwdPlane, kWTConvFwdSynth})
             EXPECT_TRUE(full.count({kn, k, L, d})) << to_string(kn) << " k=" << k << " L=" << L << " " << to_string(d);
-          for (Kernel kn : {Kernel::kWTConvBwdPlane, Kernel::kWTConvBwdSynth}) {
+          for (Kernel kn : {kWTConvBwdPlane, kWTConvBwdSynth}) {
             EXPECT_TRUE(kl.count({kn, k, L})) << to_string(kn) << " k=" << k << " L=" << L;
             EXPECT_TRUE(kd.count({kn, k, d})) << to_string(kn) << " k=" << k << " " << to_string(d);
             EXPECT_TRUE(ld.count({kn, L, d})) << to_string(kn) << " L=" << L << " " << to_string(d);
@@ -205,9 +208,9 @@ TEST(CompileErrors, NvrtcTargetsAmpereAndHopper) {
 
 TEST(CompileErrors, ArchBelowSm80IsASpecError) {
   ScopedEnv disable("LKJIT_CACHE_DISABLE", "1");
-  const OpSpec s{Kernel::kWTConvFwdPlane, DType::kF32, 5, 3, true, 75};
+  const OpSpec s = wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 3, true, 75);
   try {
-    compile_kernel(s, Tile{0, 0, 1, 4, 256});
+    compile_kernel(s, wtconv_tile(0, 0, 1, 4, 256));
     ADD_FAILURE() << "sm_75 compiled";
   } catch (const SpecError& e) {
     EXPECT_THAT(e.what(), HasSubstr("sm_75"));
@@ -251,8 +254,8 @@ TEST(CompileErrors, SyntaxErrorCarriesKernelNameOptionsAndLog) {
 }
 
 TEST(CompileErrors, GeneratedSourceNeedsItsEmbeddedHeaders) {
-  const OpSpec s{Kernel::kWTConvFold, DType::kF32, 3, 1, true, 90};
-  GeneratedSource src = generate(s, Tile{0, 0, 0, 0, 256});
+  const OpSpec s = wtconv_spec(kWTConvFold, DType::kF32, 3, 1, true, 90);
+  GeneratedSource src = generate(s, wtconv_tile(0, 0, 0, 0, 256));
   src.headers = nullptr;  // NVRTC then cannot resolve the template include
   try {
     rt::nvrtc_compile(src, 90);
@@ -263,3 +266,26 @@ TEST(CompileErrors, GeneratedSourceNeedsItsEmbeddedHeaders) {
 }
 
 }  // namespace
+
+// The arch-specific target (sm_90a: wgmma, setmaxnreg) is its own kernel: name, key and NVRTC option.
+TEST(ArchSpecific, Sm90aCompilesUnderItsOwnNameAndKey) {
+  ScopedEnv disable("LKJIT_CACHE_DISABLE", "1");
+  OpSpec s = wtconv_spec(kWTConvFold, DType::kF32, 3, 1, true, 90);
+  const Tile t = wtconv_tile(0, 0, 0, 0, 256);
+  OpSpec a = s;
+  a.arch_specific = true;
+  EXPECT_EQ(kernel_name(a, t), "lkjit_wtconv_fold_k3_L1_w256_sm90a");
+  EXPECT_EQ(a.target(), "sm_90a");
+  const auto back = parse_kernel_name(kernel_name(a, t));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->spec, a);
+  EXPECT_FALSE(parse_kernel_name("lkjit_wtconv_fold_k3_L1_w256_sm90b").has_value());
+  const auto ka = kernel_key_inputs(a, t), ks = kernel_key_inputs(s, t);
+  EXPECT_NE(ka.key, ks.key);
+  EXPECT_THAT(ka.options, Contains("--gpu-architecture=sm_90a"));
+  const auto ck = compile_kernel(a, t);
+  expect_cubin(ck.cubin, 90, ck.kernel_name);
+  EXPECT_EQ(parse_target("sm_90a"), (ArchTarget{90, true}));
+  EXPECT_EQ(parse_target("90"), (ArchTarget{90, false}));
+  EXPECT_THROW(parse_arch("sm_90a"), SpecError);  // the plain parser names a compute capability only
+}

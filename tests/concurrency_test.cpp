@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -20,7 +21,9 @@
 #include "cache/entry.h"
 #include "cache/store.h"
 #include "lkjit/generator.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/runtime.h"
+#include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -32,8 +35,8 @@ using lkjit::test::ScopedEnv;
 using lkjit::test::TempDir;
 
 // Fold kernels no other test compiles, so that this process's memory cache has none of them yet.
-OpSpec fresh_spec(int k, int L) { return OpSpec{Kernel::kWTConvFold, DType::kF32, k, L, true, 80}; }
-const Tile kFoldTile{0, 0, 0, 0, 256};
+OpSpec fresh_spec(int k, int L) { return wtconv_spec(kWTConvFold, DType::kF32, k, L, true, 80); }
+const Tile kFoldTile = wtconv_tile(0, 0, 0, 0, 256);
 
 size_t entries_in(const std::string& dir) {
   size_t n = 0;
@@ -82,26 +85,25 @@ TEST_F(Concurrency, ThreadsCompilingOneKernelCompileItOnce) {
 
 TEST_F(Concurrency, ThreadsStoringAndLoadingOneKeyNeverSeeATornEntry) {
   const cache::DiskStore store(tmp_.path() + "/store");
-  const std::string key(64, 'a');
-  cache::EntryMeta m;
-  m.key = key;
-  m.kernel_name = "k";
+  // A genuine entry (tests/cubin_fixture.h), so that loads pass the trust checks; every writer its own
+  // payload, a cubin of the kernel padded to its own length.
+  const cache::EntryMeta m = lkjit::test::test_meta("torn");
+  std::vector<std::string> payloads;
+  for (int t = 0; t < 6; ++t) payloads.push_back(lkjit::test::test_payload(m, 20000 + 1000 * t));
   std::atomic<int> bad{0}, hits{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 6; ++t)
     threads.emplace_back([&, t] {
-      const std::string payload(20000 + 1000 * t, static_cast<char>('a' + t));  // every writer its own bytes
       for (int i = 0; i < 40; ++i) {
         if (t % 2) {
-          store.store(m, payload);
+          store.store(m, payloads[t]);
           continue;
         }
         std::string why;
-        if (auto p = store.load(key, &why)) {
+        if (auto p = store.load(m.key, &why)) {
           ++hits;
-          // Whole entries only: one writer's bytes, at that writer's length.
-          const char c = (*p)[0];
-          bad += p->size() != size_t(20000 + 1000 * (c - 'a')) || p->find_first_not_of(c) != std::string::npos;
+          // Whole entries only: one writer's bytes exactly.
+          bad += std::find(payloads.begin(), payloads.end(), *p) == payloads.end();
         } else if (!why.empty()) {
           ++bad;  // a corrupt entry was seen
         }

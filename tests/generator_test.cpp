@@ -15,6 +15,7 @@
 
 #include "generator/family.h"
 #include "generator/ops/wtconv_common.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/spec.h"
@@ -26,8 +27,8 @@ using ::testing::HasSubstr;
 using namespace lkjit;  // NOLINT: the test exercises most of the namespace
 
 // The forward kernels and the fold: the ones these tests cover.
-const std::vector<Kernel> kGenerated = {Kernel::kWTConvFold, Kernel::kWTConvFwdPlane, Kernel::kWTConvFwdLevel,
-                                        Kernel::kWTConvFwdSynth};
+const std::vector<Kernel> kGenerated = {kWTConvFold, kWTConvFwdPlane, kWTConvFwdLevel,
+                                        kWTConvFwdSynth};
 const std::vector<DType> kDTypes = {DType::kF32, DType::kF16, DType::kBF16};
 
 // Runs f and returns the SpecError's message; any other outcome is a test failure.
@@ -46,7 +47,7 @@ std::string spec_error(const std::function<void()>& f) {
 }
 
 OpSpec spec_of(Kernel kernel, DType dt = DType::kF32, int k = 5, int L = 3, bool first = true, int arch = 90) {
-  return OpSpec{kernel, dt, k, L, first, arch};
+  return wtconv_spec(kernel, dt, k, L, first, arch);
 }
 
 // Every point of the tile space, built independently of enumerate().
@@ -60,12 +61,12 @@ std::vector<Tile> full_product(const TileSpace& space) {
     for (int v : space.axes[a].values) {
       Tile u = t;
       const std::string& n = space.axes[a].name;
-      if (n == "tile_h") u.tile_h = v;
-      else if (n == "tile_w") u.tile_w = v;
-      else if (n == "planes") u.planes = v;
-      else if (n == "vy") u.vy = v;
-      else if (n == "threads") u.threads = v;
-      else if (n == "blocks") u.blocks = v;
+      if (n == "tile_h") u.set("tile_h", v);
+      else if (n == "tile_w") u.set("tile_w", v);
+      else if (n == "planes") u.set("planes", v);
+      else if (n == "vy") u.set("vy", v);
+      else if (n == "threads") u.set("threads", v);
+      else if (n == "blocks") u.set("blocks", v);
       else ADD_FAILURE() << "unknown tile axis " << n;
       rec(a + 1, u);
     }
@@ -117,18 +118,18 @@ TEST(SpecValidation, NamesEveryViolation) {
 }
 
 TEST(SpecValidation, GenerateValidatesSpecAndTile) {
-  EXPECT_THAT(spec_error([] { generate(spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 4), Tile{0, 0, 1, 4, 256}); }),
+  EXPECT_THAT(spec_error([] { generate(spec_of(kWTConvFwdPlane, DType::kF32, 4), wtconv_tile(0, 0, 1, 4, 256)); }),
               HasSubstr("k=4"));
   // threads must be a multiple of 32 within the device limit.
-  EXPECT_THAT(spec_error([] { generate(spec_of(Kernel::kWTConvFwdPlane), Tile{0, 0, 1, 4, 48}); }),
+  EXPECT_THAT(spec_error([] { generate(spec_of(kWTConvFwdPlane), wtconv_tile(0, 0, 1, 4, 48)); }),
               AllOf(HasSubstr("threads=48"), HasSubstr("multiple of 32")));
-  EXPECT_THAT(spec_error([] { generate(spec_of(Kernel::kWTConvFold), Tile{0, 0, 0, 0, 2048}); }),
+  EXPECT_THAT(spec_error([] { generate(spec_of(kWTConvFold), wtconv_tile(0, 0, 0, 0, 2048)); }),
               AllOf(HasSubstr("threads=2048"), HasSubstr("[32, 1024]")));
-  EXPECT_THAT(spec_error([] { generate(spec_of(Kernel::kWTConvFwdLevel), Tile{16, 16, 0, 3, 128}); }),
+  EXPECT_THAT(spec_error([] { generate(spec_of(kWTConvFwdLevel), wtconv_tile(16, 16, 0, 3, 128)); }),
               AllOf(HasSubstr("vy=3"), HasSubstr("tile_h=16")));
   // The level tile's smem does not fit sm_86's 99 KiB at k=31 (it does on sm_90).
-  const Tile big{64, 64, 0, 8, 256};
-  const OpSpec lv86 = spec_of(Kernel::kWTConvFwdLevel, DType::kF32, 31, 0, true, 86);
+  const Tile big = wtconv_tile(64, 64, 0, 8, 256);
+  const OpSpec lv86 = spec_of(kWTConvFwdLevel, DType::kF32, 31, 0, true, 86);
   EXPECT_THAT(spec_error([&] { validate(lv86, big, DeviceLimits::for_arch(86)); }),
               AllOf(HasSubstr("shared memory"), HasSubstr("sm_86"), HasSubstr(big.to_string())));
   OpSpec lv90 = lv86;
@@ -152,7 +153,7 @@ TEST(Emission, IsDeterministicAndSelfContained) {
         EXPECT_EQ(a.kernel_name, kernel_name(s, t));
         ASSERT_NE(a.headers, nullptr);
         EXPECT_THAT(a.source, HasSubstr("extern \"C\" __global__ void __launch_bounds__(" +
-                                        std::to_string(t.threads) + ")\n" + a.kernel_name + "("));
+                                        std::to_string(t.get("threads")) + ")\n" + a.kernel_name + "("));
         // Every quoted include, transitively, is an embedded header: NVRTC opens no files.
         std::vector<std::string> todo{a.source};
         std::set<std::string> seen;
@@ -199,15 +200,15 @@ TEST(Emission, AnotherFamilysTemplatesAreOutsideAKernelsHeaders) {
 
 TEST(KernelName, IsPinned) {
   // Names are the cache display name, bench labels and test names: a change must be deliberate.
-  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 5, 3), Tile{0, 0, 1, 4, 256}),
+  EXPECT_EQ(kernel_name(spec_of(kWTConvFwdPlane, DType::kF32, 5, 3), wtconv_tile(0, 0, 1, 4, 256)),
             "lkjit_wtconv_fwd_plane_f32_k5_L3_p1_v4_w256_sm90");
-  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdSynth, DType::kBF16, 31, 8, true, 80), Tile{16, 32, 0, 2, 256}),
+  EXPECT_EQ(kernel_name(spec_of(kWTConvFwdSynth, DType::kBF16, 31, 8, true, 80), wtconv_tile(16, 32, 0, 2, 256)),
             "lkjit_wtconv_fwd_synth_bf16_k31_L8_t16x32_v2_w256_sm80");
-  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdLevel, DType::kF16, 3, 0, true), Tile{16, 16, 0, 4, 128}),
+  EXPECT_EQ(kernel_name(spec_of(kWTConvFwdLevel, DType::kF16, 3, 0, true), wtconv_tile(16, 16, 0, 4, 128)),
             "lkjit_wtconv_fwd_level1_f16_k3_t16x16_v4_w128_sm90");
-  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFwdLevel, DType::kF16, 3, 0, false), Tile{16, 16, 0, 4, 128}),
+  EXPECT_EQ(kernel_name(spec_of(kWTConvFwdLevel, DType::kF16, 3, 0, false), wtconv_tile(16, 16, 0, 4, 128)),
             "lkjit_wtconv_fwd_levelN_f32_k3_t16x16_v4_w128_sm90");
-  EXPECT_EQ(kernel_name(spec_of(Kernel::kWTConvFold, DType::kF32, 9, 1), Tile{0, 0, 0, 0, 256}),
+  EXPECT_EQ(kernel_name(spec_of(kWTConvFold, DType::kF32, 9, 1), wtconv_tile(0, 0, 0, 0, 256)),
             "lkjit_wtconv_fold_k9_L1_w256_sm90");
 }
 
@@ -232,41 +233,41 @@ TEST(KernelName, ParsesBackToSpecAndTile) {
                 SCOPED_TRACE(n);
                 std::smatch m;
                 auto num = [&](int i) { return std::stoi(m[i].str()); };
-                if (kn == Kernel::kWTConvFwdPlane) {
+                if (kn == kWTConvFwdPlane) {
                   ASSERT_TRUE(std::regex_match(n, m, plane));
                   EXPECT_EQ(m[1].str(), to_string(dt));
                   EXPECT_EQ(num(2), k);
                   EXPECT_EQ(num(3), L);
-                  EXPECT_EQ(num(4), t.planes);
-                  EXPECT_EQ(num(5), t.vy);
-                  EXPECT_EQ(num(6), t.threads);
+                  EXPECT_EQ(num(4), t.get("planes"));
+                  EXPECT_EQ(num(5), t.get("vy"));
+                  EXPECT_EQ(num(6), t.get("threads"));
                   EXPECT_EQ(num(7), arch);
-                } else if (kn == Kernel::kWTConvFwdSynth) {
+                } else if (kn == kWTConvFwdSynth) {
                   ASSERT_TRUE(std::regex_match(n, m, synth));
                   EXPECT_EQ(m[1].str(), to_string(dt));
                   EXPECT_EQ(num(2), k);
                   EXPECT_EQ(num(3), L);
-                  EXPECT_EQ(num(4), t.tile_h);
-                  EXPECT_EQ(num(5), t.tile_w);
-                  EXPECT_EQ(num(6), t.vy);
-                  EXPECT_EQ(num(7), t.threads);
+                  EXPECT_EQ(num(4), t.get("tile_h"));
+                  EXPECT_EQ(num(5), t.get("tile_w"));
+                  EXPECT_EQ(num(6), t.get("vy"));
+                  EXPECT_EQ(num(7), t.get("threads"));
                   EXPECT_EQ(num(8), arch);
-                } else if (kn == Kernel::kWTConvFwdLevel) {
+                } else if (kn == kWTConvFwdLevel) {
                   ASSERT_TRUE(std::regex_match(n, m, level));
                   EXPECT_EQ(m[1].str(), first ? "1" : "N");
                   // Deeper levels read the fp32 low band whatever the activation dtype.
                   EXPECT_EQ(m[2].str(), first ? to_string(dt) : "f32");
                   EXPECT_EQ(num(3), k);
-                  EXPECT_EQ(num(4), t.tile_h);
-                  EXPECT_EQ(num(5), t.tile_w);
-                  EXPECT_EQ(num(6), t.vy);
-                  EXPECT_EQ(num(7), t.threads);
+                  EXPECT_EQ(num(4), t.get("tile_h"));
+                  EXPECT_EQ(num(5), t.get("tile_w"));
+                  EXPECT_EQ(num(6), t.get("vy"));
+                  EXPECT_EQ(num(7), t.get("threads"));
                   EXPECT_EQ(num(8), arch);
                 } else {
                   ASSERT_TRUE(std::regex_match(n, m, fold));
                   EXPECT_EQ(num(1), k);
                   EXPECT_EQ(num(2), L);
-                  EXPECT_EQ(num(3), t.threads);
+                  EXPECT_EQ(num(3), t.get("threads"));
                   EXPECT_EQ(num(4), arch);
                 }
                 ++checked;
@@ -301,10 +302,10 @@ TEST(KernelName, IdentifiesTheCode) {
             }
   // Distinct specs do give distinct names (a constant name would pass the checks above).
   EXPECT_GT(names.size(), 300u);
-  EXPECT_NE(kernel_name(spec_of(Kernel::kWTConvFwdPlane, DType::kF16), Tile{0, 0, 1, 4, 256}),
-            kernel_name(spec_of(Kernel::kWTConvFwdPlane, DType::kBF16), Tile{0, 0, 1, 4, 256}));
-  EXPECT_NE(kernel_name(spec_of(Kernel::kWTConvFwdPlane), Tile{0, 0, 1, 4, 256}),
-            kernel_name(spec_of(Kernel::kWTConvFwdPlane), Tile{0, 0, 2, 4, 256}));
+  EXPECT_NE(kernel_name(spec_of(kWTConvFwdPlane, DType::kF16), wtconv_tile(0, 0, 1, 4, 256)),
+            kernel_name(spec_of(kWTConvFwdPlane, DType::kBF16), wtconv_tile(0, 0, 1, 4, 256)));
+  EXPECT_NE(kernel_name(spec_of(kWTConvFwdPlane), wtconv_tile(0, 0, 1, 4, 256)),
+            kernel_name(spec_of(kWTConvFwdPlane), wtconv_tile(0, 0, 2, 4, 256)));
 }
 
 // ---- tile spaces -----------------------------------------------------------------------------------
@@ -342,7 +343,7 @@ TEST(Enumerate, IsExactlyTheSpaceMinusRejects) {
 
 TEST(Enumerate, PlaneTilesRespectSharedMemoryForTheShape) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
-  const OpSpec s = spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 31, 2);
+  const OpSpec s = spec_of(kWTConvFwdPlane, DType::kF32, 31, 2);
   const Shape small{64, 96, 7, 7, 1}, large{1, 1, 256, 256, 1};
   const auto any = enumerate(s, lim), fit_small = enumerate(s, lim, &small);
   EXPECT_FALSE(fit_small.empty());
@@ -391,13 +392,13 @@ TEST(DefaultTile, FitsTheShapeWheneverATileDoes) {
   for_each_default([&](const OpSpec& s, const DeviceLimits& lim, const Shape& sh, const Tile& t) {
     const bool any_fits = !enumerate(s, lim, &sh).empty();
     // Only whole-plane kernels can be too large for a shape (the op then runs the tiled path).
-    if (s.kernel != Kernel::kWTConvFwdPlane) EXPECT_TRUE(any_fits);
+    if (s.kernel != kWTConvFwdPlane) EXPECT_TRUE(any_fits);
     if (!any_fits) return;
     const auto why = reject_reason(s, t, lim, &sh);
     EXPECT_FALSE(why.has_value()) << *why;
     EXPECT_LE(launch_geometry(s, t, sh).smem_bytes, unsigned(lim.max_smem_per_block));
     ++checked;
-    plane_checked += s.kernel == Kernel::kWTConvFwdPlane;
+    plane_checked += s.kernel == kWTConvFwdPlane;
   });
   EXPECT_GT(plane_checked, 0);
   EXPECT_GT(checked, plane_checked);
@@ -409,7 +410,7 @@ TEST(DefaultTile, FitsTheShapeWheneverATileDoes) {
 // 28x28 k=5 L=4 backward on the 99 KiB archs, which an 80 KiB pair would push off the plane path.
 TEST(DefaultTile, PlaneDefaultStaysWithinHalfTheBlockWheneverOnePlaneCan) {
   int checked = 0, capped = 0;
-  for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvBwdPlane})
+  for (Kernel kn : {kWTConvFwdPlane, kWTConvBwdPlane})
     for (int arch : {80, 86, 90})
       for (int k : {1, 5, 7, 13, 31})
         for (int L : {0, 3, 4, 5, 8})
@@ -418,26 +419,26 @@ TEST(DefaultTile, PlaneDefaultStaysWithinHalfTheBlockWheneverOnePlaneCan) {
             const OpSpec s = spec_of(kn, DType::kBF16, k, L, true, arch);
             const DeviceLimits lim = DeviceLimits::for_arch(arch);
             const Tile t = default_tile(s, sh, lim);
-            const Tile one{0, 0, 1, 1, t.threads / t.planes};
+            const Tile one = wtconv_tile(0, 0, 1, 1, t.get("threads") / t.get("planes"));
             const unsigned cap = unsigned(lim.max_smem_per_block / 2);
             SCOPED_TRACE(s.to_string() + " " + sh.to_string() + " -> " + t.to_string());
             if (launch_geometry(s, one, sh).smem_bytes > cap) continue;
             EXPECT_LE(launch_geometry(s, t, sh).smem_bytes, cap);
             ++checked;
-            capped += t.vy == 1 || t.planes == 1;
+            capped += t.get("vy") == 1 || t.get("planes") == 1;
           }
   EXPECT_GT(checked, 100);
   EXPECT_GT(capped, 0);
   const Shape s56{64, 96, 56, 56, 1}, s28{64, 192, 28, 28, 1};
-  const Tile t56 = default_tile(spec_of(Kernel::kWTConvBwdPlane, DType::kBF16, 7, 3, true, 90), s56,
+  const Tile t56 = default_tile(spec_of(kWTConvBwdPlane, DType::kBF16, 7, 3, true, 90), s56,
                                 DeviceLimits::for_arch(90));
-  EXPECT_EQ(t56.vy, 2) << t56.to_string();
-  const Tile t28 = default_tile(spec_of(Kernel::kWTConvBwdPlane, DType::kBF16, 5, 4, true, 86), s28,
+  EXPECT_EQ(t56.get("vy"), 2) << t56.to_string();
+  const Tile t28 = default_tile(spec_of(kWTConvBwdPlane, DType::kBF16, 5, 4, true, 86), s28,
                                 DeviceLimits::for_arch(86));
-  EXPECT_EQ(t28.planes, 1) << t28.to_string();
-  const Tile t28h = default_tile(spec_of(Kernel::kWTConvBwdPlane, DType::kBF16, 5, 4, true, 90), s28,
+  EXPECT_EQ(t28.get("planes"), 1) << t28.to_string();
+  const Tile t28h = default_tile(spec_of(kWTConvBwdPlane, DType::kBF16, 5, 4, true, 90), s28,
                                  DeviceLimits::for_arch(90));
-  EXPECT_EQ(t28h.planes, 2) << t28h.to_string();  // the measured 28x28 pair on the H200
+  EXPECT_EQ(t28h.get("planes"), 2) << t28h.to_string();  // the measured 28x28 pair on the H200
 }
 
 TEST(DefaultTile, PlanesOf256x256NeverFit) {
@@ -445,7 +446,7 @@ TEST(DefaultTile, PlanesOf256x256NeverFit) {
   const Shape sh{1, 8, 256, 256, 1};
   for (int arch : {80, 90})
     for (int k : {1, 31}) {
-      const OpSpec s = spec_of(Kernel::kWTConvFwdPlane, DType::kF16, k, 1, true, arch);
+      const OpSpec s = spec_of(kWTConvFwdPlane, DType::kF16, k, 1, true, arch);
       EXPECT_TRUE(enumerate(s, DeviceLimits::for_arch(arch), &sh).empty()) << s.to_string();
     }
 }
@@ -465,10 +466,10 @@ void expect_valid_grid(const LaunchGeometry& g, const DeviceLimits& lim) {
 
 TEST(LaunchGeometry, PlaneGridIsOneBlockPerPlaneGroup) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
-  const OpSpec s = spec_of(Kernel::kWTConvFwdPlane, DType::kF16, 5, 2);
+  const OpSpec s = spec_of(kWTConvFwdPlane, DType::kF16, 5, 2);
   // 64x1024 = 65536 planes, one per block: a 1-D grid (y and z would stop at 65535).
   const Shape big{64, 1024, 7, 7, 1};
-  const Tile one{0, 0, 1, 4, 256};
+  const Tile one = wtconv_tile(0, 0, 1, 4, 256);
   ASSERT_FALSE(reject_reason(s, one, lim, &big).has_value());
   const LaunchGeometry g = launch_geometry(s, one, big);
   EXPECT_EQ(g.grid[0], 65536u);
@@ -483,18 +484,18 @@ TEST(LaunchGeometry, PlaneGridIsOneBlockPerPlaneGroup) {
   for (const Tile& t : enumerate(s, lim, &odd)) {
     SCOPED_TRACE(t.to_string());
     const LaunchGeometry h = launch_geometry(s, t, odd);
-    EXPECT_EQ(h.grid[0], unsigned((3003 + t.planes - 1) / t.planes));
-    EXPECT_EQ(h.block[0], unsigned(t.threads));
+    EXPECT_EQ(h.grid[0], unsigned((3003 + t.get("planes") - 1) / t.get("planes")));
+    EXPECT_EQ(h.block[0], unsigned(t.get("threads")));
     expect_valid_grid(h, lim);
-    tested += t.planes > 1;
+    tested += t.get("planes") > 1;
   }
   EXPECT_GT(tested, 0) << "no multi-plane tile was tested";
   const Tile d = default_tile(s, big, lim);
-  EXPECT_EQ(launch_geometry(s, d, big).grid[0], unsigned((65536 + d.planes - 1) / d.planes)) << d.to_string();
+  EXPECT_EQ(launch_geometry(s, d, big).grid[0], unsigned((65536 + d.get("planes") - 1) / d.get("planes"))) << d.to_string();
   // Shared memory is per plane: twice the planes, twice the bytes.
   const unsigned bytes = launch_geometry(s, one, big).smem_bytes;
   EXPECT_GT(bytes, 0u);
-  EXPECT_EQ(launch_geometry(s, Tile{0, 0, 2, 4, 256}, big).smem_bytes, 2 * bytes);
+  EXPECT_EQ(launch_geometry(s, wtconv_tile(0, 0, 2, 4, 256), big).smem_bytes, 2 * bytes);
 }
 
 // The lane backward of the 14x14 planes of a WTConvNeXt-T stage asks ptxas for 12 warps an SM (the tile's
@@ -505,82 +506,82 @@ TEST(LaunchGeometry, PlaneGridIsOneBlockPerPlaneGroup) {
 TEST(LaunchGeometry, LaneBackwardKeepsTwelveWarpsAnSMAt14x14) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
   const Shape sh{64, 384, 14, 14, 1};
-  const OpSpec bwd = spec_of(Kernel::kWTConvBwdLane, DType::kBF16, 5, 3);
+  const OpSpec bwd = spec_of(kWTConvBwdLane, DType::kBF16, 5, 3);
   const Tile t = default_tile(bwd, sh, lim);
-  EXPECT_EQ(t, (Tile{0, 14, 32, 0, 64, 6}));
+  EXPECT_EQ(t, (wtconv_tile(0, 14, 32, 0, 64, 6)));
   EXPECT_THAT(generate(bwd, t).source, HasSubstr("__launch_bounds__(64, 6)\n"));
   const int64_t blocks = lim.smem_per_sm / (launch_geometry(bwd, t, sh).smem_bytes + 1024);
   EXPECT_GE(blocks, 6);
-  EXPECT_GE(blocks * lim.sm_count * t.planes, sh.B * sh.C);
+  EXPECT_GE(blocks * lim.sm_count * t.get("planes"), sh.B * sh.C);
   Tile uncapped = t;
-  uncapped.blocks = 0;
+  uncapped.set("blocks", 0);
   EXPECT_THAT(generate(bwd, uncapped).source, HasSubstr("__launch_bounds__(64)\n"));
-  EXPECT_EQ(default_tile(bwd, Shape{64, 96, 14, 14, 1}, lim).blocks, 0);
-  EXPECT_EQ(default_tile(bwd, sh, DeviceLimits::for_arch(80)).blocks, 0);
-  const OpSpec fwd = spec_of(Kernel::kWTConvFwdLane, DType::kBF16, 5, 3);
-  EXPECT_EQ(default_tile(fwd, sh, lim).blocks, 0);
+  EXPECT_EQ(default_tile(bwd, Shape{64, 96, 14, 14, 1}, lim).get("blocks"), 0);
+  EXPECT_EQ(default_tile(bwd, sh, DeviceLimits::for_arch(80)).get("blocks"), 0);
+  const OpSpec fwd = spec_of(kWTConvFwdLane, DType::kBF16, 5, 3);
+  EXPECT_EQ(default_tile(fwd, sh, lim).get("blocks"), 0);
 }
 
 // A register cap must leave the register rows unspilled (>= 168 a thread) and cap something (<= 255), and
 // shared memory must hold that many blocks; each refusal names the value and the range.
 TEST(Enumerate, LaneRegisterCapsAreUsableOnes) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
-  const OpSpec bwd = spec_of(Kernel::kWTConvBwdLane, DType::kBF16, 5, 3);
+  const OpSpec bwd = spec_of(kWTConvBwdLane, DType::kBF16, 5, 3);
   const Shape sh{64, 384, 14, 14, 1};
-  EXPECT_THAT(reject_reason(bwd, Tile{0, 14, 32, 0, 64, 12}, lim, &sh).value_or(""),
+  EXPECT_THAT(reject_reason(bwd, wtconv_tile(0, 14, 32, 0, 64, 12), lim, &sh).value_or(""),
               AllOf(HasSubstr("blocks=12 with threads=64 caps registers at 80"), HasSubstr("168..255")));
-  EXPECT_THAT(reject_reason(bwd, Tile{0, 14, 32, 0, 64, 3}, lim, &sh).value_or(""),
+  EXPECT_THAT(reject_reason(bwd, wtconv_tile(0, 14, 32, 0, 64, 3), lim, &sh).value_or(""),
               HasSubstr("caps registers at 336"));
-  EXPECT_THAT(reject_reason(bwd, Tile{0, 14, 0, 0, 32, 12}, lim, &sh).value_or(""),
+  EXPECT_THAT(reject_reason(bwd, wtconv_tile(0, 14, 0, 0, 32, 12), lim, &sh).value_or(""),
               AllOf(HasSubstr("blocks=12"), HasSubstr("supported: blocks <= ")));
   int capped = 0;
   for (const Tile& t : enumerate(bwd, lim, &sh)) {
-    if (!t.blocks) continue;
+    if (!t.get("blocks")) continue;
     ++capped;
-    const int64_t cap = lim.regs_per_sm / (int64_t(t.blocks) * t.threads) / 8 * 8;
+    const int64_t cap = lim.regs_per_sm / (int64_t(t.get("blocks")) * t.get("threads")) / 8 * 8;
     EXPECT_TRUE(cap >= 168 && cap <= 255) << t.to_string();
   }
   EXPECT_GT(capped, 0);
   // Kernels without the axis take no cap: it would change their code behind their tile space's back.
-  const OpSpec plane = spec_of(Kernel::kWTConvFwdPlane, DType::kF16, 5, 3);
-  EXPECT_THAT(reject_reason(plane, Tile{0, 0, 2, 2, 256, 12}, lim, nullptr).value_or(""),
+  const OpSpec plane = spec_of(kWTConvFwdPlane, DType::kF16, 5, 3);
+  EXPECT_THAT(reject_reason(plane, wtconv_tile(0, 0, 2, 2, 256, 12), lim, nullptr).value_or(""),
               AllOf(HasSubstr("blocks=12"), HasSubstr("wtconv_fwd_plane has no register-cap axis"),
                     HasSubstr("supported: blocks=0")));
-  EXPECT_THAT(spec_error([&] { generate(plane, Tile{0, 0, 2, 2, 256, 12}); }), HasSubstr("blocks=12"));
-  EXPECT_FALSE(reject_reason(plane, Tile{0, 0, 2, 2, 256}, lim, nullptr).has_value());
+  EXPECT_THAT(spec_error([&] { generate(plane, wtconv_tile(0, 0, 2, 2, 256, 12)); }), HasSubstr("blocks=12"));
+  EXPECT_FALSE(reject_reason(plane, wtconv_tile(0, 0, 2, 2, 256), lim, nullptr).has_value());
 }
 
 // The layout transpose: one block per 64-channel x 64-pixel tile of each image, whatever the direction.
 TEST(LaunchGeometry, TransposeCoversEveryTile) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
   for (DType dt : {DType::kF32, DType::kBF16}) {
-    const OpSpec s = spec_of(Kernel::kWTConvTranspose, dt, 1, 0);
+    const OpSpec s = spec_of(kWTConvTranspose, dt, 1, 0);
     const Shape sh{3, 96, 7, 9, 1};
     const Tile t = default_tile(s, sh, lim);
-    EXPECT_EQ(t, (Tile{0, 0, 0, 0, 128}));
+    EXPECT_EQ(t, (wtconv_tile(0, 0, 0, 0, 128)));
     EXPECT_EQ(enumerate(s, lim, &sh).size(), 2u);  // 128 and 256 threads
     for (int threads : {128, 256}) {
-      const LaunchGeometry g = launch_geometry(s, Tile{0, 0, 0, 0, threads}, sh);
+      const LaunchGeometry g = launch_geometry(s, wtconv_tile(0, 0, 0, 0, threads), sh);
       EXPECT_EQ(g.grid[0], 3u * 2u * 1u);  // ceil(96/64) x ceil(63/64) per image, whatever the block size
       EXPECT_EQ(g.block[0], static_cast<unsigned>(threads));
       expect_valid_grid(g, lim);
     }
     EXPECT_EQ(kernel_name(s, t), std::string("lkjit_wtconv_transpose_") + to_string(dt) + "_w128_sm90");
-    EXPECT_TRUE(reject_reason(s, Tile{0, 0, 0, 0, 64}, lim, &sh).has_value());
-    EXPECT_TRUE(reject_reason(s, Tile{0, 0, 0, 0, 512}, lim, &sh).has_value());
+    EXPECT_TRUE(reject_reason(s, wtconv_tile(0, 0, 0, 0, 64), lim, &sh).has_value());
+    EXPECT_TRUE(reject_reason(s, wtconv_tile(0, 0, 0, 0, 512), lim, &sh).has_value());
   }
 }
 
 TEST(LaunchGeometry, TiledGridsCoverTheOutput) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
-  const Tile t{16, 32, 0, 4, 256};
+  const Tile t = wtconv_tile(16, 32, 0, 4, 256);
   // Level kernel: the shape is its input band; the output band is ceil(H/2) x ceil(W/2).
-  const OpSpec lv = spec_of(Kernel::kWTConvFwdLevel, DType::kF32, 5, 0);
+  const OpSpec lv = spec_of(kWTConvFwdLevel, DType::kF32, 5, 0);
   EXPECT_EQ(launch_geometry(lv, t, Shape{2, 3, 56, 56, 1}).grid[0], 2u * 3 * 2 * 1);   // 28x28 -> 2x1 tiles
   EXPECT_EQ(launch_geometry(lv, t, Shape{2, 3, 65, 130, 1}).grid[0], 2u * 3 * 3 * 3);  // 33x65 -> 3x3 tiles
   EXPECT_EQ(launch_geometry(lv, t, Shape{1, 1, 1, 1, 1}).grid[0], 1u);
   // Synthesis: tiles of the strided output.
-  const OpSpec sy = spec_of(Kernel::kWTConvFwdSynth, DType::kF32, 5, 3);
+  const OpSpec sy = spec_of(kWTConvFwdSynth, DType::kF32, 5, 3);
   EXPECT_EQ(launch_geometry(sy, t, Shape{2, 3, 56, 56, 1}).grid[0], 2u * 3 * 4 * 2);
   EXPECT_EQ(launch_geometry(sy, t, Shape{2, 3, 56, 56, 2}).grid[0], 2u * 3 * 2 * 1);  // 28x28 out
   EXPECT_EQ(launch_geometry(sy, t, Shape{2, 3, 57, 57, 2}).grid[0], 2u * 3 * 2 * 1);  // 29x29 out
@@ -597,14 +598,14 @@ TEST(LaunchGeometry, TiledGridsCoverTheOutput) {
 
 TEST(LaunchGeometry, FoldGridCoversEveryParameterUpToACap) {
   const DeviceLimits lim = DeviceLimits::for_arch(90);
-  const Tile t{0, 0, 0, 0, 256};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 256);
   // C*k*k (W0) + C (b) + L*4C*k*k (levels) = 96*25 + 96 + 3*4*96*25 = 31296 floats -> 123 blocks.
-  const LaunchGeometry g = launch_geometry(spec_of(Kernel::kWTConvFold, DType::kF32, 5, 3), t, Shape{1, 96, 1, 1, 1});
+  const LaunchGeometry g = launch_geometry(spec_of(kWTConvFold, DType::kF32, 5, 3), t, Shape{1, 96, 1, 1, 1});
   EXPECT_EQ(g.grid[0], 123u);
   EXPECT_EQ(g.block[0], 256u);
   expect_valid_grid(g, lim);
   // Huge parameter sets use a capped grid (the template loops grid-stride).
-  const LaunchGeometry h = launch_geometry(spec_of(Kernel::kWTConvFold, DType::kF32, 31, 8), t, Shape{1, 768, 1, 1, 1});
+  const LaunchGeometry h = launch_geometry(spec_of(kWTConvFold, DType::kF32, 31, 8), t, Shape{1, 768, 1, 1, 1});
   EXPECT_EQ(h.grid[0], 4096u);
   expect_valid_grid(h, lim);
 }
@@ -646,19 +647,20 @@ TEST(Parse, Arch) {
 }
 
 TEST(Parse, Kernel) {
-  const auto all = all_kernels();
+  const auto all = family("wtconv").kernels;
   EXPECT_EQ(all.size(), 12u);  // 9 and the lane kernels (forward, backward, their reduce)
+  for (Kernel k : all) EXPECT_NE(std::find(all_kernels().begin(), all_kernels().end(), k), all_kernels().end());
   std::set<std::string> names;
   for (Kernel k : all) {
     EXPECT_EQ(parse_kernel(to_string(k)), k);
     names.insert(to_string(k));
   }
   EXPECT_EQ(names.size(), all.size());
-  EXPECT_EQ(std::string(to_string(Kernel::kWTConvFwdLane)), "wtconv_fwd_lane");
-  EXPECT_EQ(std::string(to_string(Kernel::kWTConvBwdLane)), "wtconv_bwd_lane");
-  EXPECT_EQ(parse_kernel("wtconv_fwd_lane"), Kernel::kWTConvFwdLane);
-  EXPECT_EQ(parse_kernel("wtconv_bwd_lane"), Kernel::kWTConvBwdLane);
-  EXPECT_EQ(parse_kernel("wtconv_reduce_lane"), Kernel::kWTConvReduceLane);
+  EXPECT_EQ(std::string(to_string(kWTConvFwdLane)), "wtconv_fwd_lane");
+  EXPECT_EQ(std::string(to_string(kWTConvBwdLane)), "wtconv_bwd_lane");
+  EXPECT_EQ(parse_kernel("wtconv_fwd_lane"), kWTConvFwdLane);
+  EXPECT_EQ(parse_kernel("wtconv_bwd_lane"), kWTConvBwdLane);
+  EXPECT_EQ(parse_kernel("wtconv_reduce_lane"), kWTConvReduceLane);
   EXPECT_THAT(spec_error([] { parse_kernel("wtconv_fwd"); }),
               AllOf(HasSubstr("'wtconv_fwd'"), HasSubstr("wtconv_fwd_plane"), HasSubstr("wtconv_fold"),
                     HasSubstr("wtconv_fwd_lane"), HasSubstr("wtconv_bwd_lane")));
@@ -666,26 +668,26 @@ TEST(Parse, Kernel) {
 }
 
 TEST(Print, SpecTileShape) {
-  EXPECT_EQ(spec_of(Kernel::kWTConvFwdPlane, DType::kF32, 5, 3).to_string(), "wtconv_fwd_plane f32 k=5 L=3 sm_90");
-  EXPECT_EQ(spec_of(Kernel::kWTConvFwdLevel, DType::kF16, 7, 0, false, 80).to_string(),
+  EXPECT_EQ(spec_of(kWTConvFwdPlane, DType::kF32, 5, 3).to_string(), "wtconv_fwd_plane f32 k=5 L=3 sm_90");
+  EXPECT_EQ(spec_of(kWTConvFwdLevel, DType::kF16, 7, 0, false, 80).to_string(),
             "wtconv_fwd_level f16 k=7 L=0 deeper sm_80");
-  EXPECT_EQ((Tile{0, 0, 2, 4, 256}).to_string(), "p2_v4_w256");
-  EXPECT_EQ((Tile{32, 32, 0, 4, 256}).to_string(), "t32x32_v4_w256");
-  EXPECT_EQ((Tile{0, 0, 0, 0, 256}).to_string(), "w256");
+  EXPECT_EQ((wtconv_tile(0, 0, 2, 4, 256)).to_string(), "p2_v4_w256");
+  EXPECT_EQ((wtconv_tile(32, 32, 0, 4, 256)).to_string(), "t32x32_v4_w256");
+  EXPECT_EQ((wtconv_tile(0, 0, 0, 0, 256)).to_string(), "w256");
   EXPECT_EQ((Shape{64, 96, 56, 56, 1}).to_string(), "64x96x56x56");
   EXPECT_EQ((Shape{1, 2, 3, 4, 2}).to_string(), "1x2x3x4/s2");
   EXPECT_EQ((Shape{1, 2, 5, 4, 2}).H_out(), 3);
   // Equality sees every field.
-  const OpSpec a = spec_of(Kernel::kWTConvFwdLevel);
-  EXPECT_EQ(a, spec_of(Kernel::kWTConvFwdLevel));
-  EXPECT_NE(a, spec_of(Kernel::kWTConvFwdSynth));
-  EXPECT_NE(a, spec_of(Kernel::kWTConvFwdLevel, DType::kBF16));
-  EXPECT_NE(a, spec_of(Kernel::kWTConvFwdLevel, DType::kF32, 7));
-  EXPECT_NE(a, spec_of(Kernel::kWTConvFwdLevel, DType::kF32, 5, 2));
-  EXPECT_NE(a, spec_of(Kernel::kWTConvFwdLevel, DType::kF32, 5, 3, false));
-  EXPECT_NE(a, spec_of(Kernel::kWTConvFwdLevel, DType::kF32, 5, 3, true, 80));
-  Tile t{16, 16, 0, 4, 128}, u = t;
-  u.vy = 2;
+  const OpSpec a = spec_of(kWTConvFwdLevel);
+  EXPECT_EQ(a, spec_of(kWTConvFwdLevel));
+  EXPECT_NE(a, spec_of(kWTConvFwdSynth));
+  EXPECT_NE(a, spec_of(kWTConvFwdLevel, DType::kBF16));
+  EXPECT_NE(a, spec_of(kWTConvFwdLevel, DType::kF32, 7));
+  EXPECT_NE(a, spec_of(kWTConvFwdLevel, DType::kF32, 5, 2));
+  EXPECT_NE(a, spec_of(kWTConvFwdLevel, DType::kF32, 5, 3, false));
+  EXPECT_NE(a, spec_of(kWTConvFwdLevel, DType::kF32, 5, 3, true, 80));
+  Tile t = wtconv_tile(16, 16, 0, 4, 128), u = t;
+  u.set("vy", 2);
   EXPECT_NE(t, u);
 }
 
@@ -710,17 +712,17 @@ TEST(DeviceLimits, KnownArchsAndUnknownArchError) {
 // (strips of v rows, vw columns each) reads 32 distinct banks at every tap; elsewhere it is the odd pitch.
 TEST(StripLayout, WrappingWarpsHitDistinctBanksOrTheOddPitchIsKept) {
   int free_seen = 0, odd_seen = 0;
-  for (Kernel kn : {Kernel::kWTConvFwdPlane, Kernel::kWTConvBwdPlane})
+  for (Kernel kn : {kWTConvFwdPlane, kWTConvBwdPlane})
     for (int k : {1, 5, 7, 31})
       for (int v = 1; v <= 8; ++v)
         for (int64_t w = 1; w <= 300; ++w) {
-          const OpSpec s{kn, DType::kF32, k, 2, true, 90};
-          const auto st = gen::wtconv::strip_layout(s, w, v);
+          const OpSpec s = wtconv_spec(kn, DType::kF32, k, 2, true, 90);
+          const auto st = gen::wtconv::strip_layout(gen::wtconv::wspec(s), w, v);
           const int64_t lo = w + (k - 1);
           SCOPED_TRACE(s.to_string() + " v=" + std::to_string(v) + " w=" + std::to_string(w));
           ASSERT_GE(st.pitch, lo);
           ASSERT_GE(st.vw, w);
-          if (kn == Kernel::kWTConvBwdPlane) EXPECT_EQ(st.pitch % 2, 1);  // the wgrad's row walks
+          if (kn == kWTConvBwdPlane) EXPECT_EQ(st.pitch % 2, 1);  // the wgrad's row walks
           if (st.pitch == (lo | 1) && st.vw == w && (v * st.pitch - w) % 32 != 0) {
             ++odd_seen;
             continue;
@@ -736,12 +738,12 @@ TEST(StripLayout, WrappingWarpsHitDistinctBanksOrTheOddPitchIsKept) {
         }
   EXPECT_GT(free_seen, 1000);
   EXPECT_GT(odd_seen, 100);
-  const OpSpec fwd{Kernel::kWTConvFwdPlane, DType::kBF16, 5, 5, true, 90};
-  const OpSpec bwd{Kernel::kWTConvBwdPlane, DType::kBF16, 5, 5, true, 90};
-  EXPECT_EQ(gen::wtconv::strip_layout(fwd, 56, 4).pitch, 62);  // 4 * 62 = 56 (mod 32)
-  EXPECT_EQ(gen::wtconv::strip_layout(fwd, 28, 4).vw, 32);      // pitch 32: 4 idle lanes beat 39 floats
-  EXPECT_EQ(gen::wtconv::strip_layout(bwd, 56, 4).vw, 60);      // odd 63: 4 * 63 = 60 (mod 32)
-  EXPECT_EQ(gen::wtconv::strip_layout(bwd, 28, 4).pitch, 33);   // no odd pitch within 3: conflicts kept
+  const OpSpec fwd = wtconv_spec(kWTConvFwdPlane, DType::kBF16, 5, 5, true, 90);
+  const OpSpec bwd = wtconv_spec(kWTConvBwdPlane, DType::kBF16, 5, 5, true, 90);
+  EXPECT_EQ(gen::wtconv::strip_layout(gen::wtconv::wspec(fwd), 56, 4).pitch, 62);  // 4 * 62 = 56 (mod 32)
+  EXPECT_EQ(gen::wtconv::strip_layout(gen::wtconv::wspec(fwd), 28, 4).vw, 32);      // pitch 32: 4 idle lanes beat 39 floats
+  EXPECT_EQ(gen::wtconv::strip_layout(gen::wtconv::wspec(bwd), 56, 4).vw, 60);      // odd 63: 4 * 63 = 60 (mod 32)
+  EXPECT_EQ(gen::wtconv::strip_layout(gen::wtconv::wspec(bwd), 28, 4).pitch, 33);   // no odd pitch within 3: conflicts kept
 }
 
 }  // namespace

@@ -20,8 +20,10 @@
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/runtime.h"
 #include "runtime/env.h"
+#include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -72,7 +74,14 @@ class OutsideInput : public ::testing::Test {
     fs::permissions(cache_, fs::perms::owner_all);
   }
   // The key compile_kernel gives the fold kernel k=3 L=1 sm_90 in this build.
-  static std::string fold_key() { return kernel_key_inputs(OpSpec{Kernel::kWTConvFold, DType::kF32, 3, 1, true, 90}, Tile{0, 0, 0, 0, 256}).key; }
+  static std::string fold_key() { return kernel_key_inputs(wtconv_spec(kWTConvFold, DType::kF32, 3, 1, true, 90), wtconv_tile(0, 0, 0, 0, 256)).key; }
+  // An entry that passes the trust checks (tests/cubin_fixture.h): made-up kernel `tag`, its key the hash of its
+  // recorded inputs, a synthetic cubin defining it.
+  static cache::EntryMeta genuine_meta(const std::string& tag) { return lkjit::test::test_meta(tag); }
+  static std::string genuine_entry(const std::string& tag) {
+    const cache::EntryMeta m = genuine_meta(tag);
+    return cache::encode_entry(m, lkjit::test::test_payload(m));
+  }
   // A well-formed entry of key (fake cubin), as the store writes it.
   static std::string entry_of(const std::string& key, const std::string& payload = "\x7f" "ELF-ish payload") {
     cache::EntryMeta m;
@@ -267,21 +276,21 @@ TEST_F(OutsideInput, FifosAndDevicesAsInputFilesAreRefusedNamingThem) {
 }
 
 TEST_F(OutsideInput, AFifoAtAnImportedEntrysPathRefusesThatEntryOnly) {
-  // Two entries exported from one cache; in the target, a FIFO squats on the first one's path.
+  // Two entries exported from one cache (in key order); in the target, a FIFO squats on a's path.
   const std::string from = tmp_.path() + "/from";
   fs::create_directories(from);
   fs::permissions(from, fs::perms::owner_all);
-  const std::string a(64, 'a'), c(64, 'c');
-  write_file(from + "/" + a + ".lkjit", entry_of(a));
-  write_file(from + "/" + c + ".lkjit", entry_of(c));
+  const std::string a = genuine_meta("a").key, c = genuine_meta("c").key;
+  write_file(from + "/" + a + ".lkjit", genuine_entry("a"));
+  write_file(from + "/" + c + ".lkjit", genuine_entry("c"));
   const std::string bundle = tmp_.path() + "/two.bundle";
   ASSERT_EQ(run("cache export " + shell_quote(bundle), "", from).code, 0);
   make_cache();
   fifo(cache_ + "/" + a + ".lkjit");
   const CommandResult r = run("cache import " + shell_quote(bundle));
   EXPECT_EQ(r.code, 5) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("import: refused entry 1 (key " + a.substr(0, 16) + "): "), HasSubstr("not a regular file"),
-                              HasSubstr("2 entries, 1 added, 0 already cached, 1 refused"),
+  EXPECT_THAT(r.output, AllOf(HasSubstr("import: refused entry " + std::string(a < c ? "1" : "2") + " (key " + a.substr(0, 16) + "): "), HasSubstr("not a regular file"),
+                              HasSubstr("2 entries verified, 1 added, 0 already cached, 1 refused"),
                               HasSubstr("1 of its 2 entries could not be imported")));
   EXPECT_TRUE(fs::is_regular_file(cache_ + "/" + c + ".lkjit"));
 }
@@ -406,7 +415,7 @@ TEST_F(OutsideInput, TuningDatabaseIntegersAreNeverTruncated) {
 
 TEST_F(OutsideInput, BundleFramingNumbersAreDecimal) {
   make_cache();
-  const std::string entry = entry_of(std::string(64, 'a'));
+  const std::string entry = genuine_entry("a");
   auto bundle = [&](const std::string& size_text, const std::string& count_text) {
     std::string b = "LKJIT-BUNDLE 1\nentry " + size_text + "\n" + entry + "\n";
     return b + "end " + count_text + " " + cache::sha256_hex(b) + "\n";

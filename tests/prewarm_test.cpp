@@ -2,6 +2,7 @@
 // with no GPU: sm_80 and sm_90 kernels, 8 processes sharing one cache, a prewarm killed mid-compile,
 // bundles, the spec sets (preset, lists, manifest, tuning database) and the cache maintenance actions.
 // Spec sets are tiny (k=3, L=1, 4x8x8): a compile takes a fraction of a second on 2 cores.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +27,7 @@
 #include "cache/lock.h"
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
+#include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
 extern char** environ;
@@ -218,7 +220,7 @@ TEST_F(Prewarm, BundlesRoundTripToAnotherCache) {
   const std::string other = tmp_ + "/other";
   const CommandResult imported = run("cache import " + shell_quote(bundle), other);
   ASSERT_EQ(imported.code, 0) << imported.output;
-  EXPECT_THAT(imported.output, HasSubstr("5 entries, 5 added, 0 already cached, 0 refused"));
+  EXPECT_THAT(imported.output, HasSubstr("5 entries verified, 5 added, 0 already cached, 0 refused"));
   EXPECT_THAT(run("cache verify", other).output, HasSubstr("5 entries ok, 0 corrupt"));
   EXPECT_THAT(run("cache ls", other).output,
               AllOf(HasSubstr("lkjit_wtconv_fwd_lane_f16_k3_L1_t0x8_w64_sm90"), Not(HasSubstr("bwd_lane"))));
@@ -334,6 +336,26 @@ TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
   r = run("prewarm --list --manifest " + shell_quote(manifest));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("wtconv_bwd_lane bf16 k=5 L=3 sm_90  p32_t0x14_b6_w64"));
+}
+
+TEST_F(Prewarm, ManifestLayersNameTheirOp) {
+  // "op" is optional (the default op, wtconv): a layer with it plans what the same layer without it plans.
+  const std::string plain = tmp_ + "/plain.json", named = tmp_ + "/named.json";
+  write_file(plain, R"({"archs": ["sm_90"], "dtypes": ["f16"], "layers": [{"B": 2, "C": 8, "H": 16, "W": 16, "k": 7, "L": 2}]})");
+  write_file(named, R"({"archs": ["sm_90"], "dtypes": ["f16"],
+    "layers": [{"op": "wtconv", "B": 2, "C": 8, "H": 16, "W": 16, "k": 7, "L": 2}]})");
+  const CommandResult a = run("prewarm --list --manifest " + shell_quote(plain));
+  const CommandResult b = run("prewarm --list --manifest " + shell_quote(named));
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_THAT(b.output, AllOf(HasSubstr("lkjit_wtconv_fwd_plane_f16_k7_L2_"), HasSubstr("lkjit_wtconv_bwd_plane_f16_k7_L2_")));
+  // --op wtconv is the default too, and an unknown op is named with the known ones.
+  EXPECT_EQ(run("prewarm --list --op wtconv --manifest " + shell_quote(plain)).output, a.output);
+  write_file(named, R"({"layers": [{"op": "wbmm9", "C": 8, "H": 16, "W": 16}]})");
+  const CommandResult r = run("prewarm --list --manifest " + shell_quote(named));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit: error: " + named + ": layers[0]: op 'wbmm9' is unknown; supported: wtconv"));
+  EXPECT_TRUE(files_with(".lkjit").empty());
 }
 
 TEST_F(Prewarm, ABrokenTuningDatabaseIsAnError) {
@@ -597,7 +619,9 @@ TEST_F(Prewarm, CacheExplainNamesTheDifferingInput) {
   r = run("cache explain " + name);
   EXPECT_THAT(r.output, AllOf(HasSubstr("entry eeeeeeeeeeeeeeee"), HasSubstr("nvrtc: 12.8 -> "),
                               HasSubstr("header wtconv/fold.cuh: "),
-                              HasSubstr("header wtconv/fwd_plane.cuh: added")));
+                              HasSubstr("header wtconv/common.cuh: added")));
+  // Only the fold's own headers are inputs: another kernel's template is never named.
+  EXPECT_THAT(r.output, Not(HasSubstr("fwd_plane.cuh")));
   r = run("cache explain " + m.key.substr(0, 12));
   EXPECT_THAT(r.output, AllOf(HasSubstr("lookups miss this entry"), HasSubstr("nvrtc: 12.8 -> "),
                               HasSubstr("entry " + key.substr(0, 16))));
@@ -719,14 +743,15 @@ TEST_F(Prewarm, ExportAndStatTreatADanglingLinkAsUnreadable) {
   // counts none either): the size is the real entry's alone.
   fs::create_directories(cache_);
   ASSERT_EQ(::chmod(cache_.c_str(), 0700), 0);
-  const std::string entry = cache_ + "/" + std::string(64, 'a') + ".lkjit";
-  write_file(entry, fake_entry('a', 100));
-  ASSERT_LT(fs::file_size(entry), 1024u);
+  const lkjit::cache::EntryMeta m = lkjit::test::test_meta("a");  // export ships only entries that pass the checks
+  const std::string entry = cache_ + "/" + m.key + ".lkjit";
+  write_file(entry, lkjit::cache::encode_entry(m, lkjit::test::test_payload(m)));
+  ASSERT_LT(fs::file_size(entry), 4096u);
   const std::string dangling = cache_ + "/" + std::string(64, 'd') + ".lkjit";
   fs::create_symlink(tmp_ + "/gone", dangling);
   CommandResult r = run("cache stat");
   EXPECT_THAT(r.output, AllOf(HasSubstr("entries    2"), HasSubstr("unreadable 1"),
-                              HasSubstr("size       " + std::to_string(fs::file_size(entry)) + " B of")))
+                              HasSubstr("size       " + fmt::format("{:.1f} KiB", fs::file_size(entry) / 1024.0) + " of")))
       << r.output;
   r = run("cache export " + shell_quote(tmp_ + "/out.bundle"));
   EXPECT_EQ(r.code, 0) << r.output;

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/tuning.h"
@@ -122,30 +123,30 @@ TEST(ShapeBucket, PowersOfTwoForBAndCExactSmallMapsQuarterOctavesAbove) {
 }
 
 TEST(SpecKey, IsTheKernelNameWithoutTheTile) {
-  const OpSpec plane{Kernel::kWTConvFwdPlane, DType::kF32, 5, 5, true, 90};
+  const OpSpec plane = wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 5, true, 90);
   EXPECT_EQ(spec_key(plane), "lkjit_wtconv_fwd_plane_f32_k5_L5_sm90");
-  const Tile t{0, 0, 1, 4, 256};
+  const Tile t = wtconv_tile(0, 0, 1, 4, 256);
   const std::string name = kernel_name(plane, t);
   const std::string key = spec_key(plane);
   EXPECT_EQ(name, key.substr(0, key.size() - 5) + "_" + t.to_string() + "_sm90");
   // A deeper level reads fp32 whatever the layer's dtype: one key (and one binary).
-  EXPECT_EQ(spec_key(OpSpec{Kernel::kWTConvFwdLevel, DType::kF16, 5, 0, false, 90}),
-            spec_key(OpSpec{Kernel::kWTConvFwdLevel, DType::kF32, 5, 0, false, 90}));
-  EXPECT_NE(spec_key(OpSpec{Kernel::kWTConvFwdLevel, DType::kF16, 5, 0, true, 90}),
-            spec_key(OpSpec{Kernel::kWTConvFwdLevel, DType::kF32, 5, 0, true, 90}));
-  EXPECT_EQ(spec_key(OpSpec{Kernel::kWTConvReduce, DType::kF32, 3, 2, true, 80}), "lkjit_wtconv_reduce_k3_L2_sm80");
+  EXPECT_EQ(spec_key(wtconv_spec(kWTConvFwdLevel, DType::kF16, 5, 0, false, 90)),
+            spec_key(wtconv_spec(kWTConvFwdLevel, DType::kF32, 5, 0, false, 90)));
+  EXPECT_NE(spec_key(wtconv_spec(kWTConvFwdLevel, DType::kF16, 5, 0, true, 90)),
+            spec_key(wtconv_spec(kWTConvFwdLevel, DType::kF32, 5, 0, true, 90)));
+  EXPECT_EQ(spec_key(wtconv_spec(kWTConvReduce, DType::kF32, 3, 2, true, 80)), "lkjit_wtconv_reduce_k3_L2_sm80");
 }
 
 TEST(TileAxes, GetAndSetByName) {
   Tile t;
   for (size_t i = 0; i < tile_axis_names().size(); ++i) EXPECT_TRUE(set_tile_axis(t, tile_axis_names()[i], int(i) + 1));
-  EXPECT_EQ(t, (Tile{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(t, (wtconv_tile(1, 2, 3, 4, 5, 6)));
   for (size_t i = 0; i < tile_axis_names().size(); ++i) EXPECT_EQ(tile_axis(t, tile_axis_names()[i]), int(i) + 1);
   EXPECT_FALSE(set_tile_axis(t, "warps", 4));
   EXPECT_EQ(tile_axis(t, "warps"), 0);
   // Every axis of every WTConv kernel's space has a field.
   for (Kernel k : all_kernels())
-    for (const auto& ax : tile_space(OpSpec{k, DType::kF32, 5, 2, true, 90}).axes) {
+    for (const auto& ax : tile_space(wtconv_spec(k, DType::kF32, 5, 2, true, 90)).axes) {
       Tile u;
       EXPECT_TRUE(set_tile_axis(u, ax.name, 7)) << ax.name;
     }
@@ -170,7 +171,7 @@ TEST(Summarize, MedianMinAndRobustNoise) {
 CandidateResult cand(int order, std::vector<double> ms, CandidateStatus st = CandidateStatus::kOk) {
   CandidateResult c;
   c.order = order;
-  c.tile = Tile{0, 0, 0, 0, 32 * (order + 1)};
+  c.tile = wtconv_tile(0, 0, 0, 0, 32 * (order + 1));
   c.status = st;
   c.samples_ms = ms;
   c.summary = st == CandidateStatus::kOk ? summarize(ms) : Summary{};
@@ -228,7 +229,7 @@ TEST(Rank, OkByTimeThenFailuresByOrder) {
 // The plane kernel's real space and candidate order on 64x96x56x56 with a separable cost whose minimum
 // is p2_v2_w256, plus a deterministic +-0.1% jitter per sample.
 struct Synthetic {
-  OpSpec spec{Kernel::kWTConvFwdPlane, DType::kF32, 5, 5, true, 90};
+  OpSpec spec = wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 5, true, 90);
   Shape shape{64, 96, 56, 56, 1};
   DeviceLimits lim = DeviceLimits::for_arch(90);
   std::vector<Tile> cands = detail::candidate_order(spec, shape, lim);
@@ -239,7 +240,7 @@ struct Synthetic {
 
   static double cost(const Tile& t) {
     auto sq = [](double x) { return x * x; };
-    return 1.0 + 0.1 * sq(std::log2(t.planes) - 1) + 0.07 * sq(std::log2(t.vy) - 1) + 0.05 * sq(std::log2(t.threads) - 8);
+    return 1.0 + 0.1 * sq(std::log2(t.get("planes")) - 1) + 0.07 * sq(std::log2(t.get("vy")) - 1) + 0.05 * sq(std::log2(t.get("threads")) - 8);
   }
   detail::EvaluateFn eval() {
     return [this](const std::vector<Tile>& tiles, int reps) {
@@ -250,11 +251,11 @@ struct Synthetic {
         r.tile = t;
         visited.push_back(t);
         ++evaluated;
-        if (fail_threads.count(t.threads)) {
+        if (fail_threads.count(t.get("threads"))) {
           r.status = CandidateStatus::kCompileFailed;
           r.reason = "injected failure";
         } else {
-          for (int i = 0; i < reps; ++i) r.samples_ms.push_back(model(t) * (1 + 0.001 * ((i * 3 + t.threads) % 3 - 1)));
+          for (int i = 0; i < reps; ++i) r.samples_ms.push_back(model(t) * (1 + 0.001 * ((i * 3 + t.get("threads")) % 3 - 1)));
         }
         out.push_back(r);
       }
@@ -271,7 +272,7 @@ struct Synthetic {
   Tile best_valid() const {
     Tile best = cands[0];
     for (const Tile& t : cands)
-      if (!fail_threads.count(t.threads) && (fail_threads.count(best.threads) || cost(t) < cost(best))) best = t;
+      if (!fail_threads.count(t.get("threads")) && (fail_threads.count(best.get("threads")) || cost(t) < cost(best))) best = t;
     return best;
   }
 };
@@ -287,7 +288,7 @@ TEST(Search, ExhaustiveMeasuresEveryCandidateAndFindsTheMinimum) {
   ASSERT_EQ(out.candidates.size(), s.cands.size());
   for (size_t i = 0; i < out.candidates.size(); ++i) EXPECT_EQ(out.candidates[i].order, int(i));
   ASSERT_TRUE(out.chosen);
-  EXPECT_EQ(out.candidates[*out.chosen].tile, (Tile{0, 0, 2, 2, 256}));
+  EXPECT_EQ(out.candidates[*out.chosen].tile, (wtconv_tile(0, 0, 2, 2, 256)));
   EXPECT_TRUE(out.candidates[*out.chosen].finalist);
   EXPECT_EQ(out.candidates[*out.chosen].summary.n, 15) << "3 rounds of 5 re-measured samples";
   EXPECT_FALSE(out.budget_hit);
@@ -298,7 +299,7 @@ TEST(Search, GreedyMeasuresASmallSpaceWhole) {
   ASSERT_LE(s.cands.size(), size_t(kGreedyMeasureAllMax));
   const auto out = detail::run_search(tile_space(s.spec), s.cands, s.config(TuneStrategy::kGreedy), s.eval(), zero_clock());
   ASSERT_TRUE(out.chosen);
-  EXPECT_EQ(out.candidates[*out.chosen].tile, (Tile{0, 0, 2, 2, 256}));
+  EXPECT_EQ(out.candidates[*out.chosen].tile, (wtconv_tile(0, 0, 2, 2, 256)));
   EXPECT_EQ(out.candidates.size(), s.cands.size());
   EXPECT_EQ(s.visited.front(), s.cands.front()) << "greedy starts at the default";
   EXPECT_FALSE(out.budget_hit);
@@ -326,13 +327,13 @@ TEST(Search, GreedyFindsASmallSpacesOptimumTwoAxesFromTheDefault) {
   const Tile def = s.cands[0];
   Tile pocket;
   for (const Tile& t : s.cands)
-    if (axes_apart(space, t, def) == 2 && t.vy == def.vy) pocket = t;
+    if (axes_apart(space, t, def) == 2 && t.get("vy") == def.get("vy")) pocket = t;
   ASSERT_NE(pocket, Tile{}) << "no candidate two axes from the default";
   s.model = [def, pocket](const Tile& t) {
     if (t == pocket) return 0.8;
     auto sq = [](double x) { return x * x; };
-    return 1.0 + 0.05 * (sq(std::log2(double(t.planes) / def.planes)) + sq(std::log2(double(t.vy) / def.vy)) +
-                         sq(std::log2(double(t.threads) / def.threads)));
+    return 1.0 + 0.05 * (sq(std::log2(double(t.get("planes")) / def.get("planes"))) + sq(std::log2(double(t.get("vy")) / def.get("vy"))) +
+                         sq(std::log2(double(t.get("threads")) / def.get("threads"))));
   };
   ASSERT_TRUE(local_minimum(space, s.cands, s.model, def)) << "coordinate descent alone would stop at the default";
   const auto out = detail::run_search(space, s.cands, s.config(TuneStrategy::kGreedy), s.eval(), zero_clock());
@@ -351,8 +352,8 @@ struct Landscape {
                    {"tile_w", {8, 16, 32, 64}, ""},
                    {"vy", {1, 2, 4, 8}, ""},
                    {"threads", {64, 128, 256, 512}, ""}}};
-  static constexpr Tile kDefault{32, 32, 0, 4, 256};
-  static constexpr Tile kBest{8, 8, 0, 1, 64};
+  static inline const Tile kDefault = wtconv_tile(32, 32, 0, 4, 256);
+  static inline const Tile kBest = wtconv_tile(8, 8, 0, 1, 64);
   std::vector<Tile> cands;
   std::function<bool(const Tile&)> fails = [](const Tile&) { return false; };
   std::vector<Tile> visited;
@@ -363,13 +364,13 @@ struct Landscape {
       for (int w : space.axes[1].values)
         for (int vy : space.axes[2].values)
           for (int th : space.axes[3].values)
-            if (Tile t{h, w, 0, vy, th}; t != kDefault) cands.push_back(t);
+            if (Tile t = wtconv_tile(h, w, 0, vy, th); t != kDefault) cands.push_back(t);
     std::reverse(cands.begin() + 1, cands.end());  // G last in the fixed order, not next to the default
   }
   static double dist2(const Tile& a, const Tile& b) {
     auto sq = [](double x) { return x * x; };
-    return sq(std::log2(double(a.tile_h) / b.tile_h)) + sq(std::log2(double(a.tile_w) / b.tile_w)) +
-           sq(std::log2(double(a.vy) / b.vy)) + sq(std::log2(double(a.threads) / b.threads));
+    return sq(std::log2(double(a.get("tile_h")) / b.get("tile_h"))) + sq(std::log2(double(a.get("tile_w")) / b.get("tile_w"))) +
+           sq(std::log2(double(a.get("vy")) / b.get("vy"))) + sq(std::log2(double(a.get("threads")) / b.get("threads")));
   }
   static double cost(const Tile& t) { return std::min(1.0 + 0.02 * dist2(t, kDefault), 0.85 + 0.03 * dist2(t, kBest)); }
   detail::EvaluateFn eval() {
@@ -457,7 +458,7 @@ TEST(Search, GreedyOnALargeSpaceStopsAtTheBudget) {
 TEST(Search, GreedySkipsFailedCandidatesOfALargeSpace) {
   // The default and every tile_w=16 tile fail: greedy starts at the first candidate that measures.
   Landscape l;
-  l.fails = [](const Tile& t) { return t == Landscape::kDefault || t.tile_w == 16; };
+  l.fails = [](const Tile& t) { return t == Landscape::kDefault || t.get("tile_w") == 16; };
   const auto out = l.run(l.config(/*budget_s=*/6));
   ASSERT_TRUE(out.chosen);
   EXPECT_EQ(Landscape::chosen(out), Landscape::kBest);
@@ -504,7 +505,7 @@ TEST(Search, RandomIsSeededAndStopsAtTheBudget) {
   all.budget_s = 0;
   const auto rd = detail::run_search(tile_space(d.spec), d.cands, all, d.eval(), zero_clock());
   EXPECT_EQ(rd.candidates.size(), d.cands.size());
-  EXPECT_EQ(rd.candidates[*rd.chosen].tile, (Tile{0, 0, 2, 2, 256}));
+  EXPECT_EQ(rd.candidates[*rd.chosen].tile, (wtconv_tile(0, 0, 2, 2, 256)));
 }
 
 TEST(Search, GreedyStopsAtTheBudget) {
@@ -523,18 +524,18 @@ TEST(Search, FailedCandidatesAreRecordedWithTheirReasonAndSkipped) {
   const auto out = detail::run_search(tile_space(s.spec), s.cands, s.config(TuneStrategy::kExhaustive), s.eval(), zero_clock());
   int failed = 0;
   for (const auto& c : out.candidates)
-    if (c.tile.threads == 256) {
+    if (c.tile.get("threads") == 256) {
       EXPECT_EQ(c.status, CandidateStatus::kCompileFailed);
       EXPECT_EQ(c.reason, "injected failure");
       ++failed;
     }
   EXPECT_GT(failed, 0);
   ASSERT_TRUE(out.chosen);
-  EXPECT_NE(out.candidates[*out.chosen].tile.threads, 256);
+  EXPECT_NE(out.candidates[*out.chosen].tile.get("threads"), 256);
   EXPECT_EQ(out.candidates[*out.chosen].tile, s.best_valid());
   // Greedy from a failing default still starts from the first candidate that measures.
   Synthetic g;
-  g.fail_threads = {g.cands[0].threads};
+  g.fail_threads = {g.cands[0].get("threads")};
   const auto og = detail::run_search(tile_space(g.spec), g.cands, g.config(TuneStrategy::kGreedy), g.eval(), zero_clock());
   ASSERT_TRUE(og.chosen);
   EXPECT_EQ(og.candidates.front().status, CandidateStatus::kCompileFailed);
@@ -548,7 +549,7 @@ TEST(Search, FlatCostKeepsTheDefaultAndRepeats) {
       std::vector<CandidateResult> out;
       for (const Tile& t : tiles) {
         CandidateResult r;
-        for (int i = 0; i < reps; ++i) r.samples_ms.push_back(1.0 - 0.005 * ((t.threads + t.vy + t.planes) % 2));
+        for (int i = 0; i < reps; ++i) r.samples_ms.push_back(1.0 - 0.005 * ((t.get("threads") + t.get("vy") + t.get("planes")) % 2));
         out.push_back(r);
       }
       return out;
@@ -581,16 +582,16 @@ TEST(Search, ReportsProgress) {
 // ---- the compile step -------------------------------------------------------------------------------
 
 TEST(CompileStep, FailuresBecomeResultsWithReasons) {
-  const OpSpec s{Kernel::kWTConvFwdPlane, DType::kF32, 5, 5, true, 90};
+  const OpSpec s = wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 5, true, 90);
   const Shape sh{64, 96, 56, 56, 1};
   const DeviceLimits lim = DeviceLimits::for_arch(90);
   const std::vector<Tile> tiles = {
-      Tile{0, 0, 1, 4, 256},   // ok
-      Tile{0, 0, 1, 2, 256},   // NVRTC fails (injected)
-      Tile{0, 0, 1, 1, 256},   // generate() rejects (injected SpecError)
-      Tile{0, 0, 2, 1, 128},   // some other exception
-      Tile{0, 0, 16, 1, 512},  // rejected for this shape before compiling: 16 planes of 56x56
-      Tile{0, 0, 1, 1, 48},    // rejected: not a whole warp
+      wtconv_tile(0, 0, 1, 4, 256),   // ok
+      wtconv_tile(0, 0, 1, 2, 256),   // NVRTC fails (injected)
+      wtconv_tile(0, 0, 1, 1, 256),   // generate() rejects (injected SpecError)
+      wtconv_tile(0, 0, 2, 1, 128),   // some other exception
+      wtconv_tile(0, 0, 16, 1, 512),  // rejected for this shape before compiling: 16 planes of 56x56
+      wtconv_tile(0, 0, 1, 1, 48),    // rejected: not a whole warp
   };
   std::atomic<int> compiled{0};
   detail::CompileFn fake = [&](const OpSpec& spec, const Tile& t) -> CompiledKernel {
@@ -632,9 +633,9 @@ TEST(CompileStep, RealCompilerThroughPrecompileCandidates) {
   const std::string dir = tmp.path() + "/cache";
   ScopedEnv cache("LKJIT_CACHE_DIR", dir.c_str());
   ScopedEnv disable("LKJIT_CACHE_DISABLE", nullptr);
-  const OpSpec s{Kernel::kWTConvReduce, DType::kF32, 3, 1, true, 90};
+  const OpSpec s = wtconv_spec(kWTConvReduce, DType::kF32, 3, 1, true, 90);
   const Shape sh{2, 8, 16, 16, 1};
-  const auto out = precompile_candidates(s, sh, DeviceLimits::for_arch(90), {Tile{0, 0, 0, 0, 128}, Tile{0, 0, 0, 0, 2048}}, 2);
+  const auto out = precompile_candidates(s, sh, DeviceLimits::for_arch(90), {wtconv_tile(0, 0, 0, 0, 128), wtconv_tile(0, 0, 0, 0, 2048)}, 2);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].status, CandidateStatus::kOk) << out[0].reason;
   EXPECT_GT(out[0].compile_s, 0);
@@ -675,10 +676,10 @@ TEST(CandidateSpace, EveryPlannedKernelHasAValidSpaceWithTheDefaultFirst) {
   for (const auto& [p, name] : anchor_problems())
     for (const auto& pk : wtconv_plan(p.options, p.shape(), lim, p.backward, p.path)) {
       SCOPED_TRACE(name + " " + pk.spec.to_string() + " on " + pk.shape.to_string());
-      if (pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane ||
-          pk.spec.kernel == Kernel::kWTConvReduceLane)
+      if (pk.spec.kernel == kWTConvFwdLane || pk.spec.kernel == kWTConvBwdLane ||
+          pk.spec.kernel == kWTConvReduceLane)
         EXPECT_EQ(p.options.layout, Layout::kNHWC) << "NCHW activations planned a lane kernel";
-      if (pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane)
+      if (pk.spec.kernel == kWTConvFwdLane || pk.spec.kernel == kWTConvBwdLane)
         ++(p.path == WTConvPath::kLane ? forced_lane : auto_lane);
       const auto c = tune_candidates(pk.spec, pk.shape, lim);
       ASSERT_FALSE(c.empty());
@@ -694,11 +695,11 @@ TEST(CandidateSpace, EveryPlannedKernelHasAValidSpaceWithTheDefaultFirst) {
     }
   // Every kernel but the layout transpose, which the PyTorch layer calls around the plan; the lane
   // kernels only from the NHWC problems.
-  EXPECT_EQ(seen.size(), all_kernels().size() - 1) << "some WTConv kernel never planned";
-  EXPECT_EQ(seen.count(Kernel::kWTConvTranspose), 0u);
-  EXPECT_EQ(seen.count(Kernel::kWTConvFwdLane), 1u);
-  EXPECT_EQ(seen.count(Kernel::kWTConvBwdLane), 1u);
-  EXPECT_EQ(seen.count(Kernel::kWTConvReduceLane), 1u);
+  EXPECT_EQ(seen.size(), family("wtconv").kernels.size() - 1) << "some WTConv kernel never planned";
+  EXPECT_EQ(seen.count(kWTConvTranspose), 0u);
+  EXPECT_EQ(seen.count(kWTConvFwdLane), 1u);
+  EXPECT_EQ(seen.count(kWTConvBwdLane), 1u);
+  EXPECT_EQ(seen.count(kWTConvReduceLane), 1u);
   EXPECT_EQ(auto_lane, 12) << "the NHWC 14x14, 7x7 and 17x15 problems, f32 and bf16, fwd and bwd";
   EXPECT_EQ(forced_lane, 12) << "the same problems forced onto the lane path, fwd and bwd";
 }
@@ -710,12 +711,12 @@ TEST(CandidateSpace, TunableAndMainKernels) {
   plane.B = 64, plane.H = 56, plane.W = 56;
   auto t = wtconv_tunable(plane, lim);
   ASSERT_EQ(t.size(), 1u);
-  EXPECT_EQ(t[0].spec.kernel, Kernel::kWTConvFwdPlane);
-  EXPECT_EQ(wtconv_main_kernel(wtconv_plan(plane.options, plane.shape(), lim)).kernel, Kernel::kWTConvFwdPlane);
+  EXPECT_EQ(t[0].spec.kernel, kWTConvFwdPlane);
+  EXPECT_EQ(wtconv_main_kernel(wtconv_plan(plane.options, plane.shape(), lim)).kernel, kWTConvFwdPlane);
   plane.backward = true;
   t = wtconv_tunable(plane, lim);
   ASSERT_EQ(t.size(), 2u);
-  EXPECT_EQ(t[1].spec.kernel, Kernel::kWTConvReduce);
+  EXPECT_EQ(t[1].spec.kernel, kWTConvReduce);
   WTConvTuneProblem tiled;
   tiled.options = WTConvOptions{64, 5, 3, DType::kF32, true, 1, 0};
   tiled.B = 8, tiled.H = 256, tiled.W = 256;
@@ -723,7 +724,7 @@ TEST(CandidateSpace, TunableAndMainKernels) {
   ASSERT_EQ(t.size(), 4u);  // three levels and the synthesis; no fold
   EXPECT_EQ(t[1].level, 2);
   const auto main = wtconv_main_kernel(wtconv_plan(tiled.options, tiled.shape(), lim));
-  EXPECT_EQ(main.kernel, Kernel::kWTConvFwdSynth);
+  EXPECT_EQ(main.kernel, kWTConvFwdSynth);
 }
 
 // Tuner::get tunes a lone kernel inside a layer problem that runs it.
@@ -732,9 +733,9 @@ TEST(CandidateSpace, EveryPlannedKernelHasALayerProblemThatRunsIt) {
   int checked = 0;
   for (const auto& [p, name] : anchor_problems())
     for (const auto& pk : wtconv_plan(p.options, p.shape(), lim, p.backward, p.path)) {
-      if (pk.spec.kernel == Kernel::kWTConvFold) continue;
+      if (pk.spec.kernel == kWTConvFold) continue;
       SCOPED_TRACE(name + " " + pk.spec.to_string() + " on " + pk.shape.to_string());
-      const auto [q, sel] = detail::problem_for(pk.spec, pk.shape, 0, lim);
+      const auto [q, sel] = wtconv_problem_for(pk.spec, pk.shape, 0, lim);
       bool found = false;
       for (const auto& e : wtconv_plan(q.options, q.shape(), lim, q.backward, q.path))
         found = found || (e.spec == pk.spec && e.level == sel.level && e.shape.H == pk.shape.H && e.shape.W == pk.shape.W);
@@ -742,8 +743,8 @@ TEST(CandidateSpace, EveryPlannedKernelHasALayerProblemThatRunsIt) {
       ++checked;
     }
   EXPECT_GT(checked, 20);
-  const OpSpec bad{Kernel::kWTConvFwdLevel, DType::kF32, 5, 3, true, 90};
-  EXPECT_THAT(spec_error([&] { detail::problem_for(bad, Shape{2, 4, 32, 32, 1}, 0, lim); }),
+  const OpSpec bad = wtconv_spec(kWTConvFwdLevel, DType::kF32, 5, 3, true, 90);
+  EXPECT_THAT(spec_error([&] { wtconv_problem_for(bad, Shape{2, 4, 32, 32, 1}, 0, lim); }),
               AllOf(HasSubstr("wtconv_fwd_level"), HasSubstr("L=0")));
 }
 

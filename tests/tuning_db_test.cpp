@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache/tuning_db.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/tuning.h"
@@ -232,7 +233,7 @@ class TunerLookup : public ::testing::Test {
   Tuner tuner_;
   const DeviceClass h200_{"NVIDIA H200", 90, 132}, h100_{"NVIDIA H100 80GB HBM3", 90, 132};
   const DeviceLimits lim_ = DeviceLimits::for_arch(90);
-  const OpSpec plane_{Kernel::kWTConvFwdPlane, DType::kF32, 5, 5, true, 90};
+  const OpSpec plane_ = wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 5, true, 90);
   const Shape s56_{64, 96, 56, 56, 1}, s7_{64, 768, 7, 7, 1};
 };
 
@@ -243,7 +244,7 @@ TEST_F(TunerLookup, EmptyDatabaseGivesTheDefault) {
 }
 
 TEST_F(TunerLookup, ExactRecord) {
-  const Tile t{0, 0, 2, 1, 128};
+  const Tile t = wtconv_tile(0, 0, 2, 1, 128);
   ASSERT_FALSE(reject_reason(plane_, t, lim_, &s56_));
   add(h200_, plane_, s56_, t);
   const auto c = tuner_.lookup(plane_, s56_, h200_, lim_);
@@ -255,7 +256,7 @@ TEST_F(TunerLookup, ExactRecord) {
 }
 
 TEST_F(TunerLookup, NearestShapeWhenItsTileFits) {
-  const Tile t{0, 0, 2, 1, 128};
+  const Tile t = wtconv_tile(0, 0, 2, 1, 128);
   add(h200_, plane_, s56_, t);
   const Shape other{16, 96, 56, 56, 1};  // bucket B16: not exact
   const auto c = tuner_.lookup(plane_, other, h200_, lim_);
@@ -265,7 +266,7 @@ TEST_F(TunerLookup, NearestShapeWhenItsTileFits) {
 
 TEST_F(TunerLookup, NearestShapeWhoseTileDoesNotFitFallsThrough) {
   // 16 planes of 7x7 fit in shared memory; 16 planes of 56x56 do not.
-  const Tile big{0, 0, 16, 1, 512};
+  const Tile big = wtconv_tile(0, 0, 16, 1, 512);
   ASSERT_FALSE(reject_reason(plane_, big, lim_, &s7_));
   ASSERT_TRUE(reject_reason(plane_, big, lim_, &s56_));
   add(h200_, plane_, s7_, big);
@@ -274,7 +275,7 @@ TEST_F(TunerLookup, NearestShapeWhoseTileDoesNotFitFallsThrough) {
   EXPECT_EQ(c.tile, default_tile(plane_, s56_, lim_));
   EXPECT_THAT(c.detail, HasSubstr("none fits"));
   // A same-arch record that fits is the next tier.
-  const Tile fits{0, 0, 1, 2, 256};
+  const Tile fits = wtconv_tile(0, 0, 1, 2, 256);
   add(h100_, plane_, s56_, fits);
   c = tuner_.lookup(plane_, s56_, h200_, lim_);
   EXPECT_EQ(c.tier, LookupTier::kSameArch);
@@ -282,7 +283,7 @@ TEST_F(TunerLookup, NearestShapeWhoseTileDoesNotFitFallsThrough) {
 }
 
 TEST_F(TunerLookup, SameArchOtherDevice) {
-  const Tile t{0, 0, 1, 2, 128};
+  const Tile t = wtconv_tile(0, 0, 1, 2, 128);
   add(h100_, plane_, s56_, t);
   const auto c = tuner_.lookup(plane_, s56_, h200_, lim_);
   EXPECT_EQ(c.tier, LookupTier::kSameArch);
@@ -293,7 +294,7 @@ TEST_F(TunerLookup, SameArchOtherDevice) {
 }
 
 TEST_F(TunerLookup, ModeOffIgnoresTheDatabase) {
-  add(h200_, plane_, s56_, Tile{0, 0, 2, 1, 128});
+  add(h200_, plane_, s56_, wtconv_tile(0, 0, 2, 1, 128));
   TuneOptions o;
   o.mode = TuneMode::kOff;
   o.db_path = path_;
@@ -304,7 +305,7 @@ TEST_F(TunerLookup, ModeOffIgnoresTheDatabase) {
 
 TEST_F(TunerLookup, ATileOutsideTheSpaceIsIgnored) {
   // Passes reject_reason but is not a point of the space (threads=96): a stale record.
-  add(h200_, plane_, s56_, Tile{0, 0, 1, 1, 96});
+  add(h200_, plane_, s56_, wtconv_tile(0, 0, 1, 1, 96));
   EXPECT_EQ(tuner_.lookup(plane_, s56_, h200_, lim_).tier, LookupTier::kDefault);
 }
 
@@ -316,15 +317,15 @@ TEST_F(TunerLookup, CorruptDatabaseReadsAsEmpty) {
 
 TEST_F(TunerLookup, SeesRecordsWrittenAfterTheFirstLookup) {
   EXPECT_EQ(tuner_.lookup(plane_, s56_, h200_, lim_).tier, LookupTier::kDefault);
-  add(h200_, plane_, s56_, Tile{0, 0, 2, 1, 128});
+  add(h200_, plane_, s56_, wtconv_tile(0, 0, 2, 1, 128));
   EXPECT_EQ(tuner_.lookup(plane_, s56_, h200_, lim_).tier, LookupTier::kExact);
 }
 
 TEST(TuningRecord, TileRoundTripsThroughARecord) {
   KernelTuneResult r;
-  r.spec = OpSpec{Kernel::kWTConvFwdSynth, DType::kF16, 7, 3, true, 90};
+  r.spec = wtconv_spec(kWTConvFwdSynth, DType::kF16, 7, 3, true, 90);
   r.shape = Shape{8, 64, 256, 256, 1};
-  r.chosen = Tile{32, 64, 0, 4, 256};
+  r.chosen = wtconv_tile(32, 64, 0, 4, 256);
   r.best_ms = 1.5;
   const auto rec = detail::to_record(DeviceClass{"G", 90, 132}, r);
   EXPECT_EQ(rec.spec, "lkjit_wtconv_fwd_synth_f16_k7_L3_sm90");

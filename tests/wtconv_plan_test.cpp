@@ -29,24 +29,24 @@ std::vector<Kernel> kernels_of(const std::vector<PlannedKernel>& plan) {
 TEST(WTConvPlan, SmallPlanesRunPlaneResidentLargeOnesTiled) {
   const WTConvOptions o{96, 5, 5, DType::kF16, true, 1, 0};
   EXPECT_EQ(kernels_of(wtconv_plan(o, Shape{64, 96, 56, 56, 1}, kH200)),
-            (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvFwdPlane}));
+            (std::vector<Kernel>{kWTConvFold, kWTConvFwdPlane}));
   const WTConvOptions big{64, 5, 3, DType::kF32, true, 1, 0};
   const auto plan = wtconv_plan(big, Shape{8, 64, 256, 256, 1}, kH200);
-  EXPECT_EQ(kernels_of(plan), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvFwdLevel, Kernel::kWTConvFwdLevel,
-                                                   Kernel::kWTConvFwdLevel, Kernel::kWTConvFwdSynth}));
+  EXPECT_EQ(kernels_of(plan), (std::vector<Kernel>{kWTConvFold, kWTConvFwdLevel, kWTConvFwdLevel,
+                                                   kWTConvFwdLevel, kWTConvFwdSynth}));
   // Level kernels see their input low band: 256, 128, 64.
   EXPECT_EQ(plan[1].shape.H, 256);
   EXPECT_EQ(plan[2].shape.H, 128);
   EXPECT_EQ(plan[3].shape.H, 64);
-  EXPECT_TRUE(plan[1].spec.first);
-  EXPECT_FALSE(plan[2].spec.first);
+  EXPECT_TRUE(plan[1].spec.get("first"));
+  EXPECT_FALSE(plan[2].spec.get("first"));
   // The backward's levels 1 and 2 read X (level 2 through block sums); level 3 fp32 bands.
   const WTConvOptions s2{64, 5, 3, DType::kF32, true, 2, 0};
   const auto bwd = wtconv_plan(s2, Shape{8, 64, 256, 256, 2}, kH200, true, WTConvPath::kTiled);
-  ASSERT_EQ(kernels_of(bwd), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdLevel, Kernel::kWTConvBwdLevel,
-                                                  Kernel::kWTConvBwdLevel, Kernel::kWTConvBwdSynth,
-                                                  Kernel::kWTConvReduce}));
-  EXPECT_TRUE(bwd[1].spec.first && bwd[2].spec.first && !bwd[3].spec.first);
+  ASSERT_EQ(kernels_of(bwd), (std::vector<Kernel>{kWTConvFold, kWTConvBwdLevel, kWTConvBwdLevel,
+                                                  kWTConvBwdLevel, kWTConvBwdSynth,
+                                                  kWTConvReduce}));
+  EXPECT_TRUE(bwd[1].spec.get("first") && bwd[2].spec.get("first") && !bwd[3].spec.get("first"));
   EXPECT_EQ(bwd[2].spec.dtype, DType::kF32);
   EXPECT_EQ(bwd[2].shape.H, 128);
   EXPECT_EQ(bwd[2].shape.stride, 2);  // the X-reading variant keeps the layer's stride
@@ -61,36 +61,36 @@ TEST(WTConvPlan, NHWCSmallPlanesRunLaneKernels) {
   WTConvOptions o{384, 5, 3, DType::kBF16, true, 1, 0};
   o.layout = Layout::kNHWC;
   EXPECT_EQ(kernels_of(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)),
-            (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvFwdLane}));
+            (std::vector<Kernel>{kWTConvFold, kWTConvFwdLane}));
   const auto bwd = wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200, true);
-  EXPECT_EQ(kernels_of(bwd), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdLane, Kernel::kWTConvReduceLane}));
+  EXPECT_EQ(kernels_of(bwd), (std::vector<Kernel>{kWTConvFold, kWTConvBwdLane, kWTConvReduceLane}));
   // 1168 B per plane: 6 warps of one-thread planes per SM, so two threads a plane; 24576 planes need more than
   // 4 blocks an SM, so registers capped for 6 (12 warps), which shared memory holds.
-  EXPECT_EQ(bwd[1].tile, (Tile{0, 14, 32, 0, 64, 6}));
+  EXPECT_EQ(bwd[1].tile, (wtconv_tile(0, 14, 32, 0, 64, 6)));
   EXPECT_EQ(kernels_of(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200, true, WTConvPath::kLane)), kernels_of(bwd));
   {
     WTConvOptions o7 = o;
     o7.C = 768, o7.L = 2;
     const auto bwd7 = wtconv_plan(o7, Shape{64, 768, 7, 7, 1}, kH200, true);
-    EXPECT_EQ(bwd7[1].spec.kernel, Kernel::kWTConvBwdLane);
-    EXPECT_EQ(bwd7[1].tile, (Tile{0, 8, 0, 0, 64, 6}));  // 416 B per plane: one thread each; capped as above
+    EXPECT_EQ(bwd7[1].spec.kernel, kWTConvBwdLane);
+    EXPECT_EQ(bwd7[1].tile, (wtconv_tile(0, 8, 0, 0, 64, 6)));  // 416 B per plane: one thread each; capped as above
   }
-  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 13, 13, 1}, kH200)[1].tile.tile_w, 14);  // W rounded up to even
-  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 28, 28, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 13, 13, 1}, kH200)[1].tile.get("tile_w"), 14);  // W rounded up to even
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 28, 28, 1}, kH200)[1].spec.kernel, kWTConvFwdPlane);
   // A tall plane whose 32-plane block would fill an SM's shared memory: the plane kernel, unless forced.
-  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 48, 16, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 48, 16, 1}, kH200)[1].spec.kernel, kWTConvFwdPlane);
   EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 48, 16, 1}, kH200, false, WTConvPath::kLane)[1].spec.kernel,
-            Kernel::kWTConvFwdLane);
+            kWTConvFwdLane);
   {  // C = 1: NHWC and NCHW are the same memory; the layer calls that NCHW (act_layout), and so does the plan
     WTConvOptions one = o;
     one.C = 1;
-    EXPECT_EQ(wtconv_plan(one, Shape{64, 1, 14, 14, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+    EXPECT_EQ(wtconv_plan(one, Shape{64, 1, 14, 14, 1}, kH200)[1].spec.kernel, kWTConvFwdPlane);
   }
   o.layout = Layout::kNCHW;
-  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)[1].spec.kernel, kWTConvFwdPlane);
   o.layout = Layout::kNHWC;
   o.stride = 2;
-  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 2}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 2}, kH200)[1].spec.kernel, kWTConvFwdPlane);
   // Forced onto the lane path, a shape it cannot run is refused with the reason.
   auto refusal = [](const WTConvOptions& opt, const Shape& sh) -> std::string {
     try {
@@ -104,7 +104,7 @@ TEST(WTConvPlan, NHWCSmallPlanesRunLaneKernels) {
   o.stride = 1;
   EXPECT_THAT(refusal(o, Shape{64, 384, 14, 17, 1}), HasSubstr("W=17 exceeds tile_w=16"));
   o.k = 9;  // 9*(14+8) + 14 + 81 registers of rows and taps
-  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)[1].spec.kernel, Kernel::kWTConvFwdPlane);
+  EXPECT_EQ(wtconv_plan(o, Shape{64, 384, 14, 14, 1}, kH200)[1].spec.kernel, kWTConvFwdPlane);
   EXPECT_THAT(refusal(o, Shape{64, 384, 14, 14, 1}), HasSubstr("k=9 with W=14 needs tile_w >= 14, which keeps about 293"));
 }
 
@@ -113,8 +113,8 @@ TEST(WTConvPlan, BackwardEndsWithTheDeterministicReduction) {
   for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) {
     const auto plan = wtconv_plan(o, Shape{2, 8, 56, 56, 1}, kH200, true, path);
     ASSERT_FALSE(plan.empty());
-    EXPECT_EQ(plan.back().spec.kernel, Kernel::kWTConvReduce);
-    for (const auto& pk : plan) EXPECT_NE(pk.spec.kernel, Kernel::kWTConvFwdPlane);
+    EXPECT_EQ(plan.back().spec.kernel, kWTConvReduce);
+    for (const auto& pk : plan) EXPECT_NE(pk.spec.kernel, kWTConvFwdPlane);
   }
 }
 
@@ -135,8 +135,8 @@ TEST(WTConvPlan, NHWCLayoutPlansTheSameKernelsWhereTheLaneForwardDoesNotApply) {
       EXPECT_EQ(nchw[i].tile, nhwc[i].tile) << i;
       EXPECT_EQ(nchw[i].shape.to_string(), nhwc[i].shape.to_string()) << i;
       EXPECT_EQ(nchw[i].level, nhwc[i].level) << i;
-      EXPECT_NE(nhwc[i].spec.kernel, Kernel::kWTConvFwdLane) << i;
-      EXPECT_NE(nhwc[i].spec.kernel, Kernel::kWTConvBwdLane) << i;
+      EXPECT_NE(nhwc[i].spec.kernel, kWTConvFwdLane) << i;
+      EXPECT_NE(nhwc[i].spec.kernel, kWTConvBwdLane) << i;
     }
   };
   struct Case {
@@ -146,11 +146,11 @@ TEST(WTConvPlan, NHWCLayoutPlansTheSameKernelsWhereTheLaneForwardDoesNotApply) {
     const char* why;  // the lane path's refusal
   };
   const Case cases[] = {
-      {{4, 5, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 8, 24, 1}, Kernel::kWTConvFwdPlane, "W=24 exceeds tile_w=16"},
-      {{4, 5, 2, DType::kF32, true, 2, 0}, Shape{1, 4, 8, 8, 2}, Kernel::kWTConvFwdPlane, "stride=2"},
-      {{4, 9, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 14, 14, 1}, Kernel::kWTConvFwdPlane, "k=9 with W=14 needs tile_w >= 14"},
-      {{4, 5, 1, DType::kF32, true, 1, 0}, Shape{1, 4, 4096, 8, 1}, Kernel::kWTConvFwdLevel, "shared memory"},
-      {{64, 5, 3, DType::kBF16, true, 1, 0}, Shape{8, 64, 256, 256, 1}, Kernel::kWTConvFwdLevel, "W=256 exceeds"},
+      {{4, 5, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 8, 24, 1}, kWTConvFwdPlane, "W=24 exceeds tile_w=16"},
+      {{4, 5, 2, DType::kF32, true, 2, 0}, Shape{1, 4, 8, 8, 2}, kWTConvFwdPlane, "stride=2"},
+      {{4, 9, 2, DType::kF32, true, 1, 0}, Shape{1, 4, 14, 14, 1}, kWTConvFwdPlane, "k=9 with W=14 needs tile_w >= 14"},
+      {{4, 5, 1, DType::kF32, true, 1, 0}, Shape{1, 4, 4096, 8, 1}, kWTConvFwdLevel, "shared memory"},
+      {{64, 5, 3, DType::kBF16, true, 1, 0}, Shape{8, 64, 256, 256, 1}, kWTConvFwdLevel, "W=256 exceeds"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.sh.to_string() + " k=" + std::to_string(c.o.k));
@@ -177,18 +177,18 @@ TEST(WTConvPlan, NHWCLayoutPlansTheSameKernelsWhereTheLaneForwardDoesNotApply) {
   const auto nchw_f = wtconv_plan(o, sh, kH200), nchw_b = wtconv_plan(o, sh, kH200, true);
   o.layout = Layout::kNHWC;
   const auto nhwc_f = wtconv_plan(o, sh, kH200), nhwc_b = wtconv_plan(o, sh, kH200, true);
-  EXPECT_EQ(kernels_of(nchw_f), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvFwdPlane}));
-  ASSERT_EQ(kernels_of(nhwc_f), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvFwdLane}));
+  EXPECT_EQ(kernels_of(nchw_f), (std::vector<Kernel>{kWTConvFold, kWTConvFwdPlane}));
+  ASSERT_EQ(kernels_of(nhwc_f), (std::vector<Kernel>{kWTConvFold, kWTConvFwdLane}));
   EXPECT_EQ(nchw_f[0].spec, nhwc_f[0].spec);
   EXPECT_EQ(nchw_f[0].tile, nhwc_f[0].tile);
-  EXPECT_EQ(nhwc_f[1].spec, (OpSpec{Kernel::kWTConvFwdLane, DType::kF32, 5, 2, true, 90}));
-  EXPECT_EQ(nhwc_f[1].tile.tile_w, 8);
-  EXPECT_EQ(kernels_of(nchw_b), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdPlane, Kernel::kWTConvReduce}));
-  EXPECT_EQ(kernels_of(nhwc_b), (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdLane, Kernel::kWTConvReduceLane}));
+  EXPECT_EQ(nhwc_f[1].spec, (wtconv_spec(kWTConvFwdLane, DType::kF32, 5, 2, true, 90)));
+  EXPECT_EQ(nhwc_f[1].tile.get("tile_w"), 8);
+  EXPECT_EQ(kernels_of(nchw_b), (std::vector<Kernel>{kWTConvFold, kWTConvBwdPlane, kWTConvReduce}));
+  EXPECT_EQ(kernels_of(nhwc_b), (std::vector<Kernel>{kWTConvFold, kWTConvBwdLane, kWTConvReduceLane}));
   EXPECT_EQ(nchw_b[0].spec, nhwc_b[0].spec);
   // Forced, the lane path runs both passes whatever the layout; so do the plane and tiled paths.
   EXPECT_EQ(kernels_of(wtconv_plan(o, sh, kH200, true, WTConvPath::kLane)),
-            (std::vector<Kernel>{Kernel::kWTConvFold, Kernel::kWTConvBwdLane, Kernel::kWTConvReduceLane}));
+            (std::vector<Kernel>{kWTConvFold, kWTConvBwdLane, kWTConvReduceLane}));
   for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled})
     for (bool bwd : {false, true}) {
       WTConvOptions n = o;

@@ -3,19 +3,58 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "generator/family.h"
+#include "lkjit/wtconv_kernels.h"
 
 namespace lkjit::gen::wtconv {
 
 inline constexpr int kMaxK = 31, kMaxL = 8;
 
+// The family's functions read specs and tiles through these views: a WTConv spec's fields, and the
+// family's tile axes (absent axes read as 0).
+struct WSpec {
+  Kernel kernel;
+  DType dtype = DType::kF32;
+  int k = 5, L = 0;
+  bool first = true;
+  int arch = 90;
+};
+inline WSpec wspec(const OpSpec& s) { return {s.kernel, s.dtype, s.get("k"), s.get("L"), s.get("first") != 0, s.arch}; }
+
+struct WTile {
+  int tile_h = 0, tile_w = 0, planes = 0, vy = 0, threads = 0, blocks = 0;
+  operator Tile() const {
+    return Tile::of({{"tile_h", tile_h}, {"tile_w", tile_w}, {"planes", planes}, {"vy", vy}, {"threads", threads},
+                     {"blocks", blocks}});
+  }
+  std::string to_string() const { return Tile(*this).to_string(); }
+};
+inline WTile wtile(const Tile& t) {
+  return {t.get("tile_h"), t.get("tile_w"), t.get("planes"), t.get("vy"), t.get("threads"), t.get("blocks")};
+}
+
+// Adapters from the generator's KernelDef signatures to the family's views.
+template <auto F>
+TileSpace space_of(const OpSpec& s) { return F(wspec(s)); }
+template <auto F>
+std::optional<std::string> reject_of(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape* sh) {
+  return F(wspec(s), wtile(t), d, sh);
+}
+template <auto F>
+Tile default_of(const OpSpec& s, const Shape& sh, const DeviceLimits& d) { return F(wspec(s), sh, d); }
+template <auto F>
+LaunchGeometry geometry_of(const OpSpec& s, const Tile& t, const Shape& sh) { return F(wspec(s), wtile(t), sh); }
+template <auto F>
+std::string text_of(const OpSpec& s, const Tile& t) { return F(wspec(s), wtile(t)); }
+
 inline int cdiv(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
-inline int R(const OpSpec& s) { return (s.k - 1) / 2; }
+inline int R(const WSpec& s) { return (s.k - 1) / 2; }
 // Shared-memory image row pitch: the width rounded up to odd (templates/wtconv/common.cuh, odd_pitch).
 inline int64_t odd_pitch(int64_t w) { return w | 1; }
 
@@ -28,12 +67,11 @@ inline const char* ctype(DType t) {
   return "?";
 }
 
-inline void validate_common(const OpSpec& s, std::vector<std::string>& e) {
-  if (s.k < 1 || s.k > kMaxK || s.k % 2 == 0)
-    e.push_back(fmt::format("k={} is out of range; supported: odd k in [1, {}]", s.k, kMaxK));
-  if (s.L < 0 || s.L > kMaxL)
-    e.push_back(fmt::format("L={} is out of range; supported: L in [0, {}]", s.L, kMaxL));
-  if (s.arch < 80) e.push_back(fmt::format("arch sm_{} is not supported; supported: sm_80 and newer", s.arch));
+// Cross-field rule (ranges come from the family's field table): k is odd.
+inline void validate_wtconv(const OpSpec& s, std::vector<std::string>& e) {
+  const int k = s.get("k");
+  if (k >= 1 && k <= kMaxK && k % 2 == 0)
+    e.push_back(fmt::format("k={} is out of range; supported: odd k in [1, {}]", k, kMaxK));
 }
 
 // Level sizes: lh[0] = H, lh[l] = ceil(lh[l-1] / 2) (odd sizes are zero-padded by one).
@@ -43,16 +81,16 @@ inline std::vector<int64_t> level_sizes(int64_t n, int L) {
   return v;
 }
 
-inline std::string base_cfg(const OpSpec& s, const Tile& t) {
+inline std::string base_cfg(const WSpec& s, const WTile& t) {
   return fmt::format("  using T = {};\n  static constexpr int k = {}, R = {}, L = {}, vy = {}, threads = {};\n",
                      ctype(s.dtype), s.k, R(s), s.L, t.vy, t.threads);
 }
 
 // The reduce kernels' (wtconv_reduce, wtconv_reduce_lane) compile-time configuration.
-inline std::string reduce_cfg(const OpSpec& s, const Tile& t) {
+inline std::string reduce_cfg(const WSpec& s, const WTile& t) {
   return fmt::format("  static constexpr int k = {}, L = {}, threads = {};\n", s.k, s.L, t.threads);
 }
-inline std::optional<std::string> reject_threads(const Tile& t, const DeviceLimits& d) {
+inline std::optional<std::string> reject_threads(const WTile& t, const DeviceLimits& d) {
   if (t.threads < 32 || t.threads > d.max_threads_per_block || t.threads % 32 != 0)
     return fmt::format("threads={} is out of range; supported: a multiple of 32 in [32, {}]", t.threads,
                        d.max_threads_per_block);
@@ -82,10 +120,10 @@ inline std::optional<std::string> reject_smem(int64_t bytes, const DeviceLimits&
 struct StripLayout {
   int64_t pitch, vw;
 };
-inline StripLayout strip_layout(const OpSpec& s, int64_t w, int v) {
+inline StripLayout strip_layout(const WSpec& s, int64_t w, int v) {
   const int64_t lo = w + 2 * R(s);
   StripLayout best{lo | 1, w};
-  const bool odd = s.kernel == Kernel::kWTConvBwdPlane;
+  const bool odd = s.kernel == kWTConvBwdPlane;
   int64_t cost = -1;
   for (int64_t p = lo; p <= lo + std::min<int64_t>(odd ? 3 : 7, lo / 4); ++p) {
     if (odd && p % 2 == 0) continue;
@@ -101,7 +139,7 @@ inline int64_t round4(int64_t n) { return (n + 3) & ~int64_t(3); }
 struct PlaneImageFloats {
   int64_t xs = 0, ys = 0, levels = 0;  // one input-size image, all level images, the coefficient stack
 };
-inline PlaneImageFloats plane_image_floats(const OpSpec& s, int vy, const Shape& sh) {
+inline PlaneImageFloats plane_image_floats(const WSpec& s, int vy, const Shape& sh) {
   const int r = R(s);
   const auto lh = level_sizes(sh.H, s.L), lw = level_sizes(sh.W, s.L);
   PlaneImageFloats f;
@@ -112,9 +150,9 @@ inline PlaneImageFloats plane_image_floats(const OpSpec& s, int vy, const Shape&
   }
   return f;
 }
-using PlaneSmemFloats = int64_t (*)(const OpSpec&, const Tile&, const Shape&);
+using PlaneSmemFloats = int64_t (*)(const WSpec&, const WTile&, const Shape&);
 
-inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile& t, const DeviceLimits& d,
+inline std::optional<std::string> plane_reject_with(const WSpec& s, const WTile& t, const DeviceLimits& d,
                                                     const Shape* sh, PlaneSmemFloats smem_floats) {
   if (auto r = reject_threads(t, d)) return r;
   if (t.planes < 1 || t.planes > 32) return fmt::format("planes={} is out of range; supported: [1, 32]", t.planes);
@@ -141,14 +179,14 @@ inline std::optional<std::string> plane_reject_with(const OpSpec& s, const Tile&
 // rows first, then grouped planes fill a block of up to 256 threads within budget_bytes (forward 56 KiB,
 // which the 28x28 pair at vy 8 takes; backward 80 KiB: a 28x28 backward pair, 71 KiB, took 353 us against
 // 400 us for single planes).
-inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLimits& d, PlaneSmemFloats smem_floats,
+inline WTile plane_default_with(const WSpec& s, const Shape& sh, const DeviceLimits& d, PlaneSmemFloats smem_floats,
                                int64_t budget_bytes, bool backward) {
   const int64_t hw = sh.H * sh.W, cap = d.max_smem_per_block / 2;
   // 8 warps a 56x56 backward plane since its B warps also take dX's base term (H200, exhaustive: 469 us
   // against 486 at 16 warps, bf16 64x96x56x56 L=5); L = 0 has no B warps and keeps the earlier 16.
   const int warps = hw >= 2048 ? (backward && s.L == 0 ? 16 : 8) : hw >= 512 ? (backward ? 4 : 2) : 1;
   const int vy = backward ? (hw >= 2048 ? 4 : 2) : sh.H < 8 ? 2 : hw >= 784 ? 8 : 4;
-  Tile t{0, 0, 1, vy, 32 * warps};
+  WTile t{0, 0, 1, vy, 32 * warps};
   // Fewer spare rows where a plane would not fit twice per SM otherwise (large k or L on mid-size planes).
   // Usually that saves memory; strip_layout's pitch depends on vy too, so now and then it costs a little.
   while (t.vy > 1 && smem_floats(s, t, sh) * 4 > cap) t.vy /= 2;
@@ -161,30 +199,72 @@ inline Tile plane_default_with(const OpSpec& s, const Shape& sh, const DeviceLim
   return t;
 }
 
-inline LaunchGeometry plane_geometry_with(const OpSpec& s, const Tile& t, const Shape& sh,
+inline LaunchGeometry plane_geometry_with(const WSpec& s, const WTile& t, const Shape& sh,
                                           PlaneSmemFloats smem_floats) {
   LaunchGeometry g;
   g.grid[0] = static_cast<unsigned>(cdiv(sh.B * sh.C, t.planes));
   g.block[0] = t.threads;
   g.smem_bytes = static_cast<unsigned>(smem_floats(s, t, sh) * 4);
+  g.blocks = std::ceil(double(sh.B) * double(sh.C) / t.planes);
+  // Each level image's row pitch and conv item columns (WTConvParams::lpitch, lvw), as smem_floats sized them.
+  const auto lw = level_sizes(sh.W, s.L);
+  for (int l = 0; l <= s.L; ++l) {
+    const auto st = strip_layout(s, lw[l], t.vy);
+    g.values["lpitch" + std::to_string(l)] = st.pitch;
+    g.values["lvw" + std::to_string(l)] = st.vw;
+  }
   return g;
 }
 
-inline std::string plane_cfg(const OpSpec& s, const Tile& t) {
+inline std::string plane_cfg(const WSpec& s, const WTile& t) {
   return base_cfg(s, t) + fmt::format("  static constexpr int planes = {};\n", t.planes);
 }
 
 // A 1-D grid of (b,c) planes x tiles over a rows x cols output (no 65535 limit on planes).
-inline LaunchGeometry tiled_geometry(const Shape& sh, int64_t rows, int64_t cols, const Tile& t, int64_t smem_floats) {
+inline LaunchGeometry tiled_geometry(const Shape& sh, int64_t rows, int64_t cols, const WTile& t, int64_t smem_floats) {
   LaunchGeometry g;
-  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * cdiv(rows, t.tile_h) * cdiv(cols, t.tile_w));
+  const int64_t th = (rows + t.tile_h - 1) / t.tile_h, tw = (cols + t.tile_w - 1) / t.tile_w;
+  g.grid[0] = static_cast<unsigned>(sh.B * sh.C * th * tw);
   g.block[0] = t.threads;
   g.smem_bytes = static_cast<unsigned>(smem_floats * 4);
+  g.blocks = double(sh.B) * double(sh.C) * double(th) * double(tw);
+  g.values["tiles_h"] = th;  // WTConvParams::tiles_h, tiles_w
+  g.values["tiles_w"] = tw;
   return g;
 }
 
+// The fields as OpSpec::to_string() words them: "k=5 L=3", and " first" / " deeper" for the level kernels.
+inline std::string describe_wtconv(const OpSpec& s) {
+  const bool level = s.kernel == kWTConvFwdLevel || s.kernel == kWTConvBwdLevel;
+  return fmt::format("k={} L={}{}", s.get("k"), s.get("L"), level ? (s.get("first") ? " first" : " deeper") : "");
+}
+
+// A WTConv kernel: every one has the fields k, L, first, reads WTConvParams and names itself.
+template <auto Space, auto Reject, auto Default, auto Geometry, auto Cfg, auto Name>
+KernelDef wtconv_kernel(const Kernel& k, const char* header, const char* fn) {
+  KernelDef d;
+  d.name = k.name();
+  d.template_header = header;
+  d.device_fn = fn;
+  d.params_type = "WTConvParams";
+  d.fields = {"k", "L", "first"};
+  d.validate = validate_wtconv;
+  d.space = space_of<Space>;
+  d.reject = reject_of<Reject>;
+  d.default_tile = default_of<Default>;
+  d.geometry = geometry_of<Geometry>;
+  d.cfg_body = text_of<Cfg>;
+  d.name_fields = text_of<Name>;
+  d.describe = describe_wtconv;
+  if (k == kWTConvFwdLevel || k == kWTConvBwdLevel) {  // "wtconv_fwd_level1_..." / "wtconv_fwd_levelN_..."
+    d.glued_field = "first";
+    d.glued_words = {"1", "N"};
+  }
+  return d;
+}
+
 // Tiled kernels share one tile space and its basic constraints.
-TileSpace tiled_space(const OpSpec&);
-std::optional<std::string> tiled_reject_common(const Tile& t, const DeviceLimits& d);
+TileSpace tiled_space(const WSpec&);
+std::optional<std::string> tiled_reject_common(const WTile& t, const DeviceLimits& d);
 
 }  // namespace lkjit::gen::wtconv

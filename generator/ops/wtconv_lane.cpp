@@ -22,8 +22,8 @@ int64_t lane_wmax(int64_t w, int l) { return l == 0 ? w : (lane_wmax(w, l - 1) +
 // Floats per plane: the level images (forward: Y_l then Z_l in place; backward: dZ_l then dY_l, then all
 // of Y_2 at L = 2, or the LL of Y_l for 2 <= l < L), subbands an odd number of floats apart in a forward
 // with two threads a plane, and at the backward's level 1 and its stored Y_2.
-int64_t lane_plane_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
-  const bool bwd = s.kernel == Kernel::kWTConvBwdLane;
+int64_t lane_plane_floats(const WSpec& s, const WTile& t, const Shape& sh) {
+  const bool bwd = s.kernel == kWTConvBwdLane;
   const auto lh = level_sizes(sh.H, s.L);
   int64_t n = 0;
   for (int l = 1; l <= s.L; ++l) {
@@ -35,16 +35,16 @@ int64_t lane_plane_floats(const OpSpec& s, const Tile& t, const Shape& sh) {
   }
   return n;
 }
-int lane_block_planes(const Tile& t) { return t.planes ? t.planes : t.threads; }
-int64_t lane_smem_bytes(const OpSpec& s, const Tile& t, const Shape& sh) {
+int lane_block_planes(const WTile& t) { return t.planes ? t.planes : t.threads; }
+int64_t lane_smem_bytes(const WSpec& s, const WTile& t, const Shape& sh) {
   return lane_plane_floats(s, t, sh) * lane_block_planes(t) * 4;
 }
 // Blocks an SM's shared memory holds (1 KiB of it reserved for each block).
-int64_t lane_blocks_by_smem(const OpSpec& s, const Tile& t, const Shape& sh, const DeviceLimits& d) {
+int64_t lane_blocks_by_smem(const WSpec& s, const WTile& t, const Shape& sh, const DeviceLimits& d) {
   return d.smem_per_sm / (lane_smem_bytes(s, t, sh) + 1024);
 }
 
-TileSpace lane_space(const OpSpec&) {
+TileSpace lane_space(const WSpec&) {
   return {{{"tile_w", {2, 4, 6, 8, 10, 12, 14, 16}, "widest plane (columns) a thread's register rows hold"},
            {"threads", {32, 64, 128, 256}, "threads per block"},
            {"planes", {0, 16, 32, 64, 128}, "(b,c) planes per block: 0 = one per thread, threads/2 = two threads per plane"},
@@ -52,14 +52,14 @@ TileSpace lane_space(const OpSpec&) {
 }
 
 // The register cap of `blocks` blocks an SM: what ptxas allocates at most per thread, in its units of 8.
-int64_t lane_reg_cap(const Tile& t, const DeviceLimits& d) {
+int64_t lane_reg_cap(const WTile& t, const DeviceLimits& d) {
   return d.regs_per_sm / (int64_t(t.blocks) * t.threads) / 8 * 8;
 }
 // A cap below this spills the register rows (lane_regs' bound plus addresses and counters); above 255
 // (the most a thread can have) it caps nothing.
 constexpr int kLaneMinRegCap = 168;
 
-std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape* sh) {
+std::optional<std::string> lane_reject(const WSpec& s, const WTile& t, const DeviceLimits& d, const Shape* sh) {
   if (auto r = reject_threads(t, d)) return r;
   if (t.planes != 0 && 2 * t.planes != t.threads)
     return fmt::format("planes={} with threads={}; supported: planes = 0 (one thread per plane) or threads/2 "
@@ -108,10 +108,10 @@ std::optional<std::string> lane_reject(const OpSpec& s, const Tile& t, const Dev
 // backward 93 us against 119 for two threads.
 // tile_w is also capped where the register rows would not fit (k = 7: 8), so the default is valid for any
 // k the kernels can run; a wider plane then fails lane_reject's W check, as it failed the register one.
-Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
+WTile lane_default(const WSpec& s, const Shape& sh, const DeviceLimits& d) {
   int wcap = kLaneMaxW;
   while (wcap > 2 && lane_regs(s.k, wcap) > kLaneMaxRegs) wcap -= 2;  // even, as tile_space
-  Tile t{0, static_cast<int>(std::min<int64_t>(std::max<int64_t>((sh.W + 1) / 2 * 2, 2), std::min(kLaneMaxW, wcap))),
+  WTile t{0, static_cast<int>(std::min<int64_t>(std::max<int64_t>((sh.W + 1) / 2 * 2, 2), std::min(kLaneMaxW, wcap))),
          0, 0, 64};
   if (d.smem_per_sm / (32 * 4 * std::max<int64_t>(lane_plane_floats(s, t, sh), 1)) < 8) t.planes = t.threads / 2;
   if (lane_smem_bytes(s, t, sh) > d.smem_per_sm / 4) {
@@ -123,47 +123,48 @@ Tile lane_default(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
   // few spills). Measured on an H200, bf16 B=64 (`lkjit tune`): the 14x14 stage of WTConvNeXt-T (C=384,
   // L=3) in one wave, 0.202 -> 0.146 ms at k=5 and 0.152 -> 0.115 at k=3; smaller problems lose 4-8 % to
   // the spills (C=96 16x16, C=192 8x8 k=7, C=256 12x12), which this rule leaves uncapped.
-  Tile capped = t;
+  WTile capped = t;
   capped.blocks = 384 / t.threads;
-  if (s.kernel == Kernel::kWTConvBwdLane && sh.B * sh.C > 4 * int64_t(lane_block_planes(t)) * d.sm_count &&
+  if (s.kernel == kWTConvBwdLane && sh.B * sh.C > 4 * int64_t(lane_block_planes(t)) * d.sm_count &&
       !lane_reject(s, capped, d, &sh))
     t = capped;
   return t;
 }
 
-LaunchGeometry lane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+LaunchGeometry lane_geometry(const WSpec& s, const WTile& t, const Shape& sh) {
   LaunchGeometry g;
   g.grid[0] = static_cast<unsigned>(cdiv(sh.B * sh.C, lane_block_planes(t)));
   g.block[0] = t.threads;
+  g.blocks = std::ceil(double(sh.B) * double(sh.C) / lane_block_planes(t));
   g.smem_bytes = static_cast<unsigned>(lane_smem_bytes(s, t, sh));
   return g;
 }
 
-std::string lane_cfg(const OpSpec& s, const Tile& t) {
+std::string lane_cfg(const WSpec& s, const WTile& t) {
   return fmt::format("  using T = {};\n  static constexpr int k = {}, R = {}, L = {}, threads = {}, wmax = {}, split = {};\n",
                      ctype(s.dtype), s.k, R(s), s.L, t.threads, t.tile_w, t.threads / lane_block_planes(t));
 }
-std::string fwd_lane_name(const OpSpec& s, const Tile& t) {
+std::string fwd_lane_name(const WSpec& s, const WTile& t) {
   return fmt::format("wtconv_fwd_lane_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
 }
-std::string bwd_lane_name(const OpSpec& s, const Tile& t) {
+std::string bwd_lane_name(const WSpec& s, const WTile& t) {
   return fmt::format("wtconv_bwd_lane_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
 }
 
 // ---- reduce of the lane backward's channel-innermost partials (reduce_lane.cuh) --------------------
 // Blocks of 32 channels x one tap set (W~0 and b~, or one level's subband): warps over the set's values.
-TileSpace reduce_lane_space(const OpSpec&) {
+TileSpace reduce_lane_space(const WSpec&) {
   return {{{"threads", {64, 128, 256, 512}, "threads per block (32 channels x one tap set; warps over its values)"}}};
 }
-int64_t reduce_lane_smem_bytes(const OpSpec& s) { return (int64_t(s.k) * s.k + 1) * 33 * 4; }
-std::optional<std::string> reduce_lane_reject(const OpSpec& s, const Tile& t, const DeviceLimits& d, const Shape*) {
+int64_t reduce_lane_smem_bytes(const WSpec& s) { return (int64_t(s.k) * s.k + 1) * 33 * 4; }
+std::optional<std::string> reduce_lane_reject(const WSpec& s, const WTile& t, const DeviceLimits& d, const Shape*) {
   if (auto r = reject_threads(t, d)) return r;
   return reject_smem(reduce_lane_smem_bytes(s), d);
 }
 // 512: bf16 k=5 on an H200, the layer's backward 201 -> 186 us at 64x384x14x14 L=3 and 94 -> 77 us at
 // 64x768x7x7 L=2 against 256 threads (more warps per SM for the few blocks of the (C/32) x (1+4L) grid).
-Tile reduce_lane_default(const OpSpec&, const Shape&, const DeviceLimits&) { return Tile{0, 0, 0, 0, 512}; }
-LaunchGeometry reduce_lane_geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
+WTile reduce_lane_default(const WSpec&, const Shape&, const DeviceLimits&) { return WTile{0, 0, 0, 0, 512}; }
+LaunchGeometry reduce_lane_geometry(const WSpec& s, const WTile& t, const Shape& sh) {
   LaunchGeometry g;
   g.grid[0] = static_cast<unsigned>(cdiv(sh.C, 32));
   g.grid[1] = static_cast<unsigned>(1 + 4 * s.L);
@@ -171,23 +172,22 @@ LaunchGeometry reduce_lane_geometry(const OpSpec& s, const Tile& t, const Shape&
   g.smem_bytes = static_cast<unsigned>(reduce_lane_smem_bytes(s));
   return g;
 }
-std::string reduce_lane_name(const OpSpec& s, const Tile& t) {
+std::string reduce_lane_name(const WSpec& s, const WTile& t) {
   return fmt::format("wtconv_reduce_lane_k{}_L{}_{}", s.k, s.L, t.to_string());
 }
 
 }  // namespace
 }  // namespace wtconv
 
-std::vector<KernelTraits> wtconv_lane_kernels() {
+std::vector<KernelDef> wtconv_lane_kernels() {
   using namespace wtconv;
   return {
-      {Kernel::kWTConvFwdLane, "wtconv/fwd_lane.cuh", "wtconv_fwd_lane", "WTConvParams", validate_common, lane_space,
-       lane_reject, lane_default, lane_geometry, lane_cfg, fwd_lane_name},
-      {Kernel::kWTConvBwdLane, "wtconv/bwd_lane.cuh", "wtconv_bwd_lane", "WTConvParams", validate_common, lane_space,
-       lane_reject, lane_default, lane_geometry, lane_cfg, bwd_lane_name},
-      {Kernel::kWTConvReduceLane, "wtconv/reduce_lane.cuh", "wtconv_reduce_lane", "WTConvParams", validate_common,
-       reduce_lane_space, reduce_lane_reject, reduce_lane_default, reduce_lane_geometry, reduce_cfg,
-       reduce_lane_name},
+      wtconv_kernel<lane_space, lane_reject, lane_default, lane_geometry, lane_cfg, fwd_lane_name>(
+          kWTConvFwdLane, "wtconv/fwd_lane.cuh", "wtconv_fwd_lane"),
+      wtconv_kernel<lane_space, lane_reject, lane_default, lane_geometry, lane_cfg, bwd_lane_name>(
+          kWTConvBwdLane, "wtconv/bwd_lane.cuh", "wtconv_bwd_lane"),
+      wtconv_kernel<reduce_lane_space, reduce_lane_reject, reduce_lane_default, reduce_lane_geometry, reduce_cfg,
+                    reduce_lane_name>(kWTConvReduceLane, "wtconv/reduce_lane.cuh", "wtconv_reduce_lane"),
   };
 }
 

@@ -1,5 +1,7 @@
-/* C ABI of liblkjit.so: the WTConv layer (lkjit::WTConv, include/lkjit/wtconv.h) behind an opaque
- * handle, for callers that cannot use C++ (Python's ctypes in python/lkjit/).
+/* C ABI of liblkjit.so: each op family's layer behind an opaque handle, for callers that cannot use C++
+ * (Python's ctypes in python/lkjit/, the PyTorch binding in python/csrc/). This header holds what every
+ * family shares (errors, dtypes, tensor descriptions, library information); each family's entry points are
+ * in its own header, included at the end (one line per family): lkjit/c_api_wtconv.h, ...
  *
  * Conventions:
  *   - Every function that can fail returns an lkjit error code (0 = ok; 1 usage, 2 invalid argument,
@@ -8,9 +10,9 @@
  *     ("lkjit: error: <subject>: <what> ..."), naming the bad value and the allowed range.
  *   - Strings returned through `const char**` live in thread-local storage, valid until the next
  *     lkjit_* call on the same thread; copy them.
- *   - Tensors are device pointers: X, out, dOut, dX in the layer's dtype, NCHW contiguous or, through
- *     the *_strided entry points, any element strides (channels_last, ...); parameters and gradients
- *     are fp32 in the reference module's shapes (see wtconv.h).
+ *   - Tensors are device pointers in the layer's dtype, NCHW contiguous or, through the *_strided entry
+ *     points, any element strides (int64_t[4] in (B, C, H, W) order, not bytes); parameters and gradients
+ *     are fp32 in the reference module's shapes (each family's header says which).
  *   - A stream is a CUstream / cudaStream_t (NULL = the legacy default stream).
  *   - One handle may be used from several threads: calls on it are serialised by a mutex.
  */
@@ -32,8 +34,9 @@ extern "C" {
 
 /* Bumped when a signature below changes or an entry point is added; python/lkjit checks it.
  * 2: lkjit_wtconv_forward_strided, lkjit_wtconv_backward_strided. 3: lkjit_wtconv_transpose.
- * 4: lkjit_wtconv_backward_flags. */
-#define LKJIT_C_API_VERSION 4
+ * 4: lkjit_wtconv_backward_flags. 5: lkjit_info, lkjit_tensor_desc, lkjit_wtconv_check_tensors.
+ * 6: lkjit_scale_* (the scale family). */
+#define LKJIT_C_API_VERSION 6
 
 enum {
   LKJIT_OK = 0,
@@ -47,8 +50,6 @@ enum {
 
 enum { LKJIT_DTYPE_F32 = 0, LKJIT_DTYPE_F16 = 1, LKJIT_DTYPE_BF16 = 2 };
 
-typedef struct lkjit_wtconv lkjit_wtconv; /* opaque */
-
 LKJIT_API const char* lkjit_version(void); /* "0.1.0" */
 LKJIT_API int lkjit_c_api_version(void);   /* LKJIT_C_API_VERSION */
 
@@ -58,91 +59,34 @@ LKJIT_API const char* lkjit_last_error(void);
 /* 1 when libcuda.so.1 loads and reports a device, else 0 with *why (if non-NULL) saying what is missing. */
 LKJIT_API int lkjit_gpu_available(const char** why);
 
-/* Creates a layer: C >= 1 channels (in = out), odd k in [1, 31], L in [0, 8], dtype LKJIT_DTYPE_*,
- * bias 0/1, stride in [1, 64], CUDA device ordinal >= 0. Validates only; allocates nothing on the GPU. */
-LKJIT_API int lkjit_wtconv_create(int64_t C, int k, int L, int dtype, int bias, int stride, int device,
-                                  lkjit_wtconv** out);
-LKJIT_API void lkjit_wtconv_destroy(lkjit_wtconv* h); /* NULL is a no-op */
+/* What this library runs with, one "key: value" line each: version, c_api, nvrtc (the libnvrtc loaded, or
+ * "not loaded: <every place looked>"), nvrtc_version, gpu. Loads NVRTC (and libcuda) if not yet loaded. */
+LKJIT_API int lkjit_info(const char** text);
 
-/* Folds the scales into the weights (Eq. 8) on `stream`. level_w / level_s hold L pointers each (may be
- * NULL when L = 0); base_b is required iff bias. The raw pointers are kept for backward (Eq. 9). */
-LKJIT_API int lkjit_wtconv_set_weights(lkjit_wtconv* h, const float* base_w, const float* base_b,
-                                       const float* base_s, const float* const* level_w,
-                                       const float* const* level_s, void* stream);
+/* ---- argument checks of framework bindings ----
+ * A tensor as a binding (lkjit.torch's ctypes layer, the C++ PyTorch binding) sees it, for the checks below:
+ * both bindings pass their tensors here, so that they refuse bad calls with the same messages. Only sizes,
+ * dtype and device: no data is touched. */
+enum { LKJIT_DEVICE_CPU = 0, LKJIT_DEVICE_CUDA = 1, LKJIT_DEVICE_OTHER = 2 };
+typedef struct lkjit_tensor_desc {
+  int64_t dim;
+  const int64_t* sizes;     /* dim entries */
+  int dtype;                /* LKJIT_DTYPE_*, or -1 for any other dtype */
+  const char* dtype_name;   /* as the framework prints it ("torch.float64"), for messages */
+  int device_type;          /* LKJIT_DEVICE_* */
+  const char* device_name;  /* as the framework prints it ("cuda:0", "cpu"), for messages */
+} lkjit_tensor_desc;
 
-/* out (B, C, ceil(H/stride), ceil(W/stride)) = WTConv(x (B, C, H, W)). */
-LKJIT_API int lkjit_wtconv_forward(lkjit_wtconv* h, const void* x, void* out, int64_t B, int64_t H, int64_t W,
-                                   void* stream);
-
-/* dX and every parameter gradient (written, not accumulated; deterministic). grad_base_b is required iff
- * bias; grad_level_w / grad_level_s hold L pointers each. */
-LKJIT_API int lkjit_wtconv_backward(lkjit_wtconv* h, const void* x, const void* dout, void* dx,
-                                    float* grad_base_w, float* grad_base_b, float* grad_base_s,
-                                    float* const* grad_level_w, float* const* grad_level_s, int64_t B,
-                                    int64_t H, int64_t W, void* stream);
-
-/* lkjit_wtconv_forward / _backward with each activation's element strides (not bytes): int64_t[4] in
- * (B, C, H, W) order whatever the memory order, so element (b, c, y, x) is at
- * b*s[0] + c*s[1] + y*s[2] + x*s[3]; e.g. channels_last (NHWC) x is {H*W*C, 1, W*C, C}, and out and
- * dout use their own (H_out, W_out). NULL (or all zeros) = NCHW contiguous for that tensor. Strides
- * must be >= 1 for dims of size > 1, and the written tensor (out, dx) must not overlap itself:
- * otherwise LKJIT_E_INVALID_ARGUMENT naming the tensor, the dim and the allowed range, before any GPU
- * call. The old entry points are these with NULL strides. */
-LKJIT_API int lkjit_wtconv_forward_strided(lkjit_wtconv* h, const void* x, const int64_t* x_strides, void* out,
-                                           const int64_t* out_strides, int64_t B, int64_t H, int64_t W,
-                                           void* stream);
-LKJIT_API int lkjit_wtconv_backward_strided(lkjit_wtconv* h, const void* x, const int64_t* x_strides,
-                                            const void* dout, const int64_t* dout_strides, void* dx,
-                                            const int64_t* dx_strides, float* grad_base_w, float* grad_base_b,
-                                            float* grad_base_s, float* const* grad_level_w,
-                                            float* const* grad_level_s, int64_t B, int64_t H, int64_t W,
-                                            void* stream);
-
-/* Flags of lkjit_wtconv_backward_flags. LKJIT_BACKWARD_REUSE_FORWARD_FOLD: the caller guarantees that the
- * layer's fold is still the one its last forward made from the values the parameters hold now: no
- * set_weights, no in-place change of them, and no other forward or graph replay of this layer with other
- * values in between (PyTorch's autograd refuses in-place changes of the tensors a forward saves). A layer
- * captured in a CUDA graph, whose calls otherwise fold first, then reads that fold instead of folding again;
- * if the guarantee is broken, dX and the tap gradients are those of the fold's values. */
-enum { LKJIT_BACKWARD_REUSE_FORWARD_FOLD = 1 };
-
-/* lkjit_wtconv_backward_strided with flags (LKJIT_BACKWARD_*; other bits: LKJIT_E_INVALID_ARGUMENT). */
-LKJIT_API int lkjit_wtconv_backward_flags(lkjit_wtconv* h, const void* x, const int64_t* x_strides,
-                                          const void* dout, const int64_t* dout_strides, void* dx,
-                                          const int64_t* dx_strides, float* grad_base_w, float* grad_base_b,
-                                          float* grad_base_s, float* const* grad_level_w,
-                                          float* const* grad_level_s, int64_t B, int64_t H, int64_t W,
-                                          unsigned flags, void* stream);
-
-/* Compiles and loads every kernel of a shape (backward too when backward != 0), for NCHW activations: the
- * first channels_last call of a small map may still compile the lane kernels (lkjit_wtconv_runs_lane). */
-LKJIT_API int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward);
-
-/* *lane = 1 when NHWC activations of this shape run a lane kernel in the forward (backward = 0) or backward
- * pass (it reads channels_last directly, so callers need no layout copies for that pass), else 0. Plans for
- * the layer's GPU. */
-LKJIT_API int lkjit_wtconv_runs_lane(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int* lane);
-
-/* The kernels a shape runs, one line each: "<kernel_name> tile=<tile> shape=<shape>[ level=<l>]".
- * arch = 0 plans for the layer's device (needs a GPU); arch = 80, 90, ... plans from that arch's table
- * (no GPU needed). */
-LKJIT_API int lkjit_wtconv_describe(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int arch,
-                                    const char** text);
-
-/* lkjit::wtconv_transpose (wtconv.h): copies activation (B, C, H, W) of dtype LKJIT_DTYPE_* from element
- * strides src_strides to dst_strides (int64_t[4] each, (B, C, H, W) order, as above; both required), e.g.
- * channels_last -> NCHW contiguous, coalesced on both sides, on `stream` of CUDA device `device`.
- * LKJIT_E_INVALID_ARGUMENT before any GPU call for null pointers, extents below 1, C or H*W above 2^31-65,
- * bad strides, a dst that overlaps itself or src (not in place), or more than 2^31-1 blocks. */
-LKJIT_API int lkjit_wtconv_transpose(const void* src, const int64_t* src_strides, void* dst,
-                                     const int64_t* dst_strides, int dtype, int64_t B, int64_t C, int64_t H,
-                                     int64_t W, int device, void* stream);
-
-/* Device memory the layer owns now (folded weights + scratch), in bytes. */
-LKJIT_API int lkjit_wtconv_workspace_bytes(lkjit_wtconv* h, uint64_t* bytes);
+/* Flags of lkjit_wtconv_check_tensors. LKJIT_CHECK_ALLOW_CPU: CPU tensors pass too (the PyTorch layer runs a
+ * PyTorch implementation on them); otherwise x must be on a CUDA device. */
+enum { LKJIT_CHECK_ALLOW_CPU = 1 };
 
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+/* The families' entry points (one line each). */
+#include "lkjit/c_api_wtconv.h"
+#include "lkjit/c_api_scale.h"
 
 #endif /* LKJIT_C_API_H_ */

@@ -1,6 +1,10 @@
 // The on-disk kernel cache, for tools and deployments: list, verify, prune and clear entries, see what
 // went into a key, and move entries between machines as one bundle file. No GPU needed.
 //
+// Every entry read is checked before its cubin is handed out: checksums, its key recomputed from the inputs
+// it records, and a payload that is a CUDA ELF for its arch defining its kernel; an entry that fails is
+// removed (and rebuilt on next use).
+//
 // Layout: one file per entry, "<dir>/<key>.lkjit" (self-describing and checksummed), published by
 // atomic rename; "<key>.lock" while some process compiles that key. The directory must be private
 // to its owner (mode 0700 when lkjit creates it); one writable by others is refused (CacheError).
@@ -38,6 +42,11 @@ uint64_t cache_max_bytes();
 // A size as LKJIT_CACHE_MAX_BYTES takes it: bytes with an optional K/M/G/T suffix (powers of 1024).
 // what names the setting in the error message.
 uint64_t parse_byte_size(const std::string& text, const char* what);
+
+// Writes bytes to `path` through a uniquely named temp file in its folder (mode & ~umask), renamed over it:
+// readers see the old file or the new one, never a part. The folder must exist. Throws CacheError naming
+// the path and the OS message; the temp file is removed on failure. For files tools write (reports).
+void write_file_atomically(const std::string& path, const std::string& bytes, unsigned mode = 0644);
 
 struct CacheEntryInfo {
   std::string key;
@@ -79,8 +88,21 @@ struct CacheBundleReport {
   size_t evicted = 0;   // import: added, then evicted at once by the cache's size cap (max_bytes too small)
   uint64_t bytes = 0;   // bundle file size
   std::vector<std::string> skipped;  // export: requested keys missing or corrupt, with why
-  std::vector<std::string> refused;  // import: "entry N: why", each entry that did not decode or could not be published
+  // import: "entry N: why" for each entry that did not decode or could not be published, "entry N (KERNEL, key
+  // K..): REASON" for each that is not what it says (its key does not match its inputs, its payload is no cubin
+  // of its kernel for its arch, ...); the others imported.
+  std::vector<std::string> refused;
+  int format = 0;        // bundle format version (import: as read; export: as written)
+  std::string signer;    // key id (hex SHA-256 of the Ed25519 public key) of the bundle's signature, if signed
+  bool signature_checked = false;  // import: verified against LKJIT_CACHE_TRUSTED_KEYS
 };
+
+// Entries this process refused since it started, by where they came from: corrupt or made-up disk entries
+// (removed and rebuilt), bundle entries not imported, remote values not used.
+struct CacheRefusals {
+  uint64_t disk = 0, bundle = 0, remote = 0;
+};
+CacheRefusals cache_refusals();
 
 class KernelCache {
  public:
@@ -118,12 +140,15 @@ class KernelCache {
   CachePruneReport prune(std::optional<uint64_t> max_bytes = std::nullopt) const;
   // Removes every entry not in use, and stale files; those that could not be removed are in failed.
   CacheClearReport clear() const;
-  // A bundle of the given keys' entries (every entry when keys is empty), written temp-then-rename.
+  // A bundle of the given keys' entries (every entry when keys is empty), written temp-then-rename, and
+  // signed with LKJIT_CACHE_SIGNING_KEY when it is set (CacheError for a key file that cannot be used).
   CacheBundleReport export_bundle(const std::string& file, const std::vector<std::string>& keys = {}) const;
-  // Verifies the bundle's framing and checksum, then adds every entry that decodes and can be published; the
-  // others are listed in refused, with the reason. Prunes to the cap at the end. Throws CacheError when the
-  // framing or checksum is damaged (then nothing is added). A file that cannot be read (missing, a folder or
-  // FIFO, no permission, over 4 GiB) is bad input: Error with code kInvalidArgument.
+  // Verifies the bundle's framing, checksum and (with LKJIT_CACHE_TRUSTED_KEYS set) signature, then adds
+  // every entry that decodes, is what it says and can be published; the others are listed in
+  // report.refused, with the reason. Prunes to the cap at the end. Throws CacheError when the framing,
+  // checksum or signature is bad, or the bundle is unsigned while trusted keys are set (then nothing is
+  // added). A file that cannot be read (missing, a folder or FIFO, no permission, over 4 GiB) is bad input:
+  // Error with code kInvalidArgument.
   CacheBundleReport import_bundle(const std::string& file) const;
 
  private:

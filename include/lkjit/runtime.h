@@ -19,7 +19,7 @@ struct CompiledKernel {
   std::string kernel_name;
   std::string key;     // content key (hex SHA-256)
   std::string cubin;
-  std::string origin;  // "memory" | "disk" | "compiled"
+  std::string origin;  // "memory" | "disk" | "remote" | "compiled" (| "deferred": see CompileOptions)
   double seconds = 0;  // time spent in this call (generate + lookup + compile)
   int arch = 0;
   OpSpec spec;  // what it was compiled from (load_kernel rebuilds a rejected image from these)
@@ -34,11 +34,23 @@ struct CompiledKernel {
 // key once (a node-local lock per key). Throws SpecError / CompileError / CacheError; a failed store
 // is not thrown (the kernel still runs) but reported in store_error.
 CompiledKernel compile_kernel(const OpSpec& spec, const Tile& tile);
+// With LKJIT_REMOTE_CACHE set, a cluster tier sits between the disk and NVRTC: a verified remote entry is
+// stored on disk and returned (origin "remote"); a miss takes the key's lease (one compile per key across
+// nodes) or waits boundedly for the holder's entry.
+// compile_kernel_unless_busy: the same, but when another process holds the key's lock or lease it returns
+// at once with origin "deferred" and no cubin (prewarm --remote compiles other keys first, then asks again).
+CompiledKernel compile_kernel_unless_busy(const OpSpec& spec, const Tile& tile);
+// Waits (at most a few seconds) until this process's queued remote cache writes are done: tools call it
+// before they exit. A no-op without LKJIT_REMOTE_CACHE.
+void flush_remote_cache();
 // Drops a kernel from the in-process and on-disk caches (the driver rejected its image), so that the
 // next compile_kernel rebuilds it.
 void evict_compiled(const CompiledKernel& k);
 
 std::string nvrtc_version();            // e.g. "13.0"
+// The libnvrtc this process loaded (found as README's "Environment" says), or "" with *why naming every place
+// looked when none loads.
+std::string nvrtc_library(std::string* why = nullptr);
 std::vector<int> nvrtc_archs();          // archs the loaded NVRTC can target
 std::string cache_dir();                 // the on-disk cache in use
 bool disk_cache_enabled();               // false when LKJIT_CACHE_DISABLE=1 (in-memory cache only)
@@ -59,6 +71,9 @@ struct DeviceInfo {
   size_t l2_bytes = 0;  // L2 cache size (timing harnesses flush twice this before each timed run)
 };
 DeviceInfo device_info(int ordinal = 0);  // DriverError without a GPU
+// Makes the device's primary context current on this thread (what every call on a layer of that device
+// needs first). DriverError without a GPU or for an ordinal out of range.
+void set_current_device(int ordinal);
 
 // Device memory owned by this object (cuMemAlloc on the current primary context).
 class DeviceBuffer {

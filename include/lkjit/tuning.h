@@ -3,7 +3,8 @@
 // median of CUDA-event timings, finalists re-measured) and the decision is kept in a tuning database
 // (JSON beside the kernel cache: <cache dir>/tuning.json, or LKJIT_TUNING_DB), keyed by device class,
 // spec and shape bucket. Lookups go through tiers and report the one used (kernel_launcher's
-// WisdomResult). The WTConv layer-level problem (what is timed) is in lkjit/wtconv_tune.h.
+// WisdomResult). What is timed is a whole pass of an op layer (PassHarness, below): the tuner knows no op;
+// each family provides its harness (e.g. lkjit/wtconv_tune.h) and registers it with the runtime.
 //
 // Errors: SpecError for bad modes, strategies or specs; DriverError where a GPU is needed and absent.
 // A candidate that is rejected, fails to compile or fails to launch is a CandidateResult with its
@@ -12,10 +13,12 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "lkjit/generator.h"
+#include "lkjit/plan.h"
 #include "lkjit/runtime.h"
 #include "lkjit/spec.h"
 
@@ -50,17 +53,6 @@ enum class TuneStrategy {
 inline constexpr int kGreedyMeasureAllMax = 64;
 const char* to_string(TuneStrategy s);               // "exhaustive" | "random" | "greedy"
 TuneStrategy parse_tune_strategy(const std::string& s);  // SpecError
-
-// Where a tile came from, best first.
-enum class LookupTier {
-  kTuned,         // measured by this call
-  kExact,         // a record for this device class, spec and shape bucket
-  kNearestShape,  // same device class and spec, the nearest other shape whose tile fits this one
-  kSameArch,      // same compute capability, another device (name or SM count differ)
-  kDefault,       // the heuristic default_tile()
-  kOverride,      // pinned by WTConv::set_tile_override
-};
-const char* to_string(LookupTier t);  // "tuned" | "exact" | "nearest_shape" | "same_arch" | ...
 
 // The device a decision holds for: name, compute capability and SM count.
 struct DeviceClass {
@@ -151,6 +143,10 @@ std::vector<CandidateResult> precompile_candidates(const OpSpec& spec, const Sha
 
 // LKJIT_TUNING_DB, else <cache_dir()>/tuning.json.
 std::string tuning_db_path();
+// Why the tuning database file at `path` cannot be used (it cannot be read, is not JSON, or is not lkjit's
+// format), without the "lkjit: error: " prefix; "" when it is missing (an empty database) or good. Layers
+// and the Tuner read such a file as empty; tools say so.
+std::string tuning_db_problem(const std::string& path);
 
 // What tuning one kernel found.
 struct KernelTuneResult {
@@ -158,6 +154,10 @@ struct KernelTuneResult {
   Shape shape;    // the shape the kernel sees (a level kernel: its input low band)
   int level = 0;  // level kernels: 1..L
   Tile default_tile, chosen;
+  // A winner whose output disagreed with the default tile's (PassHarness::check_outputs): that tile and why.
+  // It is not chosen (chosen is then the default) and not recorded.
+  Tile rejected;
+  std::string check_failure;
   std::vector<CandidateResult> candidates;  // every candidate tried, in the fixed order
   size_t space_size = 0;                    // valid points for this shape
   TuneStrategy strategy = TuneStrategy::kGreedy;
@@ -185,6 +185,69 @@ struct TunedKernel {
   std::optional<KernelTuneResult> tuning;  // set when tier == kTuned
 };
 
+// ---- passes ---------------------------------------------------------------------------------------
+// What a pass harness runs, for reports and the tune JSON: the op, the pass, dtype, the (B, C, H, W) of its
+// input, and the op's own parameters in its order (WTConv: k, L, stride; flags: bias).
+struct PassInfo {
+  std::string op;  // "wtconv"
+  bool backward = false;
+  DType dtype = DType::kF32;
+  int64_t B = 1, C = 1, H = 1, W = 1;
+  std::vector<std::pair<std::string, int64_t>> params;
+  std::vector<std::pair<std::string, bool>> flags;
+  std::string text;  // the family's words, e.g. "fwd f32 64x96x56x56 k=5 L=5"
+};
+
+// One runnable pass of an op layer for timing, behind which the tuner measures candidate tiles: the
+// family's layer on its own buffers (rotating input/output sets, an L2 flush before each sample).
+// Families implement it (e.g. WTConvHarness); the tuner never sees the op.
+class PassHarness {
+ public:
+  virtual ~PassHarness() = default;
+  virtual const PassInfo& info() const = 0;
+  virtual const DeviceInfo& device() const = 0;
+  // The pinned plan: path resolved, default tiles.
+  virtual const std::vector<PlannedKernel>& plan() const = 0;
+  virtual void set_tile(const KernelSelector& entry, const Tile& t) = 0;  // an override (level must be exact)
+  virtual void set_tiles(const std::vector<PlannedKernel>& plan) = 0;     // every entry's tile
+  virtual void prepare() = 0;                                             // compile + load the current tiles
+  virtual std::vector<double> time(int warmup, int reps) = 0;             // ms per pass
+  virtual double traffic_bytes() const = 0;                               // the plan's traffic model
+  // Runs the pass with `reference`'s tiles and with `candidate`'s (plans of this harness: every non-fixed
+  // entry's tile) on the same random, non-constant inputs, each run's outputs NaN-poisoned first and its
+  // buffers guarded, and compares what they wrote within the dtype's tolerance (NaN fails). Why they
+  // disagree (naming the tensor and its worst element), or nullopt. Leaves the harness's tiles unspecified
+  // (set them again). tune_pass calls it before it accepts a winner other than the default.
+  virtual std::optional<std::string> check_outputs(const std::vector<PlannedKernel>& reference,
+                                                   const std::vector<PlannedKernel>& candidate) = 0;
+};
+
+// What tuning a pass found.
+struct TuneReport {
+  PassInfo problem;
+  DeviceInfo device;
+  std::vector<PlannedKernel> plan;          // as finally chosen (tiers: tuned for the tuned entries)
+  std::vector<KernelTuneResult> kernels;    // one per tuned entry, in plan order
+  Summary default_pass, tuned_pass;         // the whole pass with every default / every chosen tile
+  double traffic_bytes = 0;                 // sum of the plan's traffic models (GB/s = this / time)
+  double seconds = 0;                       // wall time, compiles included
+  std::string db_path;                      // where decisions were recorded ("" if not saved)
+  std::string save_error;                   // why recording failed ("" if it did not)
+};
+
+// Tunes the selected entries of the harness's plan (empty: every entry with more than one candidate for
+// its shape; fixed entries never) with `o`, kernel after kernel in plan order, each candidate timed as a
+// whole pass, and, if o.save, records each decision in the database. A winner other than the default is
+// first checked against every default tile (check_outputs, with the earlier entries' accepted choices in
+// place): one that disagrees, or whose check throws, is not chosen and not recorded; the entry keeps its
+// default and its result names the tile and why (KernelTuneResult::rejected, check_failure). SpecError
+// for a selector that matches no entry; a failing candidate is a result, never an exception; a device
+// left unusable by a faulting kernel is a DriverError.
+TuneReport tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, const TuneOptions& o);
+
+// The plan entries of a plan worth tuning: not fixed, more than one candidate for their shape.
+std::vector<PlannedKernel> tunable(const std::vector<PlannedKernel>& plan, const DeviceLimits& limits);
+
 class Tuner {
  public:
   explicit Tuner(TuneOptions options = {});
@@ -198,8 +261,9 @@ class Tuner {
   TileChoice lookup(const OpSpec& spec, const Shape& shape, const DeviceClass& dev, const DeviceLimits& limits) const;
 
   // The tile per the mode (tune: tunes on a miss, i.e. no exact record; retune: always), compiled and
-  // loaded on `device`. Tuning runs a WTConv layer problem containing the kernel (wtconv_tune.h).
-  // DriverError without a GPU; SpecError if spec.arch is not the device's.
+  // loaded on `device`. Tuning runs a pass of the kernel's family that contains it (the family's harness,
+  // found through the runtime's op registry). DriverError without a GPU; SpecError if spec.arch is not the
+  // device's, or no pass of the family runs the spec on the shape.
   TunedKernel get(const OpSpec& spec, const Shape& shape, int device = 0);
 
  private:

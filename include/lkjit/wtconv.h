@@ -19,19 +19,21 @@
 // GPU or on a failed launch; CompileError / CacheError from the JIT.
 #pragma once
 #include <array>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "lkjit/plan.h"
 #include "lkjit/runtime.h"
 #include "lkjit/spec.h"
 #include "lkjit/tuning.h"
+#include "lkjit/wtconv_kernels.h"
 
 namespace lkjit {
 
 constexpr int kMaxLevels = 8;
-struct WTConvLaunchList;
 
 struct WTConvOptions {
   int64_t C = 1;        // channels in = channels out, 1..2^24
@@ -86,23 +88,6 @@ struct WTConvGradients {
 // section 3).
 enum class WTConvPath { kAuto, kPlane, kTiled, kLane };
 
-// One kernel of a plan: what to compile, with which tile, for which (sub)problem.
-struct PlannedKernel {
-  OpSpec spec;
-  Tile tile;
-  Shape shape;  // the problem this kernel sees (a level kernel: its input low band)
-  int level = 0;  // level kernels: l in 1..L
-  double bytes = 0;  // device traffic model of one launch (reads + writes), for achieved GB/s
-  LookupTier tier = LookupTier::kDefault;  // where `tile` came from (WTConv::plan; wtconv_plan: default)
-};
-
-// Per-kernel CUDA-event timing of one forward or backward call (WTConv::profile).
-struct KernelTiming {
-  std::string kernel_name;
-  double ms = 0;
-  double bytes = 0;  // traffic model (PlannedKernel::bytes)
-};
-
 // Pure: the kernels forward (and backward, if asked) would run, for activations in o.layout. Used by
 // prewarm without a GPU. SpecError when a forced path (kPlane, kLane) cannot run the shape, naming why.
 std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& shape, const DeviceLimits& limits,
@@ -123,6 +108,19 @@ void wtconv_transpose(const void* src, const std::array<int64_t, 4>& src_st, voi
 void wtconv_transpose_check(const void* src, const std::array<int64_t, 4>& src_st, const void* dst,
                             const std::array<int64_t, 4>& dst_st, DType dtype, int64_t B, int64_t C, int64_t H,
                             int64_t W);
+
+// The checks WTConv's calls make before they touch the device (pure, no CUDA calls; SpecError naming the
+// bad value and the allowed range), for bindings that check before they make the layer's device current:
+// the weight and gradient pointer sets, the activation pointers (dout: backward only), and the element
+// strides a call runs with (the resolved strides, WTConvStrides' rules; the shape checked first).
+void wtconv_check_weights(const WTConvOptions& o, const WTConvWeights& w);
+void wtconv_check_gradients(const WTConvOptions& o, const WTConvGradients& g);
+void wtconv_check_activations(const void* x, const void* dout, const void* out, bool backward);
+WTConvStrides wtconv_resolve_strides(const WTConvOptions& o, int64_t B, int64_t H, int64_t W, const WTConvStrides* s,
+                                     bool backward);
+// The allowed range of a layer field ("B", "C", "H", "W", "k", "L", "stride") as errors write it ("[1, 2^24]"
+// for C), or "" for another name.
+std::string wtconv_field_range(const std::string& field);
 
 class WTConv {
  public:
@@ -205,35 +203,28 @@ class WTConv {
   size_t workspace_bytes() const;
 
  private:
-  struct Impl;
+  struct Impl;  // the plan runner's parts: tile policy, prepared plans, device, folded weights, scratch
+  struct LaunchList;
   Shape shape_of(int64_t B, int64_t H, int64_t W) const;
-  void ensure_impl();
+  void ensure_device();
   // act: the activations' layout, which picks the lane or plane kernels (kAuto).
   // call: the stream of the call the list is for; a first call of a shape under CUDA graph capture is
   // refused (SpecError) before it compiles anything.
-  const WTConvLaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act,
-                                      std::optional<Stream> call = std::nullopt);
-  [[noreturn]] static void throw_first_call_captured(const std::string& what);
+  const LaunchList& launch_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act,
+                                std::optional<Stream> call = std::nullopt);
+  LaunchList build_list(int64_t B, int64_t H, int64_t W, bool backward, Layout act);
   void launch_fold(Stream s);  // Eq. 8 from the parameters set_weights last gave
   // reuse_fold: a backward that may read the fold of the forward it follows (backward's reuse_forward_fold).
-  void run_list(const WTConvLaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
+  void run_list(const LaunchList& list, const void* x, const void* g, void* out, const WTConvStrides& st,
                 const WTConvGradients* grads, Stream s, std::vector<KernelTiming>* timings = nullptr,
                 bool reuse_fold = false);
-  struct TileOverride {
-    Kernel kernel;
-    int level;
-    Tile tile;
-  };
   // wtconv_plan with each entry's tile from an override, the mode's lookup, or the default.
   std::vector<PlannedKernel> choose_tiles(const Shape& sh, const DeviceInfo& dev, bool backward, Layout act) const;
-  void invalidate_lists();
   WTConvOptions opt_;
   WTConvPath path_ = WTConvPath::kAuto;
-  std::vector<TileOverride> overrides_;
   ClaimForTesting claim_ = ClaimForTesting::kDynamic;
-  TuneOptions tune_;
   std::string last_origin_;
-  Impl* impl_ = nullptr;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace lkjit

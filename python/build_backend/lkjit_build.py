@@ -128,6 +128,10 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
         tag = f"py3-none-{plat}"
         print(f"lkjit_build: bundling {lib}", file=sys.stderr)
+        binding = os.path.join(os.path.dirname(lib), "_lkjit_torch.so")  # the PyTorch binding, built beside it
+        if os.path.isfile(binding):
+            files.append((f"{NAME}/_lkjit_torch.so", open(binding, "rb").read(), True))
+            print(f"lkjit_build: bundling {binding}", file=sys.stderr)
     else:
         tag = "py3-none-any"
         print("lkjit_build: no prebuilt liblkjit.so ($LKJIT_LIBRARY or build/liblkjit.so): pure-Python wheel; "

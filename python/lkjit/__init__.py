@@ -4,18 +4,20 @@ through liblkjit.so's C ABI with ctypes. Needs no compiler and no build against 
 
     import lkjit
     lkjit.gpu_available()            # GpuStatus: truthy, or .reason says what is missing
+    lkjit.info()                     # dict: liblkjit.so, NVRTC (which one was loaded), GPU, binding
     from lkjit.torch import WTConv2d # the PyTorch layer (imports torch)
 
 ``import lkjit`` imports only the standard library; liblkjit.so is loaded on first use (see
 lkjit._lib for where it is looked for; ``$LKJIT_LIBRARY`` overrides).
 """
 from ._lib import (CacheError, CompileError, DriverError, GpuStatus, LibraryNotFoundError, LkjitError,
-                   SpecError, WTConvLayer, gpu_available, library_path)
+                   SpecError, gpu_available, info, library_path)
+from ._wtconv_abi import WTConvLayer
 
 __version__ = "0.1.0"
 
 __all__ = ["CacheError", "CompileError", "DriverError", "GpuStatus", "LibraryNotFoundError", "LkjitError",
-           "SpecError", "WTConvLayer", "gpu_available", "library_path", "library_version", "__version__"]
+           "SpecError", "WTConvLayer", "gpu_available", "info", "library_path", "library_version", "__version__"]
 
 
 def library_version():

@@ -1,4 +1,8 @@
-"""ctypes binding of liblkjit.so's C ABI (include/lkjit/c_api.h). Imports nothing but the standard library.
+"""Generic plumbing of liblkjit.so's C ABI (include/lkjit/c_api.h) for every op family: loading the library
+(search order below) and checking its C ABI version, the error classes and their codes, the checks of integer,
+pointer, stream and stride arguments, dtype codes, and the tensor descriptions the argument checks take. A
+family's declarations and wrappers live in its own module (lkjit/_wtconv_abi.py), which registers its entry
+points' signatures here (declare) and its ranges (register_ranges). Imports nothing but the standard library.
 
 Where the library is found, first match wins:
   1. ``$LKJIT_LIBRARY``: a path to liblkjit.so (an error if it does not load; no fallback).
@@ -12,14 +16,13 @@ import operator
 import os
 import threading
 
-C_API_VERSION = 4  # LKJIT_C_API_VERSION this binding was written for
-REUSE_FORWARD_FOLD = 1  # LKJIT_BACKWARD_REUSE_FORWARD_FOLD
+C_API_VERSION = 6  # the oldest LKJIT_C_API_VERSION with every entry point this package declares
 
 DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2}
 _DTYPE_ALIASES = {"f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
                   "f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16",
                   "bf16": "bf16", "bfloat16": "bf16"}
-MAX_LEVELS = 8
+
 
 
 class LkjitError(RuntimeError):
@@ -69,7 +72,7 @@ def _dtype_spellings():
     return "; ".join(f"{' | '.join(v)} (code {DTYPE_CODES[k]})" for k, v in groups.items())
 
 
-def dtype_code(dtype):
+def dtype_code(dtype, where="wtconv"):
     """'f32' | 'fp32' | 'float32' | 'float' | 'f16' | 'fp16' | 'float16' | 'half' | 'bf16' | 'bfloat16',
     the matching torch dtypes, or the codes 0, 1, 2 -> 0, 1, 2.
 
@@ -82,7 +85,7 @@ def dtype_code(dtype):
     else:
         name = _DTYPE_ALIASES.get(str(dtype).lower().replace("torch.", ""))
     if name is None:
-        raise SpecError(f"lkjit: error: wtconv: dtype={dtype!r} is not supported; supported: "
+        raise SpecError(f"lkjit: error: {where}: dtype={dtype!r} is not supported; supported: "
                         f"{_dtype_spellings()}; or torch.float32, torch.float16, torch.bfloat16")
     return DTYPE_CODES[name]
 
@@ -95,23 +98,20 @@ def dtype_code(dtype):
 _INT = 31    # value bits of the C ABI's int
 _INT64 = 63  # and of its int64_t
 
-# The library's range of each value that Python checks or names itself, as Python ranges (k: odd values
-# only). _c_ints states them for values too large for the C ABI's types, which the library would never see,
-# and WTConv2d checks its options against them (range_errors). The library is the authority (validate_options
-# and validate_shape in runtime/ops/wtconv_plan.cpp, wtconv_transpose_check) and its C ABI does not expose
-# them, so test_import.py's test_ranges_match_the_library calls the C ABI in and around both ends of every
-# range here: a change on either side fails the CPU tests. An upper bound that is the C type's own (device,
-# the transpose's B) means the library sets none below it.
-_RANGES = {
-    "wtconv": {"C": range(1, (1 << 24) + 1), "k": range(1, 32, 2), "L": range(0, MAX_LEVELS + 1),
-               "stride": range(1, 65), "device": range(0, 1 << _INT), "B": range(1, 1 << 31),
-               "H": range(1, (1 << 30) + 1), "W": range(1, (1 << 30) + 1)},
-    "wtconv_transpose": {"B": range(1, 1 << _INT64), "C": range(1, (1 << 31) - 64), "H": range(1, (1 << 31) - 64),
-                         "W": range(1, (1 << 31) - 64), "device": range(0, 1 << _INT)},
-}
+# The library's range of each value that Python checks or names itself, as Python ranges, per family entry
+# point ('wtconv', 'wtconv_transpose', ...): a family module registers its own (register_ranges) with the
+# reasons they are copies and the CPU test that holds them against the library.
+_RANGES = {}
 # How the library's messages state a range where they say more than "[lo, hi]" ({name}: the value's name).
-_RANGE_FORMS = {("wtconv", "k"): "odd {name} in {range}", ("wtconv", "L"): "{name} in {range}",
-                ("wtconv_transpose", "H"): "{range} (H*W too)", ("wtconv_transpose", "W"): "{range} (H*W too)"}
+_RANGE_FORMS = {}
+
+
+def register_ranges(where, ranges, forms=None):
+    """Adds a family's ranges (name -> Python range) under ``where``, and the forms of their messages
+    ({name: "odd {name} in {range}"})."""
+    _RANGES[where] = dict(ranges)
+    for name, form in (forms or {}).items():
+        _RANGE_FORMS[(where, name)] = form
 
 
 def _bound_text(v):
@@ -181,13 +181,6 @@ def _c_ints(where, *args):
 _I64_LO, _I64_HI = -(1 << _INT64), (1 << _INT64) - 1
 
 
-def _bhw(B, H, W):
-    """A shape's (B, H, W) for the C ABI's int64_t. Plain ints in range (every call from lkjit.torch: tensor
-    sizes) take two comparisons each; anything else gets the full check."""
-    if type(B) is int and type(H) is int and type(W) is int and \
-            _I64_LO <= B <= _I64_HI and _I64_LO <= H <= _I64_HI and _I64_LO <= W <= _I64_HI:
-        return B, H, W
-    return _c_ints("wtconv", ("B", B, _INT64), ("H", H, _INT64), ("W", W, _INT64))
 
 
 # The oldest arch the library plans for (DeviceLimits::for_arch; test_ranges_match_the_library checks it), and
@@ -222,6 +215,7 @@ def arch_code(arch):
     return a
 
 
+
 def _candidates():
     env = os.environ.get("LKJIT_LIBRARY", "")
     if env:
@@ -241,35 +235,35 @@ _lock = threading.Lock()
 _lib = None
 _lib_path = None
 
+# Entry points' signatures: {name: (restype, argtypes)}. The generic ones here; each family module adds its own
+# with declare(), before or after the library is loaded.
+_c = ctypes
+_SIGNATURES = {
+    "lkjit_version": (_c.c_char_p, []),
+    "lkjit_last_error": (_c.c_char_p, []),
+    "lkjit_gpu_available": (_c.c_int, [_c.POINTER(_c.c_char_p)]),
+    "lkjit_info": (_c.c_int, [_c.POINTER(_c.c_char_p)]),
+}
 
-def _declare(lib):
-    """Signatures of the entry points (lkjit_c_api_version's is set by load(), which calls it first)."""
-    c = ctypes
-    i64, vp, pp, sp = c.c_int64, c.c_void_p, c.POINTER(c.c_void_p), c.POINTER(c.c_int64)
-    sigs = {
-        "lkjit_version": (c.c_char_p, []),
-        "lkjit_last_error": (c.c_char_p, []),
-        "lkjit_gpu_available": (c.c_int, [c.POINTER(c.c_char_p)]),
-        "lkjit_wtconv_create": (c.c_int, [i64, c.c_int, c.c_int, c.c_int, c.c_int, c.c_int, c.c_int, pp]),
-        "lkjit_wtconv_destroy": (None, [vp]),
-        "lkjit_wtconv_set_weights": (c.c_int, [vp, vp, vp, vp, pp, pp, vp]),
-        "lkjit_wtconv_forward": (c.c_int, [vp, vp, vp, i64, i64, i64, vp]),
-        "lkjit_wtconv_backward": (c.c_int, [vp, vp, vp, vp, vp, vp, vp, pp, pp, i64, i64, i64, vp]),
-        "lkjit_wtconv_forward_strided": (c.c_int, [vp, vp, sp, vp, sp, i64, i64, i64, vp]),
-        "lkjit_wtconv_backward_strided": (c.c_int, [vp, vp, sp, vp, sp, vp, sp, vp, vp, vp, pp, pp, i64, i64, i64,
-                                                    vp]),
-        "lkjit_wtconv_backward_flags": (c.c_int, [vp, vp, sp, vp, sp, vp, sp, vp, vp, vp, pp, pp, i64, i64, i64,
-                                                  c.c_uint, vp]),
-        "lkjit_wtconv_prepare": (c.c_int, [vp, i64, i64, i64, c.c_int]),
-        "lkjit_wtconv_describe": (c.c_int, [vp, i64, i64, i64, c.c_int, c.c_int, c.POINTER(c.c_char_p)]),
-        "lkjit_wtconv_runs_lane": (c.c_int, [vp, i64, i64, i64, c.c_int, c.POINTER(c.c_int)]),
-        "lkjit_wtconv_workspace_bytes": (c.c_int, [vp, c.POINTER(c.c_uint64)]),
-        "lkjit_wtconv_transpose": (c.c_int, [vp, sp, vp, sp, c.c_int, i64, i64, i64, i64, c.c_int, vp]),
-    }
-    for name, (res, args) in sigs.items():
+
+def declare(signatures):
+    """Registers entry points' signatures ({name: (restype, [argtypes])}); applied to the library now if it is
+    loaded, else when it loads. An entry point the library lacks fails the load (naming it)."""
+    _SIGNATURES.update(signatures)
+    if _lib is not None:
+        _apply(_lib, signatures)
+
+
+def _apply(lib, signatures):
+    for name, (res, args) in signatures.items():
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
+
+
+def _declare(lib):
+    """Signatures of the entry points (lkjit_c_api_version's is set by load(), which calls it first)."""
+    _apply(lib, _SIGNATURES)
 
 
 def load():
@@ -290,8 +284,9 @@ def load():
                 # The version first: an older library lacks newer entry points, and naming its version
                 # says more than the first missing symbol would.
                 got = lib.lkjit_c_api_version()
-                if got != C_API_VERSION:
-                    tried.append(f"{p}: C ABI version {got}, this package needs {C_API_VERSION} (rebuild liblkjit.so)")
+                if got < C_API_VERSION:  # entry points are only ever added: a newer library serves this package
+                    tried.append(f"{p}: C ABI version {got}, this package needs {C_API_VERSION} or newer "
+                                 "(rebuild liblkjit.so)")
                     continue
                 _declare(lib)
             except (OSError, AttributeError) as e:
@@ -338,6 +333,7 @@ def _strides(s, name, where="wtconv"):
         if type(v) is not int or not _I64_LO <= v <= _I64_HI:  # torch's strides pass at once
             _c_ints(where, (f"{name}[{i}]", v, _INT64))
     return Strides(*s)
+
 
 
 # ---- pointers and streams ------------------------------------------------------------------------------
@@ -395,32 +391,6 @@ def _ptrs(values):
     return arr
 
 
-def transpose(src, src_strides, dst, dst_strides, dtype, B, C, H, W, device=0, stream=0):
-    """lkjit::wtconv_transpose: copies activation (B, C, H, W) of ``dtype`` ('f32' | 'f16' | 'bf16') from
-    ``src`` (device pointer, element strides ``src_strides`` in (B, C, H, W) order) to ``dst`` (its own
-    strides), e.g. channels_last -> NCHW contiguous, coalesced on both sides, on ``stream`` (a cudaStream_t
-    as an int; 0 or None: the legacy default stream). Raises SpecError for bad sizes or strides and for a dst
-    that overlaps itself, TypeError naming an argument of the wrong type."""
-    where = "wtconv_transpose"
-    _transpose(_ptr(src, "src", where), src_strides, _ptr(dst, "dst", where), dst_strides, dtype, B, C, H, W,
-               device, _stream(stream, where))
-
-
-def _transpose(src, src_strides, dst, dst_strides, dtype, B, C, H, W, device=0, stream=0):
-    """transpose without the checks of src, dst and stream (see "pointers and streams" above)."""
-    lib = load()
-    for s, name in ((src_strides, "src_strides"), (dst_strides, "dst_strides")):
-        if s is None:
-            raise SpecError(f"lkjit: error: wtconv_transpose: {name} is None; expected 4 element strides")
-    if not (type(B) is int and type(C) is int and type(H) is int and type(W) is int and type(device) is int and
-            0 <= min(B, C, H, W, device) and max(B, C, H, W) <= _I64_HI and device < 1 << _INT):  # lkjit.torch's
-        B, C, H, W, device = _c_ints("wtconv_transpose", ("B", B, _INT64), ("C", C, _INT64), ("H", H, _INT64),
-                                     ("W", W, _INT64), ("device", device, _INT))
-    _check(lib.lkjit_wtconv_transpose(src, _strides(src_strides, "src_strides", "wtconv_transpose"), dst,
-                                      _strides(dst_strides, "dst_strides", "wtconv_transpose"), dtype_code(dtype),
-                                      B, C, H, W, device, stream or None))
-
-
 class GpuStatus:
     """Truthy when a GPU can run lkjit kernels; ``reason`` says why not otherwise."""
 
@@ -448,134 +418,36 @@ def gpu_available():
     return GpuStatus(ok == 1, "" if ok == 1 else (why.value or b"").decode("utf-8", "replace"))
 
 
-class WTConvLayer:
-    """One lkjit::WTConv layer (opaque C handle): fixed C, k, L, dtype, bias, stride and CUDA device.
 
-    Pointers are integers (e.g. ``tensor.data_ptr()``; 0 or None: null); a stream is a cudaStream_t as an int
-    (0 or None: the legacy default stream); a list of level pointers is a list or tuple. X / out / dOut / dX
-    in ``dtype``: NCHW contiguous, or addressed through the ``*_strides`` arguments: 4 element strides (not
-    bytes) in (B, C, H, W) order, e.g. ``tensor.stride()`` of a channels_last tensor; None = NCHW
-    contiguous. Parameters and their gradients: fp32, the reference module's shapes (see
-    include/lkjit/wtconv.h).
-    Sizes (C, k, L, stride, device, B, H, W, strides) are ints or int-like (operator.index): TypeError
-    naming the argument otherwise (float, str, bool). Flags (bias, backward) are bools (numpy bools too):
-    TypeError naming the argument otherwise (0, 1, 'no', None). Pointers, streams and strides of another
-    type: TypeError naming the argument, the value and what is accepted. Raises SpecError for out-of-range
-    options, checked in Python for values that do not fit the C ABI's integer types (pointers and streams
-    too: [0, 2^64-1]), LibraryNotFoundError without liblkjit.so.
-    lkjit.torch calls the unchecked twins of set_weights, forward and backward (see "pointers and streams").
-    """
+def info():
+    """What liblkjit.so runs with, as a dict: version, c_api, nvrtc (the libnvrtc loaded, or "not loaded: ..."
+    naming every place looked), nvrtc_version, gpu; and library (liblkjit.so's path). Loads NVRTC."""
+    lib = load()
+    text = ctypes.c_char_p()
+    _check(lib.lkjit_info(ctypes.byref(text)))
+    out = {"library": _lib_path}
+    for line in (text.value or b"").decode("utf-8", "replace").splitlines():
+        key, _, value = line.partition(": ")
+        out[key] = value
+    return out
 
-    def __init__(self, C, k=5, L=1, dtype="f32", bias=True, stride=1, device=0):
-        self._h = None  # before anything can raise: __del__ reads it
-        self.C, self.k, self.L, self.stride, self.device = _c_ints(
-            "wtconv", ("C", C, _INT64), ("k", k, _INT), ("L", L, _INT), ("stride", stride, _INT),
-            ("device", device, _INT))
-        self.bias = as_bool(bias, "bias")
-        self.dtype = dtype_code(dtype)
-        lib = load()
-        self._lib = lib
-        h = ctypes.c_void_p()
-        _check(lib.lkjit_wtconv_create(self.C, self.k, self.L, self.dtype, int(self.bias), self.stride,
-                                       self.device, ctypes.byref(h)))
-        self._h = h
 
-    def close(self):
-        if self._h is not None and self._h.value:
-            self._lib.lkjit_wtconv_destroy(self._h)
-        self._h = None
+# ---- tensor descriptions for the argument checks (lkjit_tensor_desc) -----------------------------------
+DEVICE_CPU, DEVICE_CUDA, DEVICE_OTHER = 0, 1, 2
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
-    def _handle(self):
-        if self._h is None:
-            raise SpecError("lkjit: error: wtconv: the layer was closed")
-        return self._h
+class TensorDesc(ctypes.Structure):
+    """lkjit_tensor_desc: sizes, dtype and device of a tensor, for the C ABI's argument checks."""
+    _fields_ = [("dim", ctypes.c_int64), ("sizes", ctypes.POINTER(ctypes.c_int64)), ("dtype", ctypes.c_int),
+                ("dtype_name", ctypes.c_char_p), ("device_type", ctypes.c_int), ("device_name", ctypes.c_char_p)]
 
-    def set_weights(self, base_w, base_b, base_s, level_w, level_s, stream=0):
-        """Folds the scales into the weights (Eq. 8 of Aflalo et al.) on ``stream``. level_w, level_s: lists
-        of L pointers."""
-        w = "wtconv"
-        self._set_weights(_ptr(base_w, "base_w", w), _ptr(base_b, "base_b", w), _ptr(base_s, "base_s", w),
-                          _ptr_list(level_w, "level_w", w), _ptr_list(level_s, "level_s", w), _stream(stream, w))
 
-    def _set_weights(self, base_w, base_b, base_s, level_w, level_s, stream=0):
-        """set_weights without the pointer and stream checks (see "pointers and streams" above)."""
-        self._check_levels(level_w, level_s, "level_w", "level_s")
-        _check(self._lib.lkjit_wtconv_set_weights(self._handle(), base_w, base_b or None, base_s,
-                                                  _ptrs(level_w), _ptrs(level_s), stream or None))
+def tensor_desc(sizes, dtype_code_or_none, dtype_name, device_type, device_name):
+    """A TensorDesc (and the array it points to: keep the pair alive for the call)."""
+    arr = (ctypes.c_int64 * max(len(sizes), 1))(*sizes)
+    d = TensorDesc(len(sizes), ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64)),
+                   -1 if dtype_code_or_none is None else dtype_code_or_none, str(dtype_name).encode(), device_type,
+                   str(device_name).encode())
+    d._keep = arr
+    return d
 
-    def forward(self, x, out, B, H, W, stream=0, x_strides=None, out_strides=None):
-        """out (B, C, ceil(H/stride), ceil(W/stride)) = WTConv(x (B, C, H, W)). Raises SpecError for bad sizes or
-        strides (an out that overlaps itself, a stride < 1 on a dim of size > 1) before any GPU call."""
-        w = "wtconv"
-        self._forward(_ptr(x, "x", w), _ptr(out, "out", w), B, H, W, _stream(stream, w), x_strides, out_strides)
-
-    def _forward(self, x, out, B, H, W, stream=0, x_strides=None, out_strides=None):
-        """forward without the pointer and stream checks (see "pointers and streams" above)."""
-        B, H, W = _bhw(B, H, W)
-        _check(self._lib.lkjit_wtconv_forward_strided(self._handle(), x, _strides(x_strides, "x_strides"), out,
-                                                      _strides(out_strides, "out_strides"), B, H, W, stream or None))
-
-    def backward(self, x, dout, dx, grad_base_w, grad_base_b, grad_base_s, grad_level_w, grad_level_s, B, H, W,
-                 stream=0, x_strides=None, dout_strides=None, dx_strides=None, reuse_forward_fold=False):
-        """dX and the parameter gradients (written, deterministic); strides as forward's, dx's checked like out's.
-        grad_level_w, grad_level_s: lists of L pointers. reuse_forward_fold: the caller guarantees that the
-        layer's fold is still the one its last forward made from these parameter values (no set_weights, and no
-        other forward or graph replay with other values, in between), so a layer captured in a CUDA graph reads
-        it instead of folding again (LKJIT_BACKWARD_REUSE_FORWARD_FOLD)."""
-        w = "wtconv"
-        self._backward(_ptr(x, "x", w), _ptr(dout, "dout", w), _ptr(dx, "dx", w), _ptr(grad_base_w, "grad_base_w", w),
-                       _ptr(grad_base_b, "grad_base_b", w), _ptr(grad_base_s, "grad_base_s", w),
-                       _ptr_list(grad_level_w, "grad_level_w", w), _ptr_list(grad_level_s, "grad_level_s", w), B, H,
-                       W, _stream(stream, w), x_strides, dout_strides, dx_strides,
-                       as_bool(reuse_forward_fold, "reuse_forward_fold"))
-
-    def _backward(self, x, dout, dx, grad_base_w, grad_base_b, grad_base_s, grad_level_w, grad_level_s, B, H, W,
-                  stream=0, x_strides=None, dout_strides=None, dx_strides=None, reuse_forward_fold=False):
-        """backward without the pointer and stream checks (see "pointers and streams" above)."""
-        self._check_levels(grad_level_w, grad_level_s, "grad_level_w", "grad_level_s")
-        B, H, W = _bhw(B, H, W)
-        _check(self._lib.lkjit_wtconv_backward_flags(
-            self._handle(), x, _strides(x_strides, "x_strides"), dout, _strides(dout_strides, "dout_strides"), dx,
-            _strides(dx_strides, "dx_strides"), grad_base_w, grad_base_b or None, grad_base_s, _ptrs(grad_level_w),
-            _ptrs(grad_level_s), B, H, W, REUSE_FORWARD_FOLD if reuse_forward_fold else 0, stream or None))
-
-    def prepare(self, B, H, W, backward=False):
-        """Compiles and loads every kernel of a shape."""
-        B, H, W = _bhw(B, H, W)
-        _check(self._lib.lkjit_wtconv_prepare(self._handle(), B, H, W, int(as_bool(backward, "backward"))))
-
-    def runs_lane(self, B, H, W, backward=False):
-        """Whether channels_last activations of this shape run a lane kernel in the forward (or backward)
-        pass, which reads them in place."""
-        B, H, W = _bhw(B, H, W)
-        lane = ctypes.c_int()
-        _check(self._lib.lkjit_wtconv_runs_lane(self._handle(), B, H, W, int(as_bool(backward, "backward")),
-                                                ctypes.byref(lane)))
-        return bool(lane.value)
-
-    def describe(self, B, H, W, backward=False, arch=0):
-        """The kernels a shape runs, one line each. arch=0: for this layer's GPU; 90, 'sm_90', 'sm90', '9.0'
-        (sm_80 and newer): from that arch's limits table, no GPU needed."""
-        B, H, W = _bhw(B, H, W)
-        arch = arch_code(arch)
-        text = ctypes.c_char_p()
-        _check(self._lib.lkjit_wtconv_describe(self._handle(), B, H, W, int(as_bool(backward, "backward")), arch,
-                                               ctypes.byref(text)))
-        return (text.value or b"").decode()
-
-    def workspace_bytes(self):
-        """Device memory this layer owns now (folded weights + scratch), bytes."""
-        n = ctypes.c_uint64()
-        _check(self._lib.lkjit_wtconv_workspace_bytes(self._handle(), ctypes.byref(n)))
-        return n.value
-
-    def _check_levels(self, a, b, na, nb):
-        if len(a) != self.L or len(b) != self.L:
-            raise SpecError(f"lkjit: error: wtconv: {na} and {nb} hold {len(a)} and {len(b)} pointers; "
-                            f"this layer has L={self.L}")

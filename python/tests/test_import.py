@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import lkjit
-from lkjit import _state_dict
+from lkjit import _state_dict, _wtconv_abi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG_SRC = os.path.dirname(HERE)  # python/
@@ -195,7 +195,7 @@ def test_backward_flags_are_checked_before_the_gpu():
     assert call(2) == 2
     assert "flags=0x2 has unknown bits; supported: 0 or LKJIT_BACKWARD_REUSE_FORWARD_FOLD (0x1)" in \
         lib.lkjit_last_error().decode()
-    assert call(_lib.REUSE_FORWARD_FOLD, x=None) == 2
+    assert call(_wtconv_abi.REUSE_FORWARD_FOLD, x=None) == 2
     assert "x, dout and dx must be non-null" in lib.lkjit_last_error().decode()
     grads = dict(grad_base_w=1, grad_base_b=1, grad_base_s=1, grad_level_w=[1], grad_level_s=[1])
     with pytest.raises(TypeError, match="reuse_forward_fold must be a bool"):
@@ -210,19 +210,19 @@ def test_transpose_arguments_are_checked_before_the_gpu():
     from lkjit import _lib
     nchw, nhwc = (48, 16, 4, 1), (48, 1, 12, 3)
     with pytest.raises(lkjit.SpecError, match="src and dst must be non-null"):
-        _lib.transpose(0, nchw, 1, nhwc, "f32", 1, 3, 4, 4)
+        _wtconv_abi.transpose(0, nchw, 1, nhwc, "f32", 1, 3, 4, 4)
     with pytest.raises(lkjit.SpecError, match="W=0 is out of range"):
-        _lib.transpose(1, nchw, 2, nhwc, "f32", 1, 3, 4, 0)
+        _wtconv_abi.transpose(1, nchw, 2, nhwc, "f32", 1, 3, 4, 0)
     with pytest.raises(lkjit.SpecError, match=r"dst strides \[48, 1, 3, 3\] overlap"):
-        _lib.transpose(1, nchw, 2, (48, 1, 3, 3), "bf16", 1, 3, 4, 4)
+        _wtconv_abi.transpose(1, nchw, 2, (48, 1, 3, 3), "bf16", 1, 3, 4, 4)
     with pytest.raises(lkjit.SpecError, match="dst_strides is None"):
-        _lib.transpose(1, nchw, 2, None, "f16", 1, 3, 4, 4)
+        _wtconv_abi.transpose(1, nchw, 2, None, "f16", 1, 3, 4, 4)
     with pytest.raises(lkjit.SpecError, match="dtype='f8'"):
-        _lib.transpose(1, nchw, 2, nhwc, "f8", 1, 3, 4, 4)
+        _wtconv_abi.transpose(1, nchw, 2, nhwc, "f8", 1, 3, 4, 4)
     with pytest.raises(lkjit.SpecError, match="src and dst overlap"):
-        _lib.transpose(4096, nchw, 4096 + 64, nhwc, "f32", 1, 3, 4, 4)
+        _wtconv_abi.transpose(4096, nchw, 4096 + 64, nhwc, "f32", 1, 3, 4, 4)
     with pytest.raises(lkjit.SpecError, match=r"H\*W \(H=65536, W=65536\) must each be at most 2\^31-65"):
-        _lib.transpose(1, (1 << 32, 1 << 32, 65536, 1), 1 << 40, (1 << 32, 1, 1 << 20, 16), "f32", 1, 1, 65536, 65536)
+        _wtconv_abi.transpose(1, (1 << 32, 1 << 32, 65536, 1), 1 << 40, (1 << 32, 1, 1 << 20, 16), "f32", 1, 1, 65536, 65536)
 
 
 class _Index:
@@ -267,9 +267,9 @@ def test_sizes_too_large_for_the_c_types_are_named():
     nchw, nhwc = (48, 16, 4, 1), (48, 1, 12, 3)
     with pytest.raises(lkjit.SpecError, match=rf"wtconv_transpose: C={2 ** 64 + 3} is out of range; supported: "
                                               r"\[1, 2\^31-65\]"):
-        _lib.transpose(1, nchw, 2, nhwc, "f32", 1, 2 ** 64 + 3, 4, 4)
+        _wtconv_abi.transpose(1, nchw, 2, nhwc, "f32", 1, 2 ** 64 + 3, 4, 4)
     with pytest.raises(lkjit.SpecError, match=rf"device={2 ** 32} is out of range"):
-        _lib.transpose(1, nchw, 2, nhwc, "f32", 1, 3, 4, 4, device=2 ** 32)
+        _wtconv_abi.transpose(1, nchw, 2, nhwc, "f32", 1, 3, 4, 4, device=2 ** 32)
 
 
 def test_ranges_match_the_library():
@@ -390,7 +390,7 @@ def test_sizes_must_be_integers(bad):
             call()
     from lkjit import _lib
     with pytest.raises(TypeError, match=rf"wtconv_transpose: H {want}"):
-        _lib.transpose(1, (48, 16, 4, 1), 2, (48, 1, 12, 3), "f32", 1, 3, bad, 4)
+        _wtconv_abi.transpose(1, (48, 16, 4, 1), 2, (48, 1, 12, 3), "f32", 1, 3, bad, 4)
 
 
 _LEVELS = dict(grad_level_w=[1, 1], grad_level_s=[1, 1])
@@ -427,9 +427,9 @@ def test_pointers_and_streams_must_be_ints(bad):
         cases.append((name + ptr, lambda grads=grads: layer.backward(1, 1, 1, B=1, H=8, W=8, **grads)))
     cases += [(r"grad_level_s\[1\]" + ptr,
                lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(_GRADS, grad_level_s=[1, bad]))),
-              ("wtconv_transpose: src" + ptr, lambda: _lib.transpose(bad, nchw, 2, nhwc, "f32", 1, 3, 4, 4)),
-              ("wtconv_transpose: dst" + ptr, lambda: _lib.transpose(1, nchw, bad, nhwc, "f32", 1, 3, 4, 4)),
-              ("wtconv_transpose: " + stream, lambda: _lib.transpose(1, nchw, 2, nhwc, "f32", 1, 3, 4, 4, stream=bad))]
+              ("wtconv_transpose: src" + ptr, lambda: _wtconv_abi.transpose(bad, nchw, 2, nhwc, "f32", 1, 3, 4, 4)),
+              ("wtconv_transpose: dst" + ptr, lambda: _wtconv_abi.transpose(1, nchw, bad, nhwc, "f32", 1, 3, 4, 4)),
+              ("wtconv_transpose: " + stream, lambda: _wtconv_abi.transpose(1, nchw, 2, nhwc, "f32", 1, 3, 4, 4, stream=bad))]
     for want, call in cases:
         with pytest.raises(TypeError, match=want):
             call()
@@ -456,10 +456,10 @@ def test_pointers_and_streams_out_of_range_are_named(bad):
              (r"grad_level_w\[0\]" + ptr,
               lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, **dict(_GRADS, grad_level_w=[bad, 1]))),
              (stream, lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, stream=bad, **_GRADS)),
-             ("wtconv_transpose: src" + ptr, lambda: _lib.transpose(bad, nchw, 1 << 20, nhwc, "f32", 1, 3, 4, 4)),
-             ("wtconv_transpose: dst" + ptr, lambda: _lib.transpose(1, nchw, bad, nhwc, "f32", 1, 3, 4, 4)),
+             ("wtconv_transpose: src" + ptr, lambda: _wtconv_abi.transpose(bad, nchw, 1 << 20, nhwc, "f32", 1, 3, 4, 4)),
+             ("wtconv_transpose: dst" + ptr, lambda: _wtconv_abi.transpose(1, nchw, bad, nhwc, "f32", 1, 3, 4, 4)),
              ("wtconv_transpose: " + stream,
-              lambda: _lib.transpose(1, nchw, 1 << 20, nhwc, "f32", 1, 3, 4, 4, stream=bad))]
+              lambda: _wtconv_abi.transpose(1, nchw, 1 << 20, nhwc, "f32", 1, 3, 4, 4, stream=bad))]
     for want, call in cases:
         with pytest.raises(lkjit.SpecError, match=want) as e:
             call()
@@ -490,7 +490,7 @@ def test_strides_must_be_sequences(bad):
                        ("dout_strides", lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, dout_strides=bad, **_GRADS)),
                        ("dx_strides", lambda: layer.backward(1, 1, 1, B=1, H=8, W=8, dx_strides=bad, **_GRADS)),
                        ("wtconv_transpose: src_strides",
-                        lambda: _lib.transpose(1, bad, 2, (48, 1, 12, 3), "f32", 1, 3, 4, 4))]:
+                        lambda: _wtconv_abi.transpose(1, bad, 2, (48, 1, 12, 3), "f32", 1, 3, 4, 4))]:
         with pytest.raises(TypeError, match=re.escape(name) + want):
             call()
 
@@ -522,29 +522,33 @@ def test_null_and_default_spellings_still_work():
 
 
 def test_torch_layer_takes_the_unchecked_entry_points():
-    """lkjit.torch (whose own tests need torch and a GPU) calls lkjit._lib from its per-call path: every
-    _lib name it uses exists, every call on a layer names a WTConvLayer method that takes its arguments, and
-    the per-call work goes through the unchecked twins (_set_weights, _forward, _backward, _transpose), not
-    the public methods whose pointer checks would cost every call. Read from the source; no torch needed."""
+    """lkjit.wtconv (whose own tests need torch and a GPU) calls lkjit._lib and lkjit._wtconv_abi from its
+    per-call path (the ctypes kernels): every _lib / _abi name it uses exists, every call on a layer names a
+    WTConvLayer method that takes its arguments, and the per-call work goes through the unchecked twins
+    (_set_weights, _forward, _backward, _transpose), not the public methods whose pointer checks would cost every
+    call. Read from the source; no torch needed."""
     import ast
     import ctypes
     import inspect
 
     from lkjit import _lib
-    src = open(os.path.join(PKG_SRC, "lkjit", "torch.py"), encoding="utf-8").read()
+    from lkjit import _wtconv_abi as _abi
+    mods = {"_lib": _lib, "_abi": _abi}
+    src = open(os.path.join(PKG_SRC, "lkjit", "wtconv.py"), encoding="utf-8").read()
     called = set()
     for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "_lib":
-            assert hasattr(_lib, node.attr), f"lkjit.torch uses _lib.{node.attr}, which _lib lacks"
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in mods:
+            assert hasattr(mods[node.value.id], node.attr), \
+                f"lkjit.wtconv uses {node.value.id}.{node.attr}, which it lacks"
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         owner, name = node.func.value, node.func.attr
-        if isinstance(owner, ast.Name) and owner.id == "_lib":
-            fn, lead, kind = getattr(_lib, name), [], "_lib"
+        if isinstance(owner, ast.Name) and owner.id in mods:
+            fn, lead, kind = getattr(mods[owner.id], name), [], owner.id
         elif (isinstance(owner, ast.Attribute) and owner.attr == "layer") or \
                 (isinstance(owner, ast.Name) and owner.id == "layer"):
-            assert hasattr(_lib.WTConvLayer, name), f"lkjit.torch calls layer.{name}, which WTConvLayer lacks"
-            fn, lead, kind = getattr(_lib.WTConvLayer, name), [None], "layer"  # self
+            assert hasattr(_abi.WTConvLayer, name), f"lkjit.wtconv calls layer.{name}, which WTConvLayer lacks"
+            fn, lead, kind = getattr(_abi.WTConvLayer, name), [None], "layer"  # self
         else:
             continue
         called.add((kind, name))
@@ -556,8 +560,8 @@ def test_torch_layer_takes_the_unchecked_entry_points():
             assert len(lead) + len(fixed) <= len(sig.parameters), (name, ast.unparse(node))
         else:
             sig.bind(*lead, *[None] * len(node.args), **{k.arg: None for k in node.keywords})
-    assert {("layer", "_forward"), ("layer", "_backward"), ("layer", "_set_weights"), ("_lib", "_transpose")} <= called
-    checked = {("layer", "forward"), ("layer", "backward"), ("layer", "set_weights"), ("_lib", "transpose")}
+    assert {("layer", "_forward"), ("layer", "_backward"), ("layer", "_set_weights"), ("_abi", "_transpose")} <= called
+    checked = {("layer", "forward"), ("layer", "backward"), ("layer", "set_weights"), ("_abi", "transpose")}
     assert not called & checked, sorted(called & checked)
 
 
@@ -695,17 +699,28 @@ def test_torch_module_on_cpu():
     assert torch.all(m.base_scale.weight == 1.0) and torch.all(m.wavelet_scale[0].weight == 0.1)
     assert m.base_conv.bias.abs().max() <= 1 / 5 and m.base_conv.weight.abs().max() <= 1 / 5
     assert list(WTConv2d(8, 8, bias=False).state_dict()) == _state_dict.own_keys(1, False)
-    with pytest.raises(ValueError, match="cpu"):
-        m(torch.randn(1, 8, 16, 16))
     with pytest.raises(ValueError, match="C=3"):
         m(torch.randn(1, 3, 16, 16))
+    with pytest.raises(ValueError, match="'meta'; supported: CUDA tensors .* and CPU tensors"):
+        m(torch.randn(1, 8, 16, 16, device="meta"))
+    with pytest.raises(TypeError, match="float64"):
+        m(torch.randn(1, 8, 16, 16, dtype=torch.float64))
 
 
 def test_torch_layout_helpers():
     """Which tensors the ops take in place, and the output strides both the ops and their fake
     implementations produce (torch.compile requires them to agree); meta tensors stand for fake ones."""
     torch = pytest.importorskip("torch")
-    from lkjit import torch as lt
+    from lkjit import _torch_ops as ops
+    from lkjit import wtconv
+
+    class _Helpers:  # the names this test used to find in lkjit.torch, where they now live
+        _dense = staticmethod(lambda t: ops.dense(t, "auto"))
+        _strides = staticmethod(ops.c_strides)
+        _new_out = staticmethod(lambda t, s, mode="auto": wtconv._new_out(t, s, mode))
+        _wtconv_fwd_fake = staticmethod(wtconv._wtconv_fwd_fake)
+        _wtconv_bwd_fake = staticmethod(wtconv._wtconv_bwd_fake)
+    lt = _Helpers
 
     x = torch.empty(2, 4, 9, 7)
     cl = x.to(memory_format=torch.channels_last)

@@ -330,14 +330,16 @@ def test_layout_nchw_mode_copies_to_nchw(monkeypatch):
 
 
 def _count_transposes(monkeypatch):
-    from lkjit import torch as lt
+    from lkjit import _torch_ops, _wtconv_abi
+    if _torch_ops.BINDING.loaded:
+        pytest.skip("counts the ctypes path's transposes: run with LKJIT_TORCH_BINDING=0")
     calls = []
-    real = lt._lib._transpose  # what lkjit.torch calls: transpose without the pointer checks
+    real = _wtconv_abi._transpose  # what lkjit.wtconv calls: transpose without the pointer checks
 
     def counting(*a, **k):
         calls.append(a[5:9])  # B, C, H, W
         return real(*a, **k)
-    monkeypatch.setattr(lt._lib, "_transpose", counting)
+    monkeypatch.setattr(_wtconv_abi, "_transpose", counting)
     return calls
 
 
@@ -853,3 +855,62 @@ def test_packed_params_compile():
     assert_close(got, want, 1e-5, 1e-5, "compiled out")
     assert_close(model[1].packed.grad, want_grad, 1e-5 * (want_grad.abs().max().item() + 1e-3), 1e-4, "compiled grad")
     torch._dynamo.reset()
+
+
+# ---- the C++ binding (python/csrc/) ----
+
+def test_binding_serves_the_ops_when_built():
+    """With _lkjit_torch.so built, lkjit.torch uses it (LKJIT_TORCH_BINDING=auto) for both WTConv ops."""
+    from lkjit import _torch_ops
+    if not _torch_ops.BINDING.loaded:
+        pytest.skip(f"binding not loaded: {_torch_ops.BINDING.reason}")
+    assert {"lkjit::wtconv_fwd", "lkjit::wtconv_bwd"} <= _torch_ops.BINDING.ops
+
+
+def test_binding_cuda_graph_capture_and_autocast():
+    """The binding's kernels allocate through torch (graph-safe) and follow the current stream: a captured
+    forward+backward replays to the eager result; under autocast the output is bf16 from fp32 parameters."""
+    m = make_layer(8, 5, 2, 1, True, seed=61)
+    torch.manual_seed(62)
+    x = torch.randn(4, 8, 14, 14, device=DEV, requires_grad=True)
+    g = torch.randn(4, 8, 14, 14, device=DEV)
+    want = m(x)
+    want.backward(g)
+    want_dx = x.grad.clone()
+    x.grad = None
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            m(x).backward(g)
+            x.grad = None
+    torch.cuda.current_stream().wait_stream(s)
+    m.zero_grad(set_to_none=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = m(x)
+        out.backward(g)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, want) and torch.equal(x.grad, want_dx)
+    with torch.autocast("cuda", dtype=BF16):
+        y = m(x.detach())
+    assert y.dtype == BF16 and m.base_conv.weight.dtype == F32
+
+
+def test_binding_host_time_per_layer():
+    """Host time of an eager forward+backward of a 64x384x14x14 bf16 layer (reported, not asserted: speed is
+    shown by bench/bench_torch_host.py); the binding must run it."""
+    import time
+    m = make_layer(384, 5, 3, 1, True, seed=63)
+    x = torch.randn(64, 384, 14, 14, device=DEV).to(BF16).requires_grad_()
+    g = torch.randn(64, 384, 14, 14, device=DEV).to(BF16)
+    for _ in range(5):
+        m(x).backward(g)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(50):
+        m(x).backward(g)
+    host_us = (time.perf_counter() - t0) / 50 * 1e6
+    torch.cuda.synchronize()
+    print(f"host time per forward+backward: {host_us:.1f} us")

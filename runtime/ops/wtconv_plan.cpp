@@ -8,6 +8,7 @@
 #include "lkjit/error.h"
 #include "lkjit/wtconv.h"
 #include "runtime/ops/wtconv_internal.h"
+#include "runtime/strides.h"
 
 namespace lkjit {
 namespace detail {
@@ -70,58 +71,18 @@ void validate_shape(const WTConvOptions& o, const Shape& sh) {
 namespace {
 
 using Dims4 = std::array<int64_t, 4>;  // (B, C, H, W) order
-constexpr const char* kDimNames[4] = {"B", "C", "H", "W"};
-// Largest element offset a strided tensor may reach: far beyond any allocation, and offsets times the
-// element size stay clear of 64-bit overflow in the kernels' address math.
-constexpr int64_t kMaxElementOffset = int64_t(1) << 60;
-
-Dims4 dense_strides(Layout layout, const Dims4& n) {
-  if (layout == Layout::kNHWC) return {n[2] * n[3] * n[1], 1, n[3] * n[1], n[1]};
-  return {n[1] * n[2] * n[3], n[2] * n[3], n[3], 1};
-}
-
-std::string dims_string(const Dims4& v) { return fmt::format("[{}, {}, {}, {}]", v[0], v[1], v[2], v[3]); }
 
 }  // namespace
 
-// One tensor's strides: >= 1 for dims of size > 1 (>= 0 for size 1), offsets below 2^60, and for the
-// written tensor no two elements at one address. The dims of size > 1, sorted by stride, must each
-// step past the span (1 + sum of (n-1)*stride) of the dims before them: sufficient for no overlap, and
-// true of every dense layout.
 void check_strides(const char* name, const std::array<int64_t, 4>& st, const std::array<int64_t, 4>& n, bool written) {
-  for (int d = 0; d < 4; ++d) {
-    if (n[d] > 1 && st[d] < 1)
-      throw SpecError(fmt::format("lkjit: error: wtconv: {} stride[{}]={} ({} of size {}) is out of range; supported: "
-                                  ">= 1 for a dim of size > 1 (element strides in (B, C, H, W) order)",
-                                  name, d, st[d], kDimNames[d], n[d]));
-    if (st[d] < 0)
-      throw SpecError(fmt::format("lkjit: error: wtconv: {} stride[{}]={} ({} of size 1) is out of range; supported: "
-                                  ">= 0", name, d, st[d], kDimNames[d]));
-  }
-  std::array<int, 4> order{0, 1, 2, 3};
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return st[a] < st[b]; });
-  int64_t span = 1;
-  std::string below;
-  for (int d : order) {
-    if (n[d] <= 1) continue;
-    if (written && st[d] < span)
-      throw SpecError(fmt::format(
-          "lkjit: error: wtconv: {} strides {} overlap for shape {}: stride[{}]={} ({}) is below {}, the span of the "
-          "dims with smaller strides ({}); supported: a written tensor whose elements have distinct addresses "
-          "(e.g. dense NCHW or NHWC)", name, dims_string(st), dims_string(n), d, st[d], kDimNames[d], span, below));
-    if (st[d] > (kMaxElementOffset - span) / (n[d] - 1))
-      throw SpecError(fmt::format("lkjit: error: wtconv: {} strides {} for shape {} reach element offsets past 2^60; "
-                                  "supported: offsets below 2^60", name, dims_string(st), dims_string(n)));
-    span += (n[d] - 1) * st[d];
-    below += (below.empty() ? "" : ", ") + std::string(kDimNames[d]);
-  }
+  rt::check_strides("wtconv", name, st, n, written);
 }
 
 WTConvStrides resolve_strides(const WTConvOptions& o, const Shape& sh, const WTConvStrides* s, bool backward) {
   validate_shape(o, sh);
   const Dims4 full{sh.B, sh.C, sh.H, sh.W}, out{sh.B, sh.C, sh.H_out(), sh.W_out()};
   auto pick = [&](const Dims4* given, const Dims4& n) {
-    return given && *given != Dims4{} ? *given : dense_strides(o.layout, n);
+    return given && *given != Dims4{} ? *given : rt::dense_strides(o.layout, n);
   };
   WTConvStrides r;
   r.x = pick(s ? &s->x : nullptr, full);
@@ -167,6 +128,17 @@ void check_gradients(const WTConvOptions& o, const WTConvGradients& g) {
 
 }  // namespace detail
 
+void wtconv_check_weights(const WTConvOptions& o, const WTConvWeights& w) { detail::check_weights(o, w); }
+void wtconv_check_gradients(const WTConvOptions& o, const WTConvGradients& g) { detail::check_gradients(o, g); }
+void wtconv_check_activations(const void* x, const void* dout, const void* out, bool backward) {
+  detail::check_activations(x, dout, out, backward);
+}
+WTConvStrides wtconv_resolve_strides(const WTConvOptions& o, int64_t B, int64_t H, int64_t W, const WTConvStrides* s,
+                                     bool backward) {
+  return detail::resolve_strides(o, Shape{B, o.C, H, W, o.stride}, s, backward);
+}
+std::string wtconv_field_range(const std::string& field) { return detail::field_range(field); }
+
 namespace {
 
 // Device traffic of one launch: what it must read and write (halo re-reads and partials ignored).
@@ -178,20 +150,16 @@ double traffic_bytes(const PlannedKernel& pk, const WTConvOptions& o, const Shap
   double zsum = 0;
   for (int l = 1; l <= o.L; ++l) zsum += 4 * n(l) * 4;
   const int l = pk.level;
-  switch (pk.spec.kernel) {
-    case Kernel::kWTConvFwdPlane:
-    case Kernel::kWTConvFwdLane: return n(0) * eb + nout * eb;
-    case Kernel::kWTConvBwdPlane:
-    case Kernel::kWTConvBwdLane: return 2 * n(0) * eb + nout * eb;
-    case Kernel::kWTConvFwdLevel:
-      return n(l - 1) * (l == 1 ? eb : 4) + 4 * n(l) * 4 + (l < o.L ? n(l) * 4 : 0);
-    case Kernel::kWTConvBwdLevel:
-      return (l == 1 ? n(0) * eb + nout * eb : l == 2 ? n(0) * eb + n(1) * 4 : 2 * n(l - 1) * 4) + 4 * n(l) * 4 +
-             (l < o.L ? (l == 1 ? 1 : 2) * n(l) * 4 : 0);
-    case Kernel::kWTConvFwdSynth: return n(0) * eb + zsum + nout * eb;
-    case Kernel::kWTConvBwdSynth: return 2 * n(0) * eb + zsum;
-    default: return 0;
-  }
+  const Kernel& k = pk.spec.kernel;
+  if (k == kWTConvFwdPlane || k == kWTConvFwdLane) return n(0) * eb + nout * eb;
+  if (k == kWTConvBwdPlane || k == kWTConvBwdLane) return 2 * n(0) * eb + nout * eb;
+  if (k == kWTConvFwdLevel) return n(l - 1) * (l == 1 ? eb : 4) + 4 * n(l) * 4 + (l < o.L ? n(l) * 4 : 0);
+  if (k == kWTConvBwdLevel)
+    return (l == 1 ? n(0) * eb + nout * eb : l == 2 ? n(0) * eb + n(1) * 4 : 2 * n(l - 1) * 4) + 4 * n(l) * 4 +
+           (l < o.L ? (l == 1 ? 1 : 2) * n(l) * 4 : 0);
+  if (k == kWTConvFwdSynth) return n(0) * eb + zsum + nout * eb;
+  if (k == kWTConvBwdSynth) return 2 * n(0) * eb + zsum;
+  return 0;
 }
 
 // Plane-resident kernels need at least two resident blocks per SM to overlap their phases.
@@ -208,15 +176,17 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
   detail::validate_options(o);
   detail::validate_shape(o, sh);
   std::vector<PlannedKernel> plan;
-  const OpSpec fold{Kernel::kWTConvFold, DType::kF32, o.k, o.L, true, lim.arch};
-  plan.push_back({fold, default_tile(fold, sh, lim), sh});
-  const OpSpec lane{backward ? Kernel::kWTConvBwdLane : Kernel::kWTConvFwdLane, o.dtype, o.k, o.L, true, lim.arch};
+  const OpSpec fold = wtconv_spec(kWTConvFold, DType::kF32, o.k, o.L, true, lim.arch);
+  PlannedKernel fk{fold, default_tile(fold, sh, lim), sh};
+  fk.fixed = true;  // set_weights launches it
+  plan.push_back(fk);
+  const OpSpec lane = wtconv_spec(backward ? kWTConvBwdLane : kWTConvFwdLane, o.dtype, o.k, o.L, true, lim.arch);
   const Tile lt = default_tile(lane, sh, lim);
   const auto lane_why = reject_reason(lane, lt, lim, &sh);
   if (path == WTConvPath::kLane && lane_why)
     throw SpecError(fmt::format("lkjit: error: wtconv: the lane path cannot run {} with k={} L={}: {}", sh.to_string(),
                                 o.k, o.L, *lane_why));
-  const OpSpec plane{backward ? Kernel::kWTConvBwdPlane : Kernel::kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch};
+  const OpSpec plane = wtconv_spec(backward ? kWTConvBwdPlane : kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch);
   Tile pt;
   const bool fits = plane_fits(plane, sh, lim, &pt);
   if (path == WTConvPath::kPlane && !fits) {
@@ -244,23 +214,23 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
     plan.push_back({plane, pt, sh});
   } else {
     const auto lh = detail::level_sizes(sh.H, o.L), lw = detail::level_sizes(sh.W, o.L);
-    const Kernel lk = backward ? Kernel::kWTConvBwdLevel : Kernel::kWTConvFwdLevel;
+    const Kernel lk = backward ? kWTConvBwdLevel : kWTConvFwdLevel;
     for (int l = 1; l <= o.L; ++l) {
       // The backward's level 2 also reads X (block sums) instead of an fp32 level-1 X band: an N/4
       // band less scratch for a 4x larger (mostly cached) read. Its dR still comes from a band.
       const bool first = l == 1 || (backward && l == 2);
-      const OpSpec lv{lk, first ? o.dtype : DType::kF32, o.k, 0, first, lim.arch};
+      const OpSpec lv = wtconv_spec(lk, first ? o.dtype : DType::kF32, o.k, 0, first, lim.arch);
       const Shape ls{sh.B, sh.C, lh[l - 1], lw[l - 1], first ? sh.stride : 1};
       plan.push_back({lv, default_tile(lv, ls, lim), ls, l});
     }
-    const OpSpec syn{backward ? Kernel::kWTConvBwdSynth : Kernel::kWTConvFwdSynth, o.dtype, o.k, o.L, true, lim.arch};
+    const OpSpec syn = wtconv_spec(backward ? kWTConvBwdSynth : kWTConvFwdSynth, o.dtype, o.k, o.L, true, lim.arch);
     plan.push_back({syn, default_tile(syn, sh, lim), sh});
   }
   for (auto& pk : plan) pk.bytes = traffic_bytes(pk, o, sh);
   if (backward) {  // the lane backward writes its partials channel-innermost (reduce_lane.cuh)
     const bool lane_bwd = std::any_of(plan.begin(), plan.end(),
-                                      [](const PlannedKernel& pk) { return pk.spec.kernel == Kernel::kWTConvBwdLane; });
-    const OpSpec red{lane_bwd ? Kernel::kWTConvReduceLane : Kernel::kWTConvReduce, DType::kF32, o.k, o.L, true, lim.arch};
+                                      [](const PlannedKernel& pk) { return pk.spec.kernel == kWTConvBwdLane; });
+    const OpSpec red = wtconv_spec(lane_bwd ? kWTConvReduceLane : kWTConvReduce, DType::kF32, o.k, o.L, true, lim.arch);
     plan.push_back({red, default_tile(red, sh, lim), sh});
   }
   return plan;

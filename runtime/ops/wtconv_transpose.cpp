@@ -67,7 +67,7 @@ void wtconv_transpose(const void* src, const std::array<int64_t, 4>& src_st, voi
     auto it = kernels.find({device, dtype});
     if (it == kernels.end()) {
       const DeviceInfo dev = device_info(device);
-      const OpSpec spec{Kernel::kWTConvTranspose, dtype, 1, 0, true, dev.arch};
+      const OpSpec spec = wtconv_spec(kWTConvTranspose, dtype, 1, 0, true, dev.arch);
       const Tile t = default_tile(spec, Shape{B, C, H, W, 1}, dev.limits);
       it = kernels.emplace(std::make_pair(device, dtype), Entry{&load_kernel(compile_kernel(spec, t), device), spec, t})
                .first;

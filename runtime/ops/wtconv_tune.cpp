@@ -8,15 +8,19 @@
 #include <chrono>
 
 #include "lkjit/error.h"
+#include "lkjit/numeric.h"
 #include "lkjit/reference.h"
 #include "lkjit/testing.h"
 #include "runtime/tune_search.h"
+#include "runtime/op_registry.h"
 #include "runtime/tuner_internal.h"
 
 namespace lkjit {
 namespace {
 
 constexpr size_t kMinFlushBytes = size_t(64) << 20;
+// Seeds of the harness's weights and of check_outputs' inputs.
+constexpr uint64_t kWeightSeed = 42, kCheckSeed = 4242;
 
 // One of dtype's 1.0 in every element of a 32-bit word (timing does not depend on values).
 uint32_t one_pattern(DType t) {
@@ -30,14 +34,6 @@ uint32_t one_pattern(DType t) {
 
 size_t round4(size_t b) { return (b + 3) / 4 * 4; }
 
-std::string entry_label(const PlannedKernel& pk) {
-  return pk.level > 0 ? fmt::format("{} l={}", to_string(pk.spec.kernel), pk.level) : to_string(pk.spec.kernel);
-}
-
-bool matches(const KernelSelector& s, const PlannedKernel& pk) {
-  return s.kernel == pk.spec.kernel && (s.level < 0 || s.level == pk.level);
-}
-
 }  // namespace
 
 std::string WTConvTuneProblem::to_string() const {
@@ -45,30 +41,40 @@ std::string WTConvTuneProblem::to_string() const {
                      shape().to_string(), options.k, options.L, options.bias ? "" : " no-bias");
 }
 
+PassInfo WTConvTuneProblem::info() const {
+  PassInfo i;
+  i.op = "wtconv";
+  i.backward = backward;
+  i.dtype = options.dtype;
+  i.B = B, i.C = options.C, i.H = H, i.W = W;
+  i.params = {{"k", options.k}, {"L", options.L}, {"stride", options.stride}};
+  i.flags = {{"bias", options.bias}};
+  i.text = to_string();
+  return i;
+}
+
 std::vector<PlannedKernel> wtconv_tunable(const WTConvTuneProblem& p, const DeviceLimits& limits) {
-  std::vector<PlannedKernel> out;
-  for (const auto& pk : wtconv_plan(p.options, p.shape(), limits, p.backward, p.path))
-    if (pk.spec.kernel != Kernel::kWTConvFold && detail::candidate_order(pk.spec, pk.shape, limits).size() > 1)
-      out.push_back(pk);
-  return out;
+  return tunable(wtconv_plan(p.options, p.shape(), limits, p.backward, p.path), limits);
 }
 
 KernelSelector wtconv_main_kernel(const std::vector<PlannedKernel>& plan) {
   for (const auto& pk : plan)
-    if (pk.spec.kernel == Kernel::kWTConvFwdPlane || pk.spec.kernel == Kernel::kWTConvBwdPlane ||
-        pk.spec.kernel == Kernel::kWTConvFwdLane || pk.spec.kernel == Kernel::kWTConvBwdLane)
+    if (pk.spec.kernel == kWTConvFwdPlane || pk.spec.kernel == kWTConvBwdPlane ||
+        pk.spec.kernel == kWTConvFwdLane || pk.spec.kernel == kWTConvBwdLane)
       return {pk.spec.kernel, 0};
   for (const auto& pk : plan)
-    if (pk.spec.kernel == Kernel::kWTConvFwdSynth || pk.spec.kernel == Kernel::kWTConvBwdSynth) return {pk.spec.kernel, 0};
-  return {plan.empty() ? Kernel::kWTConvFold : plan.back().spec.kernel, 0};
+    if (pk.spec.kernel == kWTConvFwdSynth || pk.spec.kernel == kWTConvBwdSynth) return {pk.spec.kernel, 0};
+  return {plan.empty() ? kWTConvFold : plan.back().spec.kernel, 0};
 }
 
 // ---- harness ----------------------------------------------------------------------------------------
 struct WTConvHarness::Impl {
   WTConvTuneProblem p;
+  PassInfo info;
   DeviceInfo dev;
   std::vector<PlannedKernel> plan;
   std::unique_ptr<WTConv> layer;
+  ref::WTConvParams ref_params;
   testing::DeviceParams params;
   std::vector<DeviceBuffer> x, out, dout;  // rotating sets; out is dX for a backward
   DeviceBuffer flush;
@@ -76,17 +82,80 @@ struct WTConvHarness::Impl {
   uint32_t flush_value = 0;
   double bytes = 0;
 
-  void run(size_t set) {
+  // check_outputs' random inputs and guarded output, made on first use.
+  struct Check {
+    DeviceBuffer x, dout;
+    testing::GuardedBuffer out;
+    size_t nout = 0;  // elements of out (dX for a backward)
+  };
+  std::unique_ptr<Check> check;
+
+  void run_on(const void* xs, const void* douts, void* outs) {
     if (p.backward)
-      layer->backward(x[set].data(), dout[set].data(), out[set].data(), params.grads, p.B, p.H, p.W);
+      layer->backward(xs, douts, outs, params.grads, p.B, p.H, p.W);
     else
-      layer->forward(x[set].data(), out[set].data(), p.B, p.H, p.W);
+      layer->forward(xs, outs, p.B, p.H, p.W);
+  }
+  void run(size_t set) { run_on(x[set].data(), p.backward ? dout[set].data() : nullptr, out[set].data()); }
+
+  Check& check_buffers() {
+    if (check) return *check;
+    auto c = std::make_unique<Check>();
+    const Shape sh = p.shape();
+    const DType dt = p.options.dtype;
+    const size_t nin = size_t(sh.numel()), ng = size_t(sh.B * sh.C * sh.H_out() * sh.W_out());
+    auto upload_random = [&](size_t n, uint64_t seed) {
+      const auto bytes = encode(dt, testing::random_tensor(n, dt, seed));
+      DeviceBuffer b(round4(bytes.size()), p.options.device);
+      b.upload(bytes.data(), bytes.size());
+      return b;
+    };
+    c->x = upload_random(nin, kCheckSeed);
+    if (p.backward) c->dout = upload_random(ng, kCheckSeed + 1);
+    c->nout = p.backward ? nin : ng;
+    c->out = testing::GuardedBuffer(c->nout * dtype_bytes(dt), p.options.device);
+    check = std::move(c);
+    return *check;
+  }
+
+  // One run of the pass on the check's inputs with the layer's current tiles: what it wrote.
+  testing::PassOutputs check_run() {
+    Check& c = check_buffers();
+    const DType dt = p.options.dtype;
+    c.out.poison();
+    if (p.backward) params.poison_grads();
+    run_on(c.x.data(), p.backward ? c.dout.data() : nullptr, c.out.data());
+    synchronize();
+    testing::PassOutputs o;
+    std::vector<uint8_t> raw(c.nout * dtype_bytes(dt));
+    c.out.buffer().download(raw.data(), raw.size());
+    std::vector<float> v(c.nout);
+    for (size_t i = 0; i < c.nout; ++i) v[i] = decode_one(dt, raw.data(), i);
+    o.tensors.push_back({p.backward ? "dX" : "out", false, std::move(v)});
+    if (const int64_t n = c.out.guard_bytes_changed()) o.guard_damage = fmt::format("{}: {} guard bytes changed", o.tensors[0].name, n);
+    if (p.backward) {
+      const ref::WTConvGrads g = testing::download_grads(params, ref_params);
+      auto add = [&](std::string name, const std::vector<double>& d) {
+        o.tensors.push_back({std::move(name), true, std::vector<float>(d.begin(), d.end())});
+      };
+      add("base_w", g.base_w);
+      if (p.options.bias) add("base_b", g.base_b);
+      add("base_s", g.base_s);
+      for (int l = 0; l < p.options.L; ++l) {
+        add(fmt::format("level_w[{}]", l), g.level_w[l]);
+        add(fmt::format("level_s[{}]", l), g.level_s[l]);
+      }
+      const std::string grads = params.grad_guards_changed();
+      if (!grads.empty()) o.guard_damage += (o.guard_damage.empty() ? "" : ", ") + grads;
+    }
+    return o;
   }
 };
 
 WTConvHarness::WTConvHarness(const WTConvTuneProblem& p) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.p = p;
+  m.info = p.info();
   m.dev = device_info(p.options.device);
   const Shape sh = p.shape();
   m.plan = wtconv_plan(p.options, sh, m.dev.limits, p.backward, p.path);
@@ -96,16 +165,16 @@ WTConvHarness::WTConvHarness(const WTConvTuneProblem& p) : impl_(std::make_uniqu
                        [&](const PlannedKernel& pk) { return pk.spec.kernel == a || pk.spec.kernel == b; });
   };
   m.layer = std::make_unique<WTConv>(p.options);
-  m.layer->set_path(has(Kernel::kWTConvFwdLane, Kernel::kWTConvBwdLane)     ? WTConvPath::kLane
-                    : has(Kernel::kWTConvFwdPlane, Kernel::kWTConvBwdPlane) ? WTConvPath::kPlane
+  m.layer->set_path(has(kWTConvFwdLane, kWTConvBwdLane)     ? WTConvPath::kLane
+                    : has(kWTConvFwdPlane, kWTConvBwdPlane) ? WTConvPath::kPlane
                                                                             : WTConvPath::kTiled);
   m.layer->set_tune_mode(TuneMode::kOff);
   set_tiles(m.plan);
   for (const auto& pk : m.plan)
-    if (pk.spec.kernel != Kernel::kWTConvFold) m.bytes += pk.bytes;
+    if (!pk.fixed) m.bytes += pk.bytes;
 
-  const auto ref_params = ref::init_params(static_cast<int>(p.options.C), p.options.k, p.options.L, p.options.bias, 42);
-  m.params = testing::upload_params(ref_params, p.backward);
+  m.ref_params = testing::random_params(static_cast<int>(p.options.C), p.options.k, p.options.L, p.options.bias, kWeightSeed);
+  m.params = testing::upload_params(m.ref_params, p.backward);
   m.layer->set_weights(m.params.weights);
 
   // Enough rotating sets that one pass's tensors are out of L2 when the set comes round again.
@@ -130,6 +199,7 @@ WTConvHarness::WTConvHarness(const WTConvTuneProblem& p) : impl_(std::make_uniqu
 
 WTConvHarness::~WTConvHarness() = default;
 
+const PassInfo& WTConvHarness::info() const { return impl_->info; }
 const std::vector<PlannedKernel>& WTConvHarness::plan() const { return impl_->plan; }
 WTConv& WTConvHarness::layer() { return *impl_->layer; }
 const DeviceInfo& WTConvHarness::device() const { return impl_->dev; }
@@ -139,7 +209,7 @@ void WTConvHarness::set_tile(const KernelSelector& e, const Tile& t) { impl_->la
 
 void WTConvHarness::set_tiles(const std::vector<PlannedKernel>& plan) {
   for (const auto& pk : plan)
-    if (pk.spec.kernel != Kernel::kWTConvFold) impl_->layer->set_tile_override(pk.spec.kernel, pk.level, pk.tile);
+    if (!pk.fixed) impl_->layer->set_tile_override(pk.spec.kernel, pk.level, pk.tile);
 }
 
 void WTConvHarness::prepare() { impl_->layer->prepare(impl_->p.B, impl_->p.H, impl_->p.W, impl_->p.backward); }
@@ -160,143 +230,94 @@ std::vector<double> WTConvHarness::time(int warmup, int reps) {
   return ms;
 }
 
+std::optional<std::string> WTConvHarness::check_outputs(const std::vector<PlannedKernel>& reference,
+                                                        const std::vector<PlannedKernel>& candidate) {
+  set_tiles(reference);
+  prepare();
+  const testing::PassOutputs want = impl_->check_run();
+  set_tiles(candidate);
+  prepare();
+  const testing::PassOutputs got = impl_->check_run();
+  return testing::compare_outputs(want, got, impl_->p.options.dtype);
+}
+
 // ---- tuning -----------------------------------------------------------------------------------------
 WTConvTuneReport wtconv_tune(const WTConvTuneProblem& p, const std::vector<KernelSelector>& which, const TuneOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  WTConvTuneReport rep;
-  rep.problem = p;
   WTConvHarness h(p);
-  rep.device = h.device();
-  const DeviceLimits& lim = rep.device.limits;
-  const std::vector<PlannedKernel> defaults = h.plan();
-  std::vector<PlannedKernel> current = defaults;
-  rep.traffic_bytes = h.traffic_bytes();
-
-  for (const auto& s : which)
-    if (std::none_of(defaults.begin(), defaults.end(), [&](const PlannedKernel& pk) { return matches(s, pk); })) {
-      std::string have;
-      for (const auto& pk : defaults) have += (have.empty() ? "" : ", ") + entry_label(pk);
-      throw SpecError(fmt::format("lkjit: error: tune: {}{} is not in the plan of {}; the plan runs: {}", to_string(s.kernel),
-                                  s.level >= 0 ? fmt::format(" level {}", s.level) : "", p.to_string(), have));
-    }
-
-  const double budget = detail::resolve_budget(o.budget_s);
-  for (size_t i = 0; i < defaults.size(); ++i) {
-    const PlannedKernel& pk = defaults[i];
-    if (pk.spec.kernel == Kernel::kWTConvFold) continue;
-    if (!which.empty() && std::none_of(which.begin(), which.end(), [&](const KernelSelector& s) { return matches(s, pk); }))
-      continue;
-    const auto cands = detail::candidate_order(pk.spec, pk.shape, lim);
-    if (cands.size() < 2) continue;  // nothing to choose
-
-    KernelTuneResult kr;
-    kr.spec = pk.spec;
-    kr.shape = pk.shape;
-    kr.level = pk.level;
-    kr.default_tile = pk.tile;
-    kr.space_size = cands.size();
-    kr.strategy = o.strategy;
-    const KernelSelector entry{pk.spec.kernel, pk.level};
-    const std::string label = entry_label(pk);
-
-    detail::EvaluateFn eval = [&](const std::vector<Tile>& tiles, int reps) {
-      const auto comp = detail::compile_candidates(pk.spec, pk.shape, lim, tiles, o.jobs);
-      std::vector<CandidateResult> out(tiles.size());
-      for (size_t k = 0; k < tiles.size(); ++k) {
-        CandidateResult& r = out[k];
-        r.tile = tiles[k];
-        r.status = comp[k].status;
-        r.reason = comp[k].reason;
-        r.compile_s = comp[k].seconds;
-        if (r.status != CandidateStatus::kOk) continue;
-        try {
-          h.set_tile(entry, tiles[k]);
-          h.prepare();
-          const auto& lk = load_kernel(compile_kernel(pk.spec, tiles[k]), p.options.device);
-          r.regs = lk.regs;
-          r.spill_bytes = lk.spill_bytes;
-          r.smem_bytes = static_cast<int>(launch_geometry(pk.spec, tiles[k], pk.shape).smem_bytes) + lk.static_smem;
-          r.samples_ms = h.time(o.warmup, reps);
-        } catch (...) {
-          std::tie(r.status, r.reason) = detail::classify(std::current_exception());
-          r.samples_ms.clear();
-          // A launch error (too many resources) leaves the context usable; a fault does not.
-          try {
-            synchronize();
-          } catch (const DriverError& e) {
-            throw DriverError(fmt::format("lkjit: error: tune: the device is unusable after {} {} failed ({}); {}",
-                                          label, tiles[k].to_string(), r.reason, e.what()));
-          }
-        }
-      }
-      h.set_tile(entry, current[i].tile);
-      return out;
-    };
-    detail::SearchConfig cfg;
-    cfg.strategy = o.strategy;
-    cfg.budget_s = budget;
-    cfg.top = o.top;
-    cfg.reps = std::max(1, o.reps);
-    cfg.final_reps = o.final_reps;
-    cfg.min_noise = o.min_noise;
-    cfg.seed = o.seed;
-    cfg.batch = detail::resolve_jobs(o.jobs);
-    cfg.what = label;
-    cfg.progress = o.progress;
-    const auto ks = std::chrono::steady_clock::now();
-    const auto res = detail::run_search(tile_space(pk.spec), cands, cfg, eval, [&] { return since(ks); });
-    kr.candidates = res.candidates;
-    kr.budget_hit = res.budget_hit;
-    kr.seconds = since(ks);
-    for (const auto& c : kr.candidates)
-      if (c.tile == kr.default_tile && c.status == CandidateStatus::kOk) kr.default_ms = c.summary.median_ms;
-    if (res.chosen) {
-      kr.chosen = kr.candidates[*res.chosen].tile;
-      kr.best_ms = kr.candidates[*res.chosen].summary.median_ms;
-      current[i].tile = kr.chosen;
-      current[i].tier = LookupTier::kTuned;
-      h.set_tile(entry, kr.chosen);
-    }
-    rep.kernels.push_back(std::move(kr));
-  }
-
-  // The whole pass with every default vs every chosen tile, interleaved like the finalists.
-  if (!rep.kernels.empty() && o.final_reps > 0) {
-    const int per = std::max(1, (o.final_reps + 2) / 3);
-    std::vector<double> d, t;
-    try {
-      for (int r = 0; r < 3; ++r) {
-        h.set_tiles(defaults);
-        h.prepare();
-        const auto a = h.time(o.warmup, per);
-        d.insert(d.end(), a.begin(), a.end());
-        h.set_tiles(current);
-        h.prepare();
-        const auto b = h.time(o.warmup, per);
-        t.insert(t.end(), b.begin(), b.end());
-      }
-      rep.default_pass = summarize(d);
-      rep.tuned_pass = summarize(t);
-    } catch (const DriverError&) {
-      synchronize();  // a launch error of a default tile: leave the comparison empty
-    } catch (const Error&) {
-    }
-  }
-  rep.plan = current;
-
-  if (o.save && !rep.kernels.empty()) {
-    rep.db_path = o.db_path.empty() ? tuning_db_path() : o.db_path;
-    try {
-      detail::record_decisions(rep.db_path, device_class(rep.device), rep.kernels);
-    } catch (const Error& e) {
-      rep.save_error = e.what();
-    }
-  }
-  rep.seconds = since(t0);
-  return rep;
+  return tune_pass(h, which, o);
 }
+
+namespace {
+
+bool same_shape(const Shape& a, const Shape& b) {
+  return a.B == b.B && a.C == b.C && a.H == b.H && a.W == b.W && a.stride == b.stride;
+}
+
+}  // namespace
+
+std::pair<WTConvTuneProblem, KernelSelector> wtconv_problem_for(const OpSpec& spec, const Shape& shape, int device,
+                                                         const DeviceLimits& limits) {
+  WTConvTuneProblem p;
+  const int k = spec.get("k"), L = spec.get("L");
+  const bool first = spec.get("first") != 0;
+  p.options = WTConvOptions{shape.C, k, L, spec.dtype, true, shape.stride, device};
+  p.B = shape.B, p.H = shape.H, p.W = shape.W;
+  KernelSelector sel{spec.kernel, 0};
+  const Kernel& kn = spec.kernel;
+  if (kn == kWTConvFwdPlane || kn == kWTConvBwdPlane) {
+    p.path = WTConvPath::kPlane;
+    p.backward = kn == kWTConvBwdPlane;
+  } else if (kn == kWTConvFwdLane || kn == kWTConvBwdLane) {  // measured on the layout it is for
+    p.path = WTConvPath::kLane;
+    p.options.layout = Layout::kNHWC;
+    p.backward = kn == kWTConvBwdLane;
+  } else if (kn == kWTConvFwdSynth || kn == kWTConvBwdSynth) {
+    p.path = WTConvPath::kTiled;
+    p.backward = kn == kWTConvBwdSynth;
+  } else if (kn == kWTConvFwdLevel || kn == kWTConvBwdLevel) {
+    // Level 1 of a one-level layer reads X; a deeper level on 2^(level-1) times the extent reads an
+    // fp32 low band of exactly `shape`. (The backward's level 2 also runs the X-reading variant, with
+    // its level-1 extent as shape; it is tuned as level 1 of a layer of that extent.)
+    p.path = WTConvPath::kTiled;
+    p.backward = kn == kWTConvBwdLevel;
+    // The backward's first deeper level is 3 (its level 2 reads X), on four times the extent.
+    sel.level = first ? 1 : (p.backward ? 3 : 2);
+    p.options.L = sel.level;
+    if (!first) {
+      const int64_t scale = int64_t(1) << (sel.level - 1);
+      p.options.dtype = DType::kF32;
+      p.H = scale * shape.H;
+      p.W = scale * shape.W;
+    }
+  } else if (kn == kWTConvReduce) {
+    p.backward = true;
+    p.options.dtype = DType::kF32;
+  } else if (kn == kWTConvReduceLane) {  // after the lane backward, on its layout
+    p.backward = true;
+    p.path = WTConvPath::kLane;
+    p.options.layout = Layout::kNHWC;
+    p.options.dtype = DType::kF32;
+  }
+  const auto plan = wtconv_plan(p.options, p.shape(), limits, p.backward, p.path);
+  for (const auto& pk : plan)
+    if (pk.spec == spec && pk.level == sel.level && same_shape(pk.shape, shape)) return {p, sel};
+  throw SpecError(fmt::format(
+      "lkjit: error: tuner: {} on {} is not a kernel of a WTConv layer (level kernels: L=0 and, for a deeper "
+      "level, f32 with stride 1; others: L as the layer's)", spec.to_string(), shape.to_string()));
+}
+
+namespace {
+
+std::pair<std::unique_ptr<PassHarness>, KernelSelector> harness_for(const OpSpec& spec, const Shape& shape, int device,
+                                                                    const DeviceLimits& limits) {
+  auto [p, sel] = wtconv_problem_for(spec, shape, device, limits);
+  return {std::make_unique<WTConvHarness>(p), sel};
+}
+
+}  // namespace
+
+namespace rt {
+OpRuntime wtconv_runtime() { return {"wtconv", harness_for}; }
+}  // namespace rt
 
 }  // namespace lkjit

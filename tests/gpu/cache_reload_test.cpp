@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cache/store.h"
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/cache.h"
 #include "lkjit/runtime.h"
 #include "tests/gpu/gpu_fixture.h"
@@ -37,28 +38,28 @@ class CacheReload : public GpuTest {
   std::string dir_;
 };
 
-TEST_F(CacheReload, AnImageForAnotherGpuIsEvictedAndRebuilt) {
+TEST_F(CacheReload, AnImageForAnotherGpuIsRefusedBeforeTheDriver) {
   const int arch = device_info(0).arch;
   const int other = arch >= 90 ? 80 : 90;  // SASS never crosses a major version
-  const Tile t{0, 0, 0, 0, 96};            // a fold tile no other GPU test compiles
-  const OpSpec here{Kernel::kWTConvFold, DType::kF32, 3, 2, true, arch};
-  const OpSpec there{Kernel::kWTConvFold, DType::kF32, 3, 2, true, other};
+  const Tile t = wtconv_tile(0, 0, 0, 0, 96);            // a fold tile no other GPU test compiles
+  const OpSpec here = wtconv_spec(kWTConvFold, DType::kF32, 3, 2, true, arch);
+  const OpSpec there = wtconv_spec(kWTConvFold, DType::kF32, 3, 2, true, other);
   const CompiledKernel foreign = compile_kernel(there, t);
-  // Plant it under this GPU's key, checksummed: only the driver can tell it is wrong.
+  // Plant it under this GPU's key with this kernel's inputs, checksummed: the cache reads the cubin's
+  // arch and symbols and refuses it, so the driver never sees it.
   const KeyInputsInfo in = kernel_key_inputs(here, t);
   cache::EntryMeta m;
+  cache::copy_key_summary(m, in);
   m.key = in.key;
-  m.kernel_name = in.kernel_name;
-  m.arch = arch;
   cache::DiskStore(dir_).store(m, foreign.cubin);
   const CompiledKernel planted = compile_kernel(here, t);
-  ASSERT_EQ(planted.origin, "disk");
-  ASSERT_EQ(planted.cubin, foreign.cubin);
+  EXPECT_EQ(planted.origin, "compiled");
+  EXPECT_NE(planted.cubin, foreign.cubin);
   const LoadedKernel& lk = load_kernel(planted);
   EXPECT_NE(lk.function, nullptr);
   const auto now = cache::DiskStore(dir_).load(in.key);
   ASSERT_TRUE(now.has_value()) << "the rebuilt entry was not stored";
-  EXPECT_NE(*now, foreign.cubin);
+  EXPECT_EQ(*now, planted.cubin);
 }
 
 }  // namespace

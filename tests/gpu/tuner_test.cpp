@@ -1,7 +1,8 @@
 // The tuner on the GPU: a greedy tuning run of a real layer picks tiles no slower than the heuristic
-// defaults (fresh interleaved medians, with a noise margin) that still compute the right result; the
-// Tuner's tune-on-miss then exact-hit cycle; the layer's tune mode; a tuned backward's gradients.
-// Decisions go to a temporary database, never the user's.
+// defaults (fresh interleaved medians, with a noise margin) that still compute the right result, and
+// rejects none of its winners in the output check; the harness's output check agrees for every valid tile
+// of a plane, lane and tiled kernel, forward and backward; the Tuner's tune-on-miss then exact-hit cycle;
+// the layer's tune mode; a tuned backward's gradients. Decisions go to a temporary database, never the user's.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -12,12 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "lkjit/tuning.h"
 #include "lkjit/wtconv_tune.h"
 #include "tests/gpu/gpu_fixture.h"
+#include "tests/gpu/problems.h"
 
 namespace lkjit::testing {
 namespace {
@@ -55,20 +58,24 @@ double median(std::vector<double> v) {
 
 // Forward of `layer` on random X, checked on a few planes against the float64 reference.
 void expect_forward_correct(WTConv& layer, const WTConvOptions& o, int64_t B, int64_t H, int64_t W) {
-  const auto params = ref::init_params(int(o.C), o.k, o.L, o.bias, 5);
+  const uint64_t seed = 5;  // parameters; the input seed + 4
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(o.C), o.k, o.L, o.bias, seed);
   auto dp = upload_params(params);
   layer.set_weights(dp.weights);
   const Shape sh{B, o.C, H, W, o.stride};
-  const auto x = random_tensor(size_t(sh.numel()), o.dtype, 9);
+  const auto x = random_tensor(size_t(sh.numel()), o.dtype, seed + 4);
   const auto xb = encode(o.dtype, x);
   const size_t nout = size_t(sh.B * sh.C * sh.H_out() * sh.W_out()), eb = dtype_bytes(o.dtype);
-  DeviceBuffer dx(xb.size()), dout(nout * eb + 4);
+  DeviceBuffer dx(xb.size());
+  GuardedBuffer dout(nout * eb);
   dx.upload(xb.data(), xb.size());
-  dout.fill_u32(0xffffffffu);
+  dout.poison();
   layer.forward(dx.data(), dout.data(), B, H, W);
   synchronize();
+  EXPECT_EQ(dout.guard_bytes_changed(), 0) << "the forward wrote past out";
   std::vector<uint8_t> raw(nout * eb);
-  dout.download(raw.data(), raw.size());
+  dout.buffer().download(raw.data(), raw.size());
   const int64_t planes = B * o.C, hw = H * W, hwo = sh.H_out() * sh.W_out();
   for (int64_t pl : {int64_t(0), int64_t(1), planes / 3, planes / 2 + 1, planes - 1}) {
     std::vector<double> xp(x.begin() + pl * hw, x.begin() + (pl + 1) * hw);
@@ -90,6 +97,7 @@ TEST_F(Tuning, GreedyIsNoSlowerThanTheDefaultAndCorrect) {
   ASSERT_NE(k.chosen, Tile{}) << "no candidate measured";
   for (const auto& c : k.candidates)
     if (c.status != CandidateStatus::kOk) ADD_FAILURE() << c.tile.to_string() << " " << to_string(c.status) << ": " << c.reason;
+  EXPECT_EQ(k.check_failure, "") << "a correct kernel's winner failed the output check";
   EXPECT_GT(k.default_ms, 0);
   EXPECT_LE(k.best_ms, k.default_ms * 1.05) << "chosen " << k.chosen.to_string();
   EXPECT_TRUE(rep.db_path.empty()) << "save=false wrote " << rep.db_path;
@@ -118,9 +126,63 @@ TEST_F(Tuning, GreedyIsNoSlowerThanTheDefaultAndCorrect) {
   expect_forward_correct(layer, p.options, p.B, p.H, p.W);
 }
 
+// WTConvHarness::check_outputs on every valid tile of the tuned entry of `p` against its default: a correct
+// kernel's tiles all agree (the tuner never rejects a good winner), and the check passes through NaN-poisoned,
+// guarded outputs, so each candidate's run wrote every element and nothing past them.
+void expect_every_tile_agrees(const WTConvTuneProblem& p, const Kernel& kernel, int level, int min_tiles) {
+  SCOPED_TRACE(p.to_string());
+  WTConvHarness h(p);
+  const auto defaults = h.plan();
+  size_t at = defaults.size();
+  for (size_t i = 0; i < defaults.size(); ++i)
+    if (defaults[i].spec.kernel == kernel && defaults[i].level == level) at = i;
+  ASSERT_LT(at, defaults.size()) << "the plan does not run " << to_string(kernel);
+  const auto tiles = tune_candidates(defaults[at].spec, defaults[at].shape, h.device().limits);
+  EXPECT_GE(int(tiles.size()), min_tiles);
+  precompile_candidates(defaults[at].spec, defaults[at].shape, h.device().limits, tiles, 0);
+  for (const Tile& t : tiles) {
+    auto cand = defaults;
+    cand[at].tile = t;
+    const auto why = h.check_outputs(defaults, cand);
+    EXPECT_FALSE(why.has_value()) << t.to_string() << ": " << why.value_or("");
+  }
+}
+
+TEST_F(Tuning, HarnessCheckAgreesForEveryPlaneTileForwardAndBackward) {
+  WTConvTuneProblem p;
+  p.options = WTConvOptions{8, 5, 3, DType::kBF16, true, 1, 0};
+  p.B = 3, p.H = 29, p.W = 31;
+  p.path = WTConvPath::kPlane;
+  expect_every_tile_agrees(p, kWTConvFwdPlane, 0, 10);
+  p.backward = true;
+  expect_every_tile_agrees(p, kWTConvBwdPlane, 0, 10);
+  expect_every_tile_agrees(p, kWTConvReduce, 0, 4);
+}
+
+TEST_F(Tuning, HarnessCheckAgreesForEveryLaneTileForwardAndBackward) {
+  WTConvTuneProblem p;
+  p.options = WTConvOptions{9, 5, 3, DType::kF16, true, 1, 0};
+  p.options.layout = Layout::kNHWC;
+  p.B = 2, p.H = 11, p.W = 9;
+  p.path = WTConvPath::kLane;
+  expect_every_tile_agrees(p, kWTConvFwdLane, 0, 20);
+  p.backward = true;
+  expect_every_tile_agrees(p, kWTConvBwdLane, 0, 20);
+}
+
+TEST_F(Tuning, HarnessCheckAgreesForEveryTiledSynthesisTile) {
+  WTConvTuneProblem p;
+  p.options = WTConvOptions{4, 5, 2, DType::kF32, true, 1, 0};
+  p.B = 2, p.H = 37, p.W = 41;
+  p.path = WTConvPath::kTiled;
+  expect_every_tile_agrees(p, kWTConvFwdSynth, 0, 100);
+  p.backward = true;
+  expect_every_tile_agrees(p, kWTConvBwdLevel, 1, 100);
+}
+
 TEST_F(Tuning, TunerTunesOnAMissThenHitsExactly) {
   const DeviceInfo dev = device_info(0);
-  const OpSpec spec{Kernel::kWTConvFwdPlane, DType::kF32, 5, 2, true, dev.arch};
+  const OpSpec spec = wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 2, true, dev.arch);
   const Shape sh{4, 8, 16, 16, 1};
   TuneOptions o = options(3, true);
   o.mode = TuneMode::kTune;
@@ -158,7 +220,7 @@ TEST_F(Tuning, LayerTuneModeRecordsAndCachedModeReuses) {
     c.mode = TuneMode::kCached;
     cached.set_tune_options(c);
     for (const auto& pk : cached.plan(2, 16, 16))
-      if (pk.spec.kernel != Kernel::kWTConvFold) {
+      if (pk.spec.kernel != kWTConvFold) {
         EXPECT_EQ(pk.tier, LookupTier::kDefault) << "empty database";
       }
   }
@@ -172,7 +234,7 @@ TEST_F(Tuning, LayerTuneModeRecordsAndCachedModeReuses) {
   reuse.set_tune_options(o);
   int exact = 0;
   for (const auto& pk : reuse.plan(2, 16, 16))
-    if (pk.spec.kernel != Kernel::kWTConvFold) exact += pk.tier == LookupTier::kExact;
+    if (pk.spec.kernel != kWTConvFold) exact += pk.tier == LookupTier::kExact;
   EXPECT_EQ(exact, 1);
   expect_forward_correct(reuse, opt, 2, 16, 16);
 }
@@ -194,21 +256,25 @@ TEST_F(Tuning, TunedTiledBackwardMatchesTheReference) {
   layer.set_tune_mode(TuneMode::kOff);
   for (const auto& k : rep.kernels)
     if (k.chosen != Tile{}) layer.set_tile_override(k.spec.kernel, k.level, k.chosen);
-  const auto params = ref::init_params(4, 5, 2, true, 17);
+  SCOPED_TRACE(seed_note(17));
+  const auto params = random_params(4, 5, 2, true, 17);
   auto dp = upload_params(params, true);
   layer.set_weights(dp.weights);
   const ref::Shape4 s4{2, 4, 40, 40};
   const auto x = random_tensor(size_t(s4.numel()), DType::kF32, 19), g = random_tensor(size_t(s4.numel()), DType::kF32, 23);
   const auto xb = encode(DType::kF32, x), gb = encode(DType::kF32, g);
-  DeviceBuffer dxin(xb.size()), dg(gb.size()), dx(xb.size());
+  DeviceBuffer dxin(xb.size()), dg(gb.size());
+  GuardedBuffer dx(xb.size());
   dxin.upload(xb.data(), xb.size());
   dg.upload(gb.data(), gb.size());
-  dx.fill_u32(0xffffffffu);
+  dx.poison();
   dp.poison_grads();
   layer.backward(dxin.data(), dg.data(), dx.data(), dp.grads, 2, 40, 40);
   synchronize();
+  EXPECT_EQ(dx.guard_bytes_changed(), 0) << "the backward wrote past dX";
+  EXPECT_EQ(dp.grad_guards_changed(), "") << "the backward wrote past a gradient";
   std::vector<float> got(x.size());
-  dx.download(got.data(), got.size() * 4);
+  dx.buffer().download(got.data(), got.size() * 4);
   const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
                                          std::vector<double>(g.begin(), g.end()));
   const auto cmp = compare(got, want.dx, tolerance(DType::kF32));

@@ -1,5 +1,7 @@
 // WTConv backward on the GPU against the float64 reference backward: dX and every parameter gradient,
-// every problem x dtype x path, outputs NaN-poisoned first; and bit-identical gradients across runs.
+// every problem x dtype x path, random parameters (every scale and bias), dX and the gradients NaN-poisoned
+// first and guarded (the guard bytes after each must read back unchanged); and bit-identical gradients
+// across runs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "lkjit/wtconv_kernels.h"
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "tests/gpu/gpu_fixture.h"
@@ -34,21 +37,24 @@ BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::
   layer.set_path(path);
   layer.set_claim_for_testing(claim);
   if (plane_tile || reduce_tile) layer.set_tune_mode(TuneMode::kOff);
-  if (plane_tile) layer.set_tile_override(Kernel::kWTConvBwdPlane, 0, *plane_tile);
-  if (reduce_tile) layer.set_tile_override(Kernel::kWTConvReduce, 0, *reduce_tile);
+  if (plane_tile) layer.set_tile_override(kWTConvBwdPlane, 0, *plane_tile);
+  if (reduce_tile) layer.set_tile_override(kWTConvReduce, 0, *reduce_tile);
   auto dp = upload_params(params, /*with_grads=*/true);
   layer.set_weights(dp.weights);
   const auto xb = encode(dt, x), gb = encode(dt, g);
-  DeviceBuffer dx(xb.size() + 4), dxin(xb.size()), dg(gb.size() + 4);
+  GuardedBuffer dx(xb.size());
+  DeviceBuffer dxin(xb.size()), dg(gb.size() + 4);
   dxin.upload(xb.data(), xb.size());
   dg.upload(gb.data(), gb.size());
-  dx.fill_u32(0xffffffffu);
+  dx.poison();
   dp.poison_grads();
   layer.backward(dxin.data(), dg.data(), dx.data(), dp.grads, pb.B, pb.H, pb.W);
   synchronize();
+  EXPECT_EQ(dx.guard_bytes_changed(), 0) << "the backward wrote past dX";
+  EXPECT_EQ(dp.grad_guards_changed(), "") << "the backward wrote past a gradient";
   BwdResult r;
   r.dx_bits.resize(xb.size());
-  dx.download(r.dx_bits.data(), r.dx_bits.size());
+  dx.buffer().download(r.dx_bits.data(), r.dx_bits.size());
   r.dx.resize(x.size());
   for (size_t i = 0; i < x.size(); ++i) r.dx[i] = decode_one(dt, r.dx_bits.data(), i);
   r.grads = download_grads(dp, params);
@@ -62,23 +68,19 @@ TEST_P(WTConvBackward, MatchesFloat64Reference) {
   if (path == WTConvPath::kPlane) {
     if (const auto why = plane_path_unavailable(pb, dt, /*backward=*/true)) GTEST_SKIP() << *why;
   }
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 17);
+  const uint64_t seed = 17;  // parameters; the input seed + 2, the output gradient seed + 6
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
   const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
   const Shape sh{pb.B, pb.C, pb.H, pb.W, pb.stride};
-  const auto x = random_tensor(size_t(s4.numel()), dt, 19);
-  const auto g = random_tensor(size_t(sh.B * sh.C * sh.H_out() * sh.W_out()), dt, 23);
+  const auto x = random_tensor(size_t(s4.numel()), dt, seed + 2);
+  const auto g = random_tensor(size_t(sh.B * sh.C * sh.H_out() * sh.W_out()), dt, seed + 6);
   const auto r = run_backward(pb, dt, path, params, x, g);
   const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
                                          std::vector<double>(g.begin(), g.end()), pb.stride);
   const auto cmp = compare(r.dx, want.dx, tolerance(dt));
   EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
-  expect_grad_close(r.grads.base_w, want.base_w, "base_w", dt);
-  if (pb.bias) expect_grad_close(r.grads.base_b, want.base_b, "base_b", dt);
-  expect_grad_close(r.grads.base_s, want.base_s, "base_s", dt);
-  for (int l = 0; l < pb.L; ++l) {
-    expect_grad_close(r.grads.level_w[l], want.level_w[l], ("level_w[" + std::to_string(l) + "]").c_str(), dt);
-    expect_grad_close(r.grads.level_s[l], want.level_s[l], ("level_s[" + std::to_string(l) + "]").c_str(), dt);
-  }
+  expect_grads_close(r.grads, want, pb.bias, pb.L, dt);
 }
 
 INSTANTIATE_TEST_SUITE_P(Problems, WTConvBackward, ::testing::ValuesIn(problem_params()), problem_param_name);
@@ -94,9 +96,11 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 TEST_F(WTConvBackwardDeterminism, TwoRunsGiveIdenticalBits) {
   for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) {
     const Problem pb{4, 8, 56, 56, 5, 3, 1, true};
-    const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 5);
-    const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), DType::kF32, 6);
-    const auto g = random_tensor(x.size(), DType::kF32, 7);
+    const uint64_t seed = 5;  // parameters; the input seed + 1, the output gradient seed + 2
+    SCOPED_TRACE(seed_note(seed));
+    const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
+    const auto x = random_tensor(size_t(pb.B * pb.C * pb.H * pb.W), DType::kF32, seed + 1);
+    const auto g = random_tensor(x.size(), DType::kF32, seed + 2);
     const auto a = run_backward(pb, DType::kF32, path, params, x, g);
     const auto b = run_backward(pb, DType::kF32, path, params, x, g);
     EXPECT_EQ(a.dx_bits, b.dx_bits);
@@ -119,7 +123,7 @@ struct BwdCase {
 };
 BwdCase make_case(const Problem& pb, DType dt, uint64_t seed) {
   BwdCase c;
-  c.params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
+  c.params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
   const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
   c.x = random_tensor(size_t(s4.numel()), dt, seed + 1);
   c.g = random_tensor(c.x.size(), dt, seed + 2);
@@ -135,10 +139,11 @@ BwdCase make_case(const Problem& pb, DType dt, uint64_t seed) {
 class WTConvBackwardPlaneTiles : public GpuTest {};
 
 void check_every_bwd_tile(const Problem& pb, DType dt, uint64_t seed) {
+  SCOPED_TRACE(seed_note(seed));
   const DeviceInfo dev = device_info(0);
   const auto [params, x, g, want] = make_case(pb, dt, seed);
   int tested = 0;
-  for (const Tile& t : plane_tiles(Kernel::kWTConvBwdPlane, pb, dt, dev.arch, dev.limits)) {
+  for (const Tile& t : plane_tiles(kWTConvBwdPlane, pb, dt, dev.arch, dev.limits)) {
     BwdResult first;
     for (auto claim : {WTConv::ClaimForTesting::kDynamic, WTConv::ClaimForTesting::kAll,
                        WTConv::ClaimForTesting::kNone}) {
@@ -148,9 +153,7 @@ void check_every_bwd_tile(const Problem& pb, DType dt, uint64_t seed) {
       const auto r = run_backward(pb, dt, WTConvPath::kPlane, params, x, g, &t, nullptr, claim);
       const auto cmp = compare(r.dx, want.dx, tolerance(dt));
       EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
-      expect_grad_close(r.grads.base_w, want.base_w, "base_w", dt);
-      expect_grad_close(r.grads.base_b, want.base_b, "base_b", dt);
-      for (int l = 0; l < pb.L; ++l) expect_grad_close(r.grads.level_w[l], want.level_w[l], "level_w", dt);
+      expect_grads_close(r.grads, want, pb.bias, pb.L, dt);
       if (claim == WTConv::ClaimForTesting::kDynamic) {
         first = r;
       } else {
@@ -175,20 +178,15 @@ TEST_F(WTConvBackwardPlaneTiles, EveryReduceTileMatchesTheReference) {
   const Problem pb{19, 3, 23, 17, 5, 3, 1, true};
   const DType dt = DType::kF32;
   const DeviceInfo dev = device_info(0);
+  SCOPED_TRACE(seed_note(21));
   const auto [params, x, g, want] = make_case(pb, dt, 21);
   int tested = 0;
   for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled})
-    for (const Tile& t : plane_tiles(Kernel::kWTConvReduce, pb, dt, dev.arch, dev.limits)) {
+    for (const Tile& t : plane_tiles(kWTConvReduce, pb, dt, dev.arch, dev.limits)) {
       SCOPED_TRACE(std::string(path == WTConvPath::kPlane ? "plane " : "tiled ") + t.to_string());
       const auto r = run_backward(pb, dt, path, params, x, g, nullptr, &t);
       EXPECT_TRUE(compare(r.dx, want.dx, tolerance(dt)).ok);
-      expect_grad_close(r.grads.base_w, want.base_w, "base_w", dt);
-      expect_grad_close(r.grads.base_b, want.base_b, "base_b", dt);
-      expect_grad_close(r.grads.base_s, want.base_s, "base_s", dt);
-      for (int l = 0; l < pb.L; ++l) {
-        expect_grad_close(r.grads.level_w[l], want.level_w[l], "level_w", dt);
-        expect_grad_close(r.grads.level_s[l], want.level_s[l], "level_s", dt);
-      }
+      expect_grads_close(r.grads, want, pb.bias, pb.L, dt);
       ++tested;
     }
   EXPECT_EQ(tested, 8) << "threads 128..1024, on each path";

@@ -27,10 +27,12 @@ namespace lkjit::testing {
 namespace {
 
 // Memory order of one activation tensor.
-enum class Mem { kNCHW, kNHWC, kPadded, kPadded8, kPadded4, kShifted, kShifted2, kShifted4 };
+enum class Mem { kNCHW, kNHWC, kPadded, kPadded8, kPadded4, kShifted, kShifted2, kShifted4, kSliced, kCropped };
 const char* mem_name(Mem m) {
   switch (m) {
     case Mem::kNHWC: return "nhwc";
+    case Mem::kSliced: return "sliced";
+    case Mem::kCropped: return "cropped";
     case Mem::kPadded: return "padded";
     case Mem::kPadded8: return "padded8";
     case Mem::kPadded4: return "padded4";
@@ -55,6 +57,9 @@ struct Dims {
 // kShifted, kShifted2, kShifted4: dense NCHW 1, 2 or 4 elements into the (aligned) buffer, so the first
 // plane starts 1, 2 or 4 elements past an alignment boundary, and later planes wherever H*W puts them: the
 // plane kernels take narrower loads there, or none.
+// kSliced: channels C+1 .. 2C of a channels_last tensor of 2C+3 channels (x[:, C+1:2C+1] of a PyTorch
+// channels_last tensor): channel stride 1, pixels 2C+3 apart. kCropped: the (1, 2) .. (h, w+1) window of a
+// channels_last tensor of (h+2) x (w+3) pixels: dense pixels, rows (w+3)*C apart, gaps around every plane.
 struct Placement {
   std::array<int64_t, 4> st;
   int64_t elems;
@@ -80,6 +85,14 @@ Placement placement(Mem m, const Dims& d) {
     case Mem::kShifted4: {
       const int64_t shift = m == Mem::kShifted ? 1 : m == Mem::kShifted2 ? 2 : 4;
       return {{d.C * d.h * d.w, d.h * d.w, d.w, 1}, d.numel() + shift, shift};
+    }
+    case Mem::kSliced: {
+      const int64_t ct = 2 * d.C + 3;
+      return {{d.h * d.w * ct, 1, d.w * ct, ct}, d.B * d.h * d.w * ct, d.C + 1};
+    }
+    case Mem::kCropped: {
+      const int64_t hp = d.h + 2, wp = d.w + 3;
+      return {{hp * wp * d.C, 1, wp * d.C, d.C}, d.B * hp * wp * d.C, (wp + 2) * d.C};
     }
     case Mem::kNCHW: break;
   }
@@ -107,22 +120,27 @@ DeviceBuffer place(DType t, const std::vector<float>& v, const Dims& d, const Pl
   return buf;
 }
 
-// A NaN-poisoned device buffer for a written tensor in placement p.
+// A NaN-poisoned device buffer for a written tensor in placement p, with kGuardBytes of guard after its span.
 DeviceBuffer poisoned(DType t, const Placement& p) {
-  DeviceBuffer buf((size_t(p.elems) * dtype_bytes(t) + 7) / 4 * 4);
+  const size_t bytes = size_t(p.elems) * dtype_bytes(t);
+  DeviceBuffer buf((bytes + kGuardBytes + 3) / 4 * 4);
   buf.fill_u32(0xffffffffu);  // NaN in f32, f16 and bf16
+  const std::vector<uint8_t> guard(buf.bytes() - bytes, kGuardByte);
+  buf.upload(guard.data(), guard.size(), bytes);
   return buf;
 }
 
-// The NCHW values of a written tensor, and how many bytes of its gaps lost their poison.
+// The NCHW values of a written tensor, how many bytes of its gaps lost their poison, and (a poisoned()
+// buffer) how many of the guard after its span changed.
 struct ReadBack {
   std::vector<float> v;
   std::vector<uint8_t> bits;  // the NCHW values' encodings, for bitwise comparisons
   int64_t gap_bytes_written = 0;
+  int64_t guard_bytes_changed = 0;
 };
 ReadBack read_back(DType t, const DeviceBuffer& buf, const Dims& d, const Placement& p) {
-  const size_t eb = dtype_bytes(t);
-  std::vector<uint8_t> raw(size_t(p.elems) * eb);
+  const size_t eb = dtype_bytes(t), span = size_t(p.elems) * eb;
+  std::vector<uint8_t> raw(buf.bytes());
   buf.download(raw.data(), raw.size());
   ReadBack r;
   r.v.resize(size_t(d.numel()));
@@ -136,6 +154,8 @@ ReadBack read_back(DType t, const DeviceBuffer& buf, const Dims& d, const Placem
   for (size_t off = 0; off < used.size(); ++off)
     if (!used[off])
       for (size_t k = 0; k < eb; ++k) r.gap_bytes_written += raw[off * eb + k] != 0xff;
+  if (raw.size() >= span + kGuardBytes)
+    r.guard_bytes_changed = std::count_if(raw.begin() + span, raw.end(), [](uint8_t b) { return b != kGuardByte; });
   return r;
 }
 
@@ -150,9 +170,17 @@ Dims out_dims(const Problem& pb) {
   return {pb.B, pb.C, sh.H_out(), sh.W_out()};
 }
 
+// The layer of a problem on `path`: the lane path on channels_last activations (options.layout; the calls'
+// strides say where each tensor is).
+WTConvOptions layer_options(const Problem& pb, DType dt, WTConvPath path) {
+  WTConvOptions o{pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0};
+  if (path == WTConvPath::kLane) o.layout = Layout::kNHWC;
+  return o;
+}
+
 ReadBack run_forward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
                      const std::vector<float>& x, Mem mx, Mem mout) {
-  WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+  WTConv layer(layer_options(pb, dt, path));
   layer.set_path(path);
   auto dp = upload_params(params);
   layer.set_weights(dp.weights);
@@ -170,11 +198,12 @@ ReadBack run_forward(const Problem& pb, DType dt, WTConvPath path, const ref::WT
 struct BwdResult {
   ReadBack dx;
   ref::WTConvGrads grads;
+  std::string grad_guards;  // DeviceParams::grad_guards_changed()
 };
 
 BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
                        const std::vector<float>& x, const std::vector<float>& g, Mem mx, Mem mg, Mem mdx) {
-  WTConv layer({pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0});
+  WTConv layer(layer_options(pb, dt, path));
   layer.set_path(path);
   auto dp = upload_params(params, /*with_grads=*/true);
   layer.set_weights(dp.weights);
@@ -188,7 +217,7 @@ BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::
   st.out = pdx.st;
   layer.backward(at(dxin, px, dt), at(dg, pg, dt), at(ddx, pdx, dt), dp.grads, pb.B, pb.H, pb.W, nullptr, &st);
   synchronize();
-  return {read_back(dt, ddx, in_dims(pb), pdx), download_grads(dp, params)};
+  return {read_back(dt, ddx, in_dims(pb), pdx), download_grads(dp, params), dp.grad_guards_changed()};
 }
 
 void expect_grads_close(const BwdResult& r, const ref::WTConvGrads& want, const Problem& pb, DType dt) {
@@ -203,21 +232,6 @@ void expect_grads_close(const BwdResult& r, const ref::WTConvGrads& want, const 
 
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
-// Shapes: odd sizes, stride 2, a single column (W = 1: NHWC's W stride is on a dim of size 1), C = 1
-// (NHWC and NCHW nearly coincide), a plane larger than the tiles, WTConvNeXt-like planes, and W = 16
-// (16-byte loads for every dtype in NCHW and kPadded8; W = 28 takes 8 bytes in 16-bit types).
-std::vector<Problem> strided_problems() {
-  return {
-      {2, 3, 7, 9, 5, 3, 1, true},
-      {2, 3, 17, 15, 5, 3, 2, true},
-      {3, 5, 10, 1, 5, 2, 1, true},
-      {2, 1, 9, 11, 3, 2, 1, false},
-      {1, 4, 28, 28, 5, 4, 1, true},
-      {1, 2, 131, 67, 5, 3, 2, true},
-      {2, 3, 12, 16, 5, 3, 1, true},
-  };
 }
 
 // ---- forward ----
@@ -254,11 +268,14 @@ TEST_P(WTConvForwardStrided, MatchesFloat64Reference) {
   if (path == WTConvPath::kPlane) {
     if (const auto why = plane_path_unavailable(pb, dt, /*backward=*/false)) GTEST_SKIP() << *why;
   }
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 31);
+  const uint64_t seed = 31;  // parameters; the input seed + 6
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
   const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
-  const auto x = random_tensor(size_t(s4.numel()), dt, 37);
+  const auto x = random_tensor(size_t(s4.numel()), dt, seed + 6);
   const auto got = run_forward(pb, dt, path, params, x, mx, mo);
   EXPECT_EQ(got.gap_bytes_written, 0) << "the kernels wrote into gaps of out";
+  EXPECT_EQ(got.guard_bytes_changed, 0) << "the kernels wrote past out";
   const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), s4, params, pb.stride);
   const auto cmp = compare(got.v, want, tolerance(dt));
   EXPECT_TRUE(cmp.ok) << cmp.to_string();
@@ -309,12 +326,16 @@ TEST_P(WTConvBackwardStrided, MatchesFloat64Reference) {
   if (path == WTConvPath::kPlane) {
     if (const auto why = plane_path_unavailable(pb, dt, /*backward=*/true)) GTEST_SKIP() << *why;
   }
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 41);
+  const uint64_t seed = 41;  // parameters; the input seed + 2, the output gradient seed + 6
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
   const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
-  const auto x = random_tensor(size_t(s4.numel()), dt, 43);
-  const auto g = random_tensor(size_t(out_dims(pb).numel()), dt, 47);
+  const auto x = random_tensor(size_t(s4.numel()), dt, seed + 2);
+  const auto g = random_tensor(size_t(out_dims(pb).numel()), dt, seed + 6);
   const auto r = run_backward(pb, dt, path, params, x, g, mx, mg, mdx);
   EXPECT_EQ(r.dx.gap_bytes_written, 0) << "the kernels wrote into gaps of dX";
+  EXPECT_EQ(r.dx.guard_bytes_changed, 0) << "the kernels wrote past dX";
+  EXPECT_EQ(r.grad_guards, "") << "the kernels wrote past a gradient";
   const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), s4, params,
                                          std::vector<double>(g.begin(), g.end()), pb.stride);
   const auto cmp = compare(r.dx.v, want.dx, tolerance(dt));
@@ -332,6 +353,75 @@ TEST_P(WTConvBackwardStrided, MatchesFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, WTConvBackwardStrided, ::testing::ValuesIn(bwd_params()), bwd_param_name);
+
+// ---- the lane kernels on channels_last tensors that are not dense ----
+
+// Lane-sized problems (stride 1, W <= 16): odd extents, C = 1 beside C = 2 and 5, and L up to 8.
+std::vector<Problem> lane_strided_problems() {
+  return {{2, 3, 7, 9, 5, 3, 1, true}, {1, 5, 16, 16, 3, 8, 1, true}, {3, 2, 12, 7, 5, 6, 1, false}};
+}
+
+// Problem, dtype, then x, dout and out (the forward's out, the backward's dX): channel slices and spatial
+// crops of channels_last tensors, mixed with dense ones.
+using LaneParam = std::tuple<Problem, DType, Mem, Mem, Mem>;
+
+std::vector<LaneParam> lane_params() {
+  const std::vector<std::array<Mem, 3>> layouts = {{Mem::kSliced, Mem::kSliced, Mem::kSliced},
+                                                   {Mem::kCropped, Mem::kCropped, Mem::kCropped},
+                                                   {Mem::kSliced, Mem::kCropped, Mem::kNHWC},
+                                                   {Mem::kNHWC, Mem::kSliced, Mem::kCropped}};
+  std::vector<LaneParam> v;
+  for (const Problem& p : lane_strided_problems())
+    for (const auto& m : layouts)
+      for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) v.emplace_back(p, dt, m[0], m[1], m[2]);
+  return v;
+}
+
+std::string lane_param_name(const ::testing::TestParamInfo<LaneParam>& i) {
+  const auto& [pb, dt, mx, mg, mo] = i.param;
+  return problem_name(pb, dt, WTConvPath::kLane) + "_x" + mem_name(mx) + "_dout" + mem_name(mg) + "_out" + mem_name(mo);
+}
+
+class WTConvLaneStrided : public GpuTestP<LaneParam> {};
+
+TEST_P(WTConvLaneStrided, ForwardMatchesFloat64ReferenceAndTheDenseRun) {
+  const auto& [pb, dt, mx, mg, mo] = GetParam();
+  const uint64_t seed = 71;  // parameters; the input seed + 1
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
+  const auto x = random_tensor(size_t(in_dims(pb).numel()), dt, seed + 1);
+  const auto got = run_forward(pb, dt, WTConvPath::kLane, params, x, mx, mo);
+  EXPECT_EQ(got.gap_bytes_written, 0) << "the lane forward wrote into gaps of out";
+  EXPECT_EQ(got.guard_bytes_changed, 0) << "the lane forward wrote past out";
+  const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params, 1);
+  const auto cmp = compare(got.v, want, tolerance(dt));
+  EXPECT_TRUE(cmp.ok) << cmp.to_string();
+  EXPECT_TRUE(got.bits == run_forward(pb, dt, WTConvPath::kLane, params, x, Mem::kNHWC, Mem::kNHWC).bits)
+      << "strided out differs from the dense channels_last run";
+}
+
+TEST_P(WTConvLaneStrided, BackwardMatchesFloat64ReferenceAndTheDenseRun) {
+  const auto& [pb, dt, mx, mg, mo] = GetParam();
+  const uint64_t seed = 73;  // parameters; the input seed + 1, the output gradient seed + 2
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
+  const auto x = random_tensor(size_t(in_dims(pb).numel()), dt, seed + 1);
+  const auto g = random_tensor(size_t(in_dims(pb).numel()), dt, seed + 2);
+  const auto r = run_backward(pb, dt, WTConvPath::kLane, params, x, g, mx, mg, mo);
+  EXPECT_EQ(r.dx.gap_bytes_written, 0) << "the lane backward wrote into gaps of dX";
+  EXPECT_EQ(r.dx.guard_bytes_changed, 0) << "the lane backward wrote past dX";
+  EXPECT_EQ(r.grad_guards, "") << "the lane backward wrote past a gradient";
+  const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params,
+                                         std::vector<double>(g.begin(), g.end()), 1);
+  const auto cmp = compare(r.dx.v, want.dx, tolerance(dt));
+  EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
+  expect_grads_close(r, want, pb, dt);
+  const auto dense = run_backward(pb, dt, WTConvPath::kLane, params, x, g, Mem::kNHWC, Mem::kNHWC, Mem::kNHWC);
+  EXPECT_TRUE(r.dx.bits == dense.dx.bits) << "strided dX differs from the dense channels_last run";
+  for (int l = 0; l < pb.L; ++l) EXPECT_TRUE(same_bits(r.grads.level_w[l], dense.grads.level_w[l])) << "level " << l;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, WTConvLaneStrided, ::testing::ValuesIn(lane_params()), lane_param_name);
 
 // ---- wtconv_transpose: layout copies, bit for bit ----
 
@@ -356,6 +446,7 @@ TEST_F(WTConvTranspose, CopiesEveryLayoutPairBitForBit) {
     const auto got = read_back(dt, dst, d, pd), want = read_back(dt, src, d, ps);
     EXPECT_TRUE(got.bits == want.bits) << "dst differs from src";
     EXPECT_EQ(got.gap_bytes_written, 0) << "wrote into gaps of dst";
+    EXPECT_EQ(got.guard_bytes_changed, 0) << "wrote past dst";
     ++runs;
   };
   const Mem mems[] = {Mem::kNCHW, Mem::kNHWC, Mem::kPadded};
@@ -407,10 +498,12 @@ class WTConvLayoutOption : public GpuTest {};
 TEST_F(WTConvLayoutOption, NHWCMakesChannelsLastTheDefault) {
   const Problem pb{2, 3, 17, 15, 5, 3, 2, true};
   const DType dt = DType::kF32;
-  const auto params = ref::init_params(int(pb.C), pb.k, pb.L, pb.bias, 53);
+  const uint64_t seed = 53;  // parameters; the input seed + 6, the output gradient seed + 8
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
   const ref::Shape4 s4{pb.B, pb.C, pb.H, pb.W};
-  const auto x = random_tensor(size_t(s4.numel()), dt, 59);
-  const auto g = random_tensor(size_t(out_dims(pb).numel()), dt, 61);
+  const auto x = random_tensor(size_t(s4.numel()), dt, seed + 6);
+  const auto g = random_tensor(size_t(out_dims(pb).numel()), dt, seed + 8);
   for (WTConvPath path : {WTConvPath::kPlane, WTConvPath::kTiled}) {
     WTConvOptions o{pb.C, pb.k, pb.L, dt, pb.bias, pb.stride, 0};
     o.layout = Layout::kNHWC;

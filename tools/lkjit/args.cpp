@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "lkjit/error.h"
-#include "runtime/ops/wtconv_internal.h"
 #include "support/message.h"
 #include "support/parse_int.h"
 #include "tools/lkjit/common.h"
@@ -78,7 +77,8 @@ void note_not_decimal(llvm::StringRef name, llvm::StringRef value, int64_t lo, i
                                               range_message(name.str(), lo, hi, odd)));
 }
 
-std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form) {
+std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form,
+                                std::string (*range_of)(const std::string&)) {
   const auto f = split(item, ':'), names = split(form, ':');
   if (f.size() != names.size())
     throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: '{}' is not {}", what, clip(item), form));
@@ -90,7 +90,7 @@ std::vector<int64_t> parse_dims(const std::string& item, const char* what, const
                   fmt::format("lkjit: error: {}: '{}' in '{}' is not a decimal integer", what, clip(f[i]), clip(item)));
     if (p.status == support::IntStatus::kOutOfRange) {  // an integer all the same: bad input (2), as any value out of range
       // The layer's range (it never sees a value beyond int64), else int64's.
-      std::string range = detail::field_range(names[i]);
+      std::string range = range_of ? range_of(names[i]) : "";
       if (range.empty())
         range = support::range_text(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
       throw SpecError(fmt::format("lkjit: error: {}: {}={} in '{}' is out of range; supported: {}", what, names[i],

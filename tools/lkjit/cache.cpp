@@ -13,8 +13,8 @@
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/runtime.h"
+#include "tools/lkjit/cache_remote.h"
 #include "tools/lkjit/common.h"
-#include "tools/lkjit/kernel_names.h"
 
 namespace cl = llvm::cl;
 
@@ -22,7 +22,7 @@ namespace lkjit::tool {
 namespace {
 
 cl::SubCommand kCmd("cache", "Inspect and maintain the kernel cache: stat | ls | verify | prune | clear | "
-                             "explain KEY | import FILE | export FILE");
+                             "explain KEY | import FILE | export FILE | push | pull");
 cl::OptionCategory kCat("lkjit cache options");
 cl::list<std::string> kArgs(cl::Positional, cl::desc("<action> [argument]"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kMaxBytes("max-bytes",
@@ -32,7 +32,10 @@ cl::opt<std::string> kMaxBytes("max-bytes",
 cl::opt<std::string> kKernel("kernel", cl::desc("explain: for a key not in the cache, the kernel name it was looked up for"),
                              cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 
-constexpr const char* kActions = "stat, ls, verify, prune, clear, explain, import, export";
+cl::opt<bool> kDecisions("decisions", cl::desc("push, pull: the tuning database's decisions too"), cl::sub(kCmd),
+                         cl::cat(kCat));
+
+constexpr const char* kActions = "stat, ls, verify, prune, clear, explain, import, export, push, pull";
 
 
 std::string age(double when) {
@@ -83,6 +86,7 @@ int stat_main(const KernelCache& c) {
   if (!entries.empty())
     std::cout << fmt::format("last used  {} (oldest: {})\n", age(entries.front().last_used), age(entries.back().last_used));
   for (const auto& [what, n] : by_toolchain) std::cout << fmt::format("  {:>6}  {}\n", n, what);
+  remote_stat();
   return 0;
 }
 
@@ -99,10 +103,11 @@ int ls_main(const KernelCache& c) {
                              arch_name(e.inputs.arch), e.file_bytes, age(e.last_used), e.locked ? "  (compiling)" : "");
   }
   std::cout << fmt::format("{} entries\n", entries.size());
+  remote_ls();
   return 0;
 }
 
-int verify_main(const KernelCache& c) {
+int verify_local(const KernelCache& c) {
   if (!present(c)) return 0;  // a check creates nothing
   c.check();
   size_t ok = 0, bad = 0, stray = 0, stuck = 0;
@@ -129,6 +134,12 @@ int verify_main(const KernelCache& c) {
                            stray ? fmt::format(", {} stray file(s)", stray) : "",
                            stuck ? fmt::format("; {} could not be removed", stuck) : "");
   return bad || stray ? static_cast<int>(ErrorCode::kCache) : 0;
+}
+
+int verify_main(const KernelCache& c) {
+  const int local = verify_local(c);
+  const int remote = remote_verify();
+  return local ? local : remote;
 }
 
 int prune_main(const KernelCache& c) {
@@ -228,6 +239,7 @@ int explain_main(const KernelCache& c, std::string arg) {
   if (hits.size() > 1) usage(fmt::format("key prefix '{}' matches {} entries; give more digits", arg, hits.size()));
   if (hits.empty()) {
     std::cout << fmt::format("key {} is not in the cache {}\n", arg, c.dir());
+    if (arg.size() == 64) remote_explain(arg);
     if (kKernel.empty()) {
       std::cout << "give the kernel name it was looked up for (--kernel NAME, or `lkjit cache explain NAME`) "
                    "to compare with the cached entries of that kernel\n";
@@ -243,6 +255,7 @@ int explain_main(const KernelCache& c, std::string arg) {
     return 0;
   }
   const CacheEntryInfo& e = *hits.front();
+  remote_explain(e.key);
   std::cout << fmt::format("entry {}\n  path       {}\n  spec       {}\n  size       {} bytes (cubin {})\n  last used  {}\n",
                            e.key, e.path, e.spec, e.file_bytes, e.payload_bytes, age(e.last_used));
   if (!e.ok) {
@@ -281,6 +294,8 @@ int cache_main() {
     return usage(fmt::format("--max-bytes applies to prune, not {}", action));
   if (kKernel.getNumOccurrences() && action != "explain")
     return usage(fmt::format("--kernel applies to explain, not {}", action));
+  if (kDecisions.getNumOccurrences() && action != "push" && action != "pull")
+    return usage(fmt::format("--decisions applies to push and pull, not {}", action));
   const KernelCache c;
   if (action == "stat") return stat_main(c);
   if (action == "ls") return ls_main(c);
@@ -288,11 +303,16 @@ int cache_main() {
   if (action == "prune") return prune_main(c);
   if (action == "clear") return clear_main(c);
   if (action == "explain") return explain_main(c, kArgs[1]);
+  if (action == "push" || action == "pull") return remote_transfer(c, action == "push", kDecisions);
   if (action == "import") {
     // Every entry that can go in does; each refused one is named with its reason, and only those fail the run.
     const auto r = c.import_bundle(kArgs[1]);
+    if (!r.signer.empty())
+      std::cout << fmt::format("import: {}: signed by key {}{}\n", kArgs[1], r.signer.substr(0, 16),
+                               r.signature_checked ? " (trusted, signature verified)"
+                                                   : " (not checked: LKJIT_CACHE_TRUSTED_KEYS is unset)");
     for (const auto& why : r.refused) std::cerr << "import: refused " << why << "\n";
-    std::cout << fmt::format("import: {}: {} entries, {} added, {} already cached, {} refused\n", kArgs[1], r.entries,
+    std::cout << fmt::format("import: {}: {} entries verified, {} added, {} already cached, {} refused\n", kArgs[1], r.entries,
                              r.imported, r.present, r.refused.size());
     warn_evicted_by_cap(c, r.evicted, r.imported, "import");
     if (r.refused.empty()) return 0;
@@ -307,7 +327,8 @@ int cache_main() {
     present(c);
     const auto r = c.export_bundle(kArgs[1]);
     for (const auto& s : r.skipped) std::cerr << "export: left out " << s << "\n";
-    std::cout << fmt::format("export: {}: {} entries, {}\n", kArgs[1], r.entries, human_bytes(r.bytes));
+    std::cout << fmt::format("export: {}: {} entries, {}{}\n", kArgs[1], r.entries, human_bytes(r.bytes),
+                             r.signer.empty() ? ", unsigned" : ", signed by key " + r.signer.substr(0, 16));
     return 0;
   }
   return usage(fmt::format("action '{}' is unknown; supported: {}", action, kActions));

@@ -60,8 +60,10 @@ using UnsignedOption = llvm::cl::opt<unsigned, false, InRange<unsigned, Lo, Hi>>
 std::vector<std::string> split_list(const std::string& s, const char* what);
 // One shape item such as "8:64:56:56" of option `what` ("--shapes"), whose fields `form` names
 // ("B:C:H:W"): its integers. Usage error (1) for a wrong field count or a field that is not an integer; bad
-// input (2) naming the field, the value and its range for an integer beyond int64.
-std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form);
+// input (2) naming the field, the value and its range for an integer beyond int64: range_of(field) (the op's
+// ranges, e.g. wtconv_field_range), or int64's where it gives "" or is null.
+std::vector<int64_t> parse_dims(const std::string& item, const char* what, const std::string& form,
+                                std::string (*range_of)(const std::string&) = nullptr);
 // SpecError (bad input, 2) naming the first of the leading B, C, H, W fields of v that is below 1.
 void require_positive_bchw(const std::vector<int64_t>& v, const char* what, const std::string& item);
 // 512 B, 48.0 KiB, 3.2 MiB, 1.5 GiB.

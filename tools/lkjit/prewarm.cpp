@@ -4,21 +4,24 @@
 //
 // Usage
 //   lkjit prewarm --preset wtconvnext-t --arch sm_80,sm_90            # forward + backward, 3 dtypes
-//   lkjit prewarm --shapes 64:96:56:56,64:192:28:28 --k 5,7 --L 2,3 --dtypes f16
+//   lkjit prewarm --shapes 64:96:56:56,64:192:28:28 --k 5,7 --L 2,3 --dtypes f16   # --op wtconv, the default
 //   lkjit prewarm --manifest kernels.json --tuning-db tuning.json --all-tiles -j 8
 //   lkjit prewarm --preset wtconvnext-b --arch sm_90 --bundle b.lkjit   # then elsewhere:
 //   lkjit cache import b.lkjit
-// Every layer is planned with wtconv_plan() for the forward and the backward pass, on the plane path
-// (where the planes fit the arch's shared memory) and on the tiled path; --all-tiles adds each planned
-// kernel's whole tile space; a tuning database adds its tuned tiles. Jobs are unique by kernel name.
+// Every layer is planned by its op family (tools/lkjit/op_cli.h) for the forward and the backward pass, on
+// every path (WTConv: plane where the planes fit the arch's shared memory, tiled, lane where it applies);
+// --all-tiles adds each planned kernel's whole tile space; a tuning database adds its tuned tiles. Jobs are
+// unique by kernel name. --shapes and the op's list options are the op's (--op, default wtconv); a preset
+// is found in whichever family declares it.
 //
 // Manifest (JSON; every key optional, command-line --arch/--dtypes/--passes win over the manifest's):
 //   {"archs":   ["sm_80", "sm_90"],                 target archs
 //    "dtypes":  ["f32", "f16", "bf16"],             activation dtypes
 //    "passes":  ["fwd", "bwd"],                     which passes' kernels
 //    "presets": ["wtconvnext-t"],                   preset layer sets, as --preset
-//    "layers":  [{"B": 64, "C": 96, "H": 56, "W": 56, "k": 5, "L": 5, "stride": 1}],
-//                                                   C, H, W required; B 1, k 5, L 1, stride 1 default
+//    "layers":  [{"op": "wtconv", "B": 64, "C": 96, "H": 56, "W": 56, "k": 5, "L": 5, "stride": 1}],
+//                                                   op wtconv and B 1 by default, C, H, W required; the
+//                                                   other keys are the op's (wtconv: k 5, L 1, stride 1)
 //    "kernels": ["lkjit_wtconv_fold_k5_L3_w256_sm90"],   exact kernels (kept when their arch is a target)
 //    "all_tiles": false}
 // A manifest kernel name this lkjit does not generate, or one with an invalid spec or tile, is an error
@@ -40,13 +43,14 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <mutex>
 #include <random>
 
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/runtime.h"
-#include "lkjit/wtconv.h"
 #include "tools/lkjit/common.h"
+#include "tools/lkjit/op_cli.h"
 #include "tools/lkjit/prewarm_set.h"
 #include "tools/lkjit/progress.h"
 
@@ -55,34 +59,62 @@ namespace cl = llvm::cl;
 namespace lkjit::tool {
 namespace {
 
-cl::SubCommand kCmd("prewarm", "Compile kernels for target archs into the cache (no GPU needed)");
+std::string op_help() {
+  return "op family of --shapes and of the op's options: " + op_names(" | ") + " (default: " + default_op().name() + ")";
+}
+std::string shapes_help() {
+  std::string forms;
+  for (const OpCli* f : op_clis()) forms += (forms.empty() ? "" : "; ") + std::string(f->name()) + ": " + f->shape_form(Cmd::kPrewarm);
+  return "layers of the op separated by commas, as " + forms;
+}
+std::string preset_help() {
+  std::string s;
+  for (const OpCli* f : op_clis())
+    for (const auto& p : f->presets()) s += (s.empty() ? "" : ", ") + p.name + " (" + f->name() + ": " + p.doc + ")";
+  return s + "; comma-separate several";
+}
+// The layer keys of each op, with their defaults: "wtconv: k 5, L 1, stride 1".
+std::string layer_keys() {
+  std::string s;
+  for (const OpCli* f : op_clis()) {
+    std::string keys;
+    for (const auto& p : f->layer_params()) keys += fmt::format("{}{} {}", keys.empty() ? "" : ", ", p.name, p.def);
+    s += fmt::format("{}{}: {}", s.empty() ? "" : "; ", f->name(), keys);
+  }
+  return s;
+}
+std::string manifest_help() {
+  std::string s =
+      "what to compile, as JSON (every key optional; command-line --arch/--dtypes/--passes win):\n"
+      "    {\"archs\":   [\"sm_80\", \"sm_90\"],\n"
+      "     \"dtypes\":  [\"f32\", \"f16\", \"bf16\"],\n"
+      "     \"passes\":  [\"fwd\", \"bwd\"],\n"
+      "     \"presets\": [\"wtconvnext-t\"],\n"
+      "     \"layers\":  [{\"op\": \"wtconv\", \"B\": 64, \"C\": 96, \"H\": 56, \"W\": 56, \"k\": 5, \"L\": 5, \"stride\": 1}],\n"
+      "     \"kernels\": [\"lkjit_wtconv_fold_k5_L3_w256_sm90\"],\n"
+      "     \"all_tiles\": false}\n";
+  s += fmt::format("  layers: op {} and B 1 by default, C, H, W required, the other keys the op's\n"
+                   "  ({} by default). kernels: names as\n", default_op().name(), layer_keys());
+  return s + "  `lkjit compile` prints them (kept when their arch is a target; an unknown or invalid\n"
+             "  name is an error)";
+}
+
+cl::SubCommand& kCmd = subcommand(Cmd::kPrewarm);
 cl::OptionCategory kCat("lkjit prewarm options");
+cl::opt<std::string> kOp("op", help_from(op_help), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kArch("arch", cl::desc("comma-separated target archs"), cl::init("sm_80,sm_86,sm_89,sm_90"),
                            cl::sub(kCmd), cl::cat(kCat));
-cl::opt<std::string> kPreset("preset", cl::desc("wtconvnext-t | wtconvnext-s | wtconvnext-b: the stage layers at "
-                                                "224x224, batch 64 (comma-separate several)"),
-                             cl::init(""), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<std::string> kShapes("shapes", cl::desc("layers as B:C:H:W separated by commas, crossed with --k and --L"),
-                             cl::init(""), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<std::string> kK("k", cl::desc("odd kernel sizes for --shapes, e.g. 3,5,7"), cl::init("5"), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<std::string> kL("L", cl::desc("wavelet levels for --shapes, e.g. 1,2,3"), cl::init("3"), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kPreset("preset", help_from(preset_help), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kShapes("shapes", help_from(shapes_help), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kDtypes("dtypes", cl::desc("comma-separated: f32,f16,bf16"), cl::init("f32,f16,bf16"), cl::sub(kCmd),
                              cl::cat(kCat));
+cl::opt<bool> kRemote("remote", cl::desc("share the work with other processes and nodes through the remote cache's "
+                                         "leases (LKJIT_REMOTE_CACHE): compile the kernels nobody else is compiling "
+                                         "first, then collect the others' results"),
+                      cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kPasses("passes", cl::desc("fwd, bwd or fwd,bwd"), cl::init("fwd,bwd"), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<std::string> kManifest(
-    "manifest", cl::value_desc("file.json"),
-    cl::desc("what to compile, as JSON (every key optional; command-line --arch/--dtypes/--passes win):\n"
-             "    {\"archs\":   [\"sm_80\", \"sm_90\"],\n"
-             "     \"dtypes\":  [\"f32\", \"f16\", \"bf16\"],\n"
-             "     \"passes\":  [\"fwd\", \"bwd\"],\n"
-             "     \"presets\": [\"wtconvnext-t\"],\n"
-             "     \"layers\":  [{\"B\": 64, \"C\": 96, \"H\": 56, \"W\": 56, \"k\": 5, \"L\": 5, \"stride\": 1}],\n"
-             "     \"kernels\": [\"lkjit_wtconv_fold_k5_L3_w256_sm90\"],\n"
-             "     \"all_tiles\": false}\n"
-             "  layers: C, H, W required; B 1, k 5, L 1, stride 1 by default. kernels: names as\n"
-             "  `lkjit compile` prints them (kept when their arch is a target; an unknown or invalid\n"
-             "  name is an error)"),
-    cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kManifest("manifest", cl::value_desc("file.json"), help_from(manifest_help), cl::init(""), cl::sub(kCmd),
+                               cl::cat(kCat));
 cl::opt<std::string> kTuningDb("tuning-db", cl::value_desc("file.json"),
                                cl::desc("also compile the tuned kernels of this tuning database (an unreadable "
                                         "or unknown file is an error)"), cl::init(""),
@@ -111,11 +143,6 @@ std::vector<DType> parse_dtypes(const std::string& s) {
   return v;
 }
 
-std::vector<int> parse_int_list(const std::string& s, const char* what, int lo, int hi, bool odd = false) {
-  split_list(s, what);  // no empty list or item
-  return parse_ints(s, what + 2, lo, hi, odd);
-}
-
 // Everything the command line and the files ask for.
 PrewarmSet build_set() {
   PrewarmSet set;
@@ -141,12 +168,10 @@ PrewarmSet build_set() {
   if (kPreset.getNumOccurrences())
     for (const auto& p : split_list(kPreset, "--preset"))
       for (const auto& ly : preset_layers(p, "--preset")) set.layers.push_back(ly);
-  if (kShapes.getNumOccurrences()) {
-    for (const auto& ly : parse_shapes(kShapes, parse_int_list(kK, "--k", 1, 31, /*odd=*/true), parse_int_list(kL, "--L", 0, kMaxLevels)))
-      set.layers.push_back(ly);
-  } else if (kK.getNumOccurrences() || kL.getNumOccurrences()) {
-    throw Error(ErrorCode::kUsage, "lkjit: error: --k and --L apply to --shapes, which is missing (e.g. --shapes 64:96:56:56)");
-  }
+  // --shapes with the options of the op (without them, a family may refuse its options: WTConv's --k, --L).
+  const std::optional<std::string> shapes =
+      kShapes.getNumOccurrences() ? std::optional<std::string>(kShapes) : std::nullopt;
+  for (const auto& ly : chosen_op(kOp).problems(Cmd::kPrewarm, shapes)) set.layers.push_back(ly);
   if (kTuningDb.getNumOccurrences()) read_tuning_db(kTuningDb, &set.kernel_names);
   set.all_tiles = set.all_tiles || kAllTiles;
   // Empty command-line lists are refused by split_list; these can only come from the manifest.
@@ -166,6 +191,7 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 bool prewarm_cmd() { return static_cast<bool>(kCmd); }
 
 int prewarm_main() {
+  check_family_options(Cmd::kPrewarm, {&chosen_op(kOp)}, op_origin(kOp));
   check_progress_mode(kProgress);
   // An empty path names no file: --manifest '' would be dropped silently, --tuning-db '' read as "".
   refuse_empty_paths({&kManifest, &kTuningDb, &kBundle});
@@ -217,12 +243,23 @@ int prewarm_main() {
   std::vector<Outcome> out(plan.jobs.size());
   const auto t0 = std::chrono::steady_clock::now();
   llvm::ThreadPool pool(llvm::hardware_concurrency(kJobs));
-  for (size_t i : order)
-    pool.async([&, i] {
+  // --remote: a first pass skips the kernels another process holds (origin "deferred"); a second pass
+  // collects them, waiting for their holders (or compiling them, if a holder died).
+  std::vector<size_t> deferred;
+  std::mutex deferred_mu;
+  auto run_jobs = [&](const std::vector<size_t>& jobs, bool first_pass) {
+  for (size_t i : jobs)
+    pool.async([&, i, first_pass] {
       // Nothing may escape a ThreadPool task: LLVM 14 would terminate the process.
       Outcome& o = out[i];
       try {
-        const CompiledKernel ck = compile_kernel(plan.jobs[i].spec, plan.jobs[i].tile);
+        const CompiledKernel ck = kRemote && first_pass ? compile_kernel_unless_busy(plan.jobs[i].spec, plan.jobs[i].tile)
+                                                        : compile_kernel(plan.jobs[i].spec, plan.jobs[i].tile);
+        if (ck.origin == "deferred") {
+          std::lock_guard<std::mutex> lock(deferred_mu);
+          deferred.push_back(i);
+          return;
+        }
         o.origin = ck.origin;
         o.key = ck.key;
         o.store_error = ck.store_error;
@@ -234,6 +271,10 @@ int prewarm_main() {
       progress.tick(plan.jobs[i].kernel_name);
     });
   pool.wait();
+  };
+  run_jobs(order, true);
+  if (!deferred.empty()) run_jobs(std::vector<size_t>(deferred), false);
+  flush_remote_cache();  // what this process compiled reaches the remote cache before it exits
   progress.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -4,6 +4,7 @@
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -16,7 +17,7 @@
 #include "support/json_limits.h"
 #include "support/message.h"
 #include "support/read_file.h"
-#include "tools/lkjit/kernel_names.h"
+#include "tools/lkjit/op_cli.h"
 #include "tools/lkjit/prewarm_set.h"
 
 namespace lkjit::tool {
@@ -229,28 +230,45 @@ void parse_manifest(const std::string& text, const std::string& path, PrewarmSet
       const std::string where = fmt::format("{}: layers[{}]", path, i);
       const llvm::json::Object* o = (*a)[i].getAsObject();
       if (!o) throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}: not an object", where));
+      // The op's keys besides op, B, C, H, W (WTConv: k, L, stride).
+      std::string op_name;
+      if (const llvm::json::Value* op = o->get("op")) {
+        if (!op->getAsString())
+          throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}: \"op\" must be a string", where));
+        op_name = op->getAsString()->str();
+      }
+      const OpCli& op = op_name.empty() ? default_op() : op_cli(op_name, where + ": op");
+      const std::vector<LayerParam> params = op.layer_params();
       // A misspelt key would silently fall back to its default (L = 1, stride = 1): refused instead.
-      static const std::set<std::string> layer_keys = {"B", "C", "H", "W", "k", "L", "stride"};
-      for (const auto& kv : *o)
-        if (!layer_keys.count(kv.first.str()))
-          throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("lkjit: error: {}: unknown key \"{}\"; known: B, C, H, W, k, L, stride", where,
-                                  kv.first.str()));
-      auto literal = [&](const char* key) {
+      std::string known = "B, C, H, W";
+      for (const auto& p : params) known += ", " + p.name;
+      for (const auto& kv : *o) {
+        const std::string key = kv.first.str();
+        if (key == "op" || key == "B" || key == "C" || key == "H" || key == "W" ||
+            std::any_of(params.begin(), params.end(), [&](const LayerParam& p) { return p.name == key; }))
+          continue;
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("lkjit: error: {}: unknown key \"{}\"; known: {} (op {}) and op", where, key, known,
+                                op.name()));
+      }
+      auto literal = [&](const std::string& key) {
         const auto it = raw.literals.find(fmt::format("layers[{}].{}", i, key));
         return it == raw.literals.end() ? std::string() : it->second;
       };
-      PrewarmLayer ly;
+      LayerProblem ly;
+      ly.op = op.name();
       ly.B = integer(*o, "B", 1, 1, (int64_t(1) << 31) - 1, where, literal("B"));
       ly.C = integer(*o, "C", std::nullopt, 1, int64_t(1) << 24, where, literal("C"));
       ly.H = integer(*o, "H", std::nullopt, 1, int64_t(1) << 20, where, literal("H"));
       ly.W = integer(*o, "W", std::nullopt, 1, int64_t(1) << 20, where, literal("W"));
-      ly.k = static_cast<int>(integer(*o, "k", 5, 1, 31, where, literal("k")));
-      if (ly.k % 2 == 0)
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("lkjit: error: {}: \"k\" is {}; supported: an odd integer in [1, 31]", where, ly.k));
-      ly.L = static_cast<int>(integer(*o, "L", 1, 0, 8, where, literal("L")));
-      ly.stride = static_cast<int>(integer(*o, "stride", 1, 1, 64, where, literal("stride")));
+      for (const auto& p : params) {
+        const int v = static_cast<int>(integer(*o, p.name.c_str(), p.def, p.lo, p.hi, where, literal(p.name)));
+        if (p.odd && v % 2 == 0)
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("lkjit: error: {}: \"{}\" is {}; supported: an odd integer in [{}, {}]", where, p.name,
+                                  v, p.lo, p.hi));
+        ly.params.set(p.name, v);
+      }
       set->layers.push_back(ly);
     }
   }

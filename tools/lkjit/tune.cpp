@@ -1,7 +1,7 @@
-// `lkjit tune`: the explore mode. For one WTConv layer problem (spec and shape), search the tile
-// spaces of the plan's kernels on the GPU (lkjit/wtconv_tune.h: the whole pass is timed per candidate),
-// then print a ranked table per kernel, write CSV / JSON / an SVG plot, record the decisions in the
-// tuning database and end with a pasteable `reproduce:` line. `--list` shows the candidate space
+// `lkjit tune`: the explore mode. For one layer problem of an op family (--op; tools/lkjit/op_cli.h), search
+// the tile spaces of the plan's kernels on the GPU (the family's PassHarness: the whole pass is timed per
+// candidate), then print a ranked table per kernel, write CSV / JSON / an SVG plot, record the decisions
+// in the tuning database and end with a pasteable `reproduce:` line. `--list` shows the candidate space
 // (valid and rejected, with reasons) without a GPU; `--list --compile` also fills the kernel cache.
 #include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <iostream>
 
-#include "cache/file_io.h"
+#include "lkjit/cache.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
 #include "lkjit/tuning.h"
-#include "lkjit/wtconv_tune.h"
 #include "tools/lkjit/common.h"
+#include "tools/lkjit/op_cli.h"
 #include "tools/lkjit/svg_plot.h"
 #include "tools/lkjit/tune_output.h"
 
@@ -25,23 +25,24 @@ namespace cl = llvm::cl;
 namespace lkjit::tool {
 namespace {
 
-cl::SubCommand kCmd("tune", "Explore tile configurations of a WTConv layer's kernels on the GPU (--list: no GPU)");
+std::string shape_help() {
+  std::string forms;
+  for (const OpCli* f : op_clis()) forms += (forms.empty() ? "" : "; ") + std::string(f->name()) + ": " + f->shape_form(Cmd::kTune);
+  return "problem in the op's form (" + forms + ")";
+}
+
+std::string op_help() { return "op family: " + op_names(" | ") + " (default: " + default_op().name() + ")"; }
+
+cl::SubCommand& kCmd = subcommand(Cmd::kTune);
 cl::OptionCategory kCat("lkjit tune options");
-cl::opt<std::string> kShape("shape", cl::desc("problem as B:C:H:W"), cl::init("64:96:56:56"), cl::sub(kCmd), cl::cat(kCat));
-OddIntOption<1, 31> kK("k", cl::desc("odd kernel size, 1..31"), cl::init(5), cl::sub(kCmd), cl::cat(kCat));
-IntOption<0, kMaxLevels> kL("L", cl::desc("wavelet levels, 0..8"), cl::init(3), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kOp("op", help_from(op_help), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<std::string> kShape("shape", help_from(shape_help), cl::init("64:96:56:56"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kDtype("dtype", cl::desc("f32 | f16 | bf16"), cl::init("f32"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kPass("pass", cl::desc("fwd | bwd"), cl::init("fwd"), cl::sub(kCmd), cl::cat(kCat));
-IntOption<1, 64> kStride("stride", cl::desc("output stride, 1..64"), cl::init(1), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<bool> kNoBias("no-bias", cl::desc("layer without bias"), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<std::string> kPath("path", cl::desc("auto | plane | tiled | lane"), cl::init("auto"), cl::sub(kCmd), cl::cat(kCat));
-cl::opt<bool> kNHWC("nhwc", cl::desc("NHWC (channels_last) activations, as the lane kernels take (default NCHW; --path "
-                                     "lane implies it). Records are not keyed by layout: a plane or tiled record "
-                                     "tuned on NHWC data serves NCHW callers too"),
-                    cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kKernel("kernel",
-                             cl::desc("which kernels of the plan: all | main (lane, plane or synthesis kernel) | "
-                                      "<kernel>[:level], comma-separated (e.g. wtconv_fwd_level:2)"),
+                             cl::desc("which kernels of the plan: all | main (the one that moves the most bytes; wtconv: "
+                                      "the lane, plane or synthesis kernel) | <kernel>[:level], comma-separated (e.g. "
+                                      "wtconv_fwd_level:2)"),
                              cl::init("all"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kStrategy("strategy", cl::desc("exhaustive | random | greedy"), cl::init("greedy"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<double> kBudget("budget", cl::desc("seconds per kernel for random/greedy (default: LKJIT_TUNE_BUDGET)"),
@@ -69,22 +70,27 @@ cl::opt<std::string> kProgress("progress",
                                cl::init("auto"),
                                cl::sub(kCmd), cl::cat(kCat));
 
-WTConvTuneProblem parse_problem() {
-  const auto v = parse_dims(kShape, "--shape", "B:C:H:W");
-  // A well-formed value out of range is bad input (2), as in `run --shapes`, not a usage error (1).
-  require_positive_bchw(v, "--shape", kShape);
+// The problem of the command line: the family's, with its dtype and pass.
+struct Problem {
+  OpCli* op = nullptr;
+  LayerProblem layer;
+  DType dtype = DType::kF32;
+  bool backward = false;
+  std::string to_string() const { return op->describe(layer, dtype, backward); }
+  std::vector<PlannedKernel> plan(const DeviceLimits& lim) const {
+    return op->plan(layer, dtype, backward, lim, PlanScope::kProblem, nullptr);
+  }
+};
+
+Problem parse_problem() {
+  Problem p;
+  p.op = &chosen_op(kOp);
+  check_family_options(Cmd::kTune, {p.op}, op_origin(kOp));
+  p.layer = p.op->problems(Cmd::kTune, std::string(kShape)).front();
   if (kPass != "fwd" && kPass != "bwd")
     throw SpecError(fmt::format("lkjit: error: --pass '{}' is unknown; supported: fwd, bwd", std::string(kPass)));
-  WTConvTuneProblem p;
-  p.options = WTConvOptions{v[1], kK, kL, parse_dtype(kDtype), !kNoBias, kStride, 0};
-  p.B = v[0], p.H = v[2], p.W = v[3];
   p.backward = kPass == "bwd";
-  if (kPath == "auto") p.path = WTConvPath::kAuto;
-  else if (kPath == "plane") p.path = WTConvPath::kPlane;
-  else if (kPath == "tiled") p.path = WTConvPath::kTiled;
-  else if (kPath == "lane") p.path = WTConvPath::kLane;
-  else throw SpecError(fmt::format("lkjit: error: --path '{}' is unknown; supported: auto, plane, tiled, lane", std::string(kPath)));
-  if (kNHWC || p.path == WTConvPath::kLane) p.options.layout = Layout::kNHWC;  // the lane kernels' layout
+  p.dtype = parse_dtype(kDtype);
   return p;
 }
 
@@ -93,7 +99,7 @@ std::string entry_label(const PlannedKernel& pk) {
 }
 
 bool selected(const std::vector<KernelSelector>& sel, const PlannedKernel& pk) {
-  if (pk.spec.kernel == Kernel::kWTConvFold) return false;
+  if (pk.fixed) return false;  // launched outside the pass (WTConv's fold): never tuned
   if (sel.empty()) return true;
   for (const auto& s : sel)
     if (s.kernel == pk.spec.kernel && (s.level < 0 || s.level == pk.level)) return true;
@@ -102,7 +108,7 @@ bool selected(const std::vector<KernelSelector>& sel, const PlannedKernel& pk) {
 
 // Each item must select a tunable entry of this plan: one that selects nothing would tune nothing and
 // still exit 0.
-std::vector<KernelSelector> parse_selectors(const std::vector<PlannedKernel>& plan) {
+std::vector<KernelSelector> parse_selectors(const Problem& p, const std::vector<PlannedKernel>& plan) {
   std::string tunable;
   for (const auto& pk : plan)
     if (selected({}, pk)) tunable += ", " + entry_label(pk);
@@ -110,7 +116,7 @@ std::vector<KernelSelector> parse_selectors(const std::vector<PlannedKernel>& pl
   for (const auto& item : split(kKernel, ',')) {
     if (item == "all") return {};
     if (item == "main") {
-      out.push_back(wtconv_main_kernel(plan));
+      out.push_back(p.op->main_kernel(plan));
       continue;
     }
     const size_t colon = item.find(':');
@@ -150,7 +156,7 @@ std::vector<Tile> full_product(const TileSpace& sp) {
   }
 }
 
-int list_main(const WTConvTuneProblem& p) {
+int list_main(const Problem& p) {
   DeviceLimits lim;
   std::string where, why;
   if (!kArch.empty()) {
@@ -164,8 +170,8 @@ int list_main(const WTConvTuneProblem& p) {
     lim = DeviceLimits::for_arch(90);
     where = fmt::format("no GPU ({}): limits table of sm_90", why);
   }
-  const auto plan = wtconv_plan(p.options, p.shape(), lim, p.backward, p.path);
-  const auto sel = parse_selectors(plan);
+  const auto plan = p.plan(lim);
+  const auto sel = parse_selectors(p, plan);
   std::cout << fmt::format("lkjit tune --list: {}, {}\nplan:", p.to_string(), where);
   for (const auto& pk : plan) std::cout << " " << entry_label(pk) << (selected(sel, pk) ? "" : " (not tuned)");
   std::cout << "\n";
@@ -262,13 +268,10 @@ class ProgressBar {
   int next_ = 0;
 };
 
-std::string reproduce_line() {
-  std::string s = fmt::format("lkjit tune --shape {} --k {} --L {} --dtype {} --pass {}", std::string(kShape), int(kK),
-                              int(kL), std::string(kDtype), std::string(kPass));
-  if (kStride != 1) s += fmt::format(" --stride {}", int(kStride));
-  if (kNoBias) s += " --no-bias";
-  if (kPath != "auto") s += " --path " + kPath;
-  if (kNHWC) s += " --nhwc";
+std::string reproduce_line(const Problem& p) {
+  std::string s = "lkjit tune";
+  if (!kOp.empty() && p.op != &default_op()) s += fmt::format(" --op {}", p.op->name());
+  s += " " + p.op->reproduce(p.layer, kShape, kDtype, kPass);
   s += fmt::format(" --kernel {} --strategy {}", std::string(kKernel), std::string(kStrategy));
   if (kBudget > 0) s += fmt::format(" --budget {}", double(kBudget));
   s += fmt::format(" --top {} --reps {} --final-reps {} --warmup {} --min-noise {} --seed {}", int(kTop), int(kReps),
@@ -283,7 +286,7 @@ std::string reproduce_line() {
 bool tune_cmd() { return static_cast<bool>(kCmd); }
 
 int tune_main() {
-  const WTConvTuneProblem p = parse_problem();
+  const Problem p = parse_problem();
   TuneOptions o;
   o.strategy = parse_tune_strategy(kStrategy);
   o.budget_s = kBudget;
@@ -320,25 +323,25 @@ int tune_main() {
     throw DriverError(fmt::format("lkjit: error: tune: tuning needs a GPU ({}); `lkjit tune --list` shows the candidate "
                                   "space without one", why));
   const DeviceInfo dev = device_info(0);
-  const auto sel = parse_selectors(wtconv_plan(p.options, p.shape(), dev.limits, p.backward, p.path));
+  const auto sel = parse_selectors(p, p.plan(dev.limits));
   ProgressBar bar(kProgress);
   o.progress = [&](const TuneProgress& pr) { bar(pr); };
   std::cout << fmt::format("lkjit tune: {}, strategy {}, cache {}\n", p.to_string(), to_string(o.strategy), cache_dir());
   print_device(std::cout, dev);
   std::cout << std::flush;
-  const WTConvTuneReport rep = wtconv_tune(p, sel, o);
+  const std::unique_ptr<PassHarness> harness = p.op->harness(p.layer, p.dtype, p.backward);
+  const TuneReport rep = tune_pass(*harness, sel, o);
   bar.finish();
   if (rep.kernels.empty()) std::cout << "\nnothing to tune: every selected kernel has a single candidate for this shape\n";
   for (const auto& k : rep.kernels) print_ranked(std::cout, k, rep.traffic_bytes);
   print_summary(std::cout, rep);
-  const std::string repro = reproduce_line();
+  const std::string repro = reproduce_line(p);
   const std::vector<std::string> argv = split(repro, ' ');
-  if (!kCsv.empty()) cache::write_file_atomically(kCsv, tune_csv(rep), 0644, /*create_dir=*/false);
-  if (!kJson.empty()) cache::write_file_atomically(kJson, tune_json(rep, o, argv, repro), 0644, /*create_dir=*/false);
+  if (!kCsv.empty()) write_file_atomically(kCsv, tune_csv(rep));
+  if (!kJson.empty()) write_file_atomically(kJson, tune_json(rep, o, argv, repro));
   if (!kPlot.empty())
-    cache::write_file_atomically(
-        kPlot, svg_main_effects(plot_input(rep), fmt::format("lkjit tune: {} on {}", p.to_string(), dev.name)), 0644,
-        /*create_dir=*/false);
+    write_file_atomically(kPlot,
+                          svg_main_effects(plot_input(rep), fmt::format("lkjit tune: {} on {}", p.to_string(), dev.name)));
   std::cout << fmt::format("tuning took {:.1f} s\nreproduce: {}\n", rep.seconds, repro);
   return rep.save_error.empty() ? 0 : static_cast<int>(ErrorCode::kCache);
 }

@@ -40,7 +40,16 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-const char* pass_name(const WTConvTuneProblem& p) { return p.backward ? "bwd" : "fwd"; }
+const char* pass_name(const PassInfo& p) { return p.backward ? "bwd" : "fwd"; }
+
+// The pass as the tune JSON's "problem" object: pass, dtype, shape, then the op's parameters and flags.
+json::Object problem_json(const PassInfo& p) {
+  json::Object o{{"op", p.op}, {"pass", pass_name(p)}, {"dtype", to_string(p.dtype)},
+                 {"shape", json::Array{p.B, p.C, p.H, p.W}}};
+  for (const auto& [n, v] : p.params) o[n] = v;
+  for (const auto& [n, v] : p.flags) o[n] = v;
+  return o;
+}
 
 }  // namespace
 
@@ -69,6 +78,7 @@ void print_ranked(std::ostream& os, const KernelTuneResult& k, double traffic_by
     if (c.status != CandidateStatus::kOk) continue;
     std::string note;
     if (c.tile == k.chosen) note += "chosen ";
+    if (c.tile == k.rejected && !k.check_failure.empty()) note += "rejected (output) ";
     if (c.tile == k.default_tile) note += "default ";
     if (c.finalist) note += "finalist";
     const double ms = c.summary.median_ms;
@@ -84,14 +94,16 @@ void print_ranked(std::ostream& os, const KernelTuneResult& k, double traffic_by
   }
 }
 
-void print_summary(std::ostream& os, const WTConvTuneReport& r) {
+void print_summary(std::ostream& os, const TuneReport& r) {
   os << "\n";
   for (const auto& k : r.kernels)
     os << fmt::format("{:<22} default {:<16} -> chosen {:<16} ({})\n", kernel_label(k), k.default_tile.to_string(),
                       k.chosen == Tile{} ? "none (all failed)" : k.chosen.to_string(), kernel_name(k.spec, k.chosen));
+  for (const auto& k : r.kernels)
+    if (!k.check_failure.empty()) os << "not recorded: " << k.check_failure << "\n";
   if (r.default_pass.n && r.tuned_pass.n)
     os << fmt::format("layer {}: default tiles {:.4f} ms (noise {:.1f}%), chosen tiles {:.4f} ms (noise {:.1f}%): {:.3f}x\n",
-                      r.problem.to_string(), r.default_pass.median_ms, 100 * r.default_pass.noise, r.tuned_pass.median_ms,
+                      r.problem.text, r.default_pass.median_ms, 100 * r.default_pass.noise, r.tuned_pass.median_ms,
                       100 * r.tuned_pass.noise, r.default_pass.median_ms / r.tuned_pass.median_ms);
   os << fmt::format("GB/s divides the traffic model of the layer's kernels ({:.1f} MB per pass) by the pass time.\n",
                     r.traffic_bytes / 1e6);
@@ -100,7 +112,7 @@ void print_summary(std::ostream& os, const WTConvTuneReport& r) {
   else os << "decisions not recorded (--no-save)\n";
 }
 
-std::string tune_csv(const WTConvTuneReport& r) {
+std::string tune_csv(const TuneReport& r) {
   std::string out = "kernel,level,config";
   for (const auto& a : tile_axis_names()) out += "," + a;
   out += ",status,median_ms,noise,samples,gb_per_s,pct_of_best,regs,spill_bytes,smem_bytes,is_default,is_chosen,finalist,reason\n";
@@ -122,7 +134,7 @@ std::string tune_csv(const WTConvTuneReport& r) {
   return out;
 }
 
-std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std::vector<std::string>& argv,
+std::string tune_json(const TuneReport& r, const TuneOptions& o, const std::vector<std::string>& argv,
                       const std::string& reproduce) {
   const auto& d = r.device;
   const auto& p = r.problem;
@@ -171,6 +183,8 @@ std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std
                                    {"seconds", k.seconds},
                                    {"default_time_s", k.default_ms * 1e-3},
                                    {"chosen_time_s", k.best_ms * 1e-3},
+                                   {"rejected_tile", k.check_failure.empty() ? json::Value(nullptr) : json::Value(tile_json(k.rejected))},
+                                   {"check_failure", k.check_failure},
                                    {"candidates", std::move(cands)}});
   }
   json::Value root = json::Object{
@@ -189,13 +203,7 @@ std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std
                               {"mem_bus_bits", d.mem_bus_bits},
                               {"driver_version", d.driver_version},
                               {"nvrtc", nvrtc_version()}}},
-      {"problem", json::Object{{"pass", pass_name(p)},
-                               {"dtype", to_string(p.options.dtype)},
-                               {"shape", json::Array{p.B, p.options.C, p.H, p.W}},
-                               {"k", p.options.k},
-                               {"L", p.options.L},
-                               {"stride", p.options.stride},
-                               {"bias", p.options.bias}}},
+      {"problem", problem_json(p)},
       {"options", json::Object{{"strategy", to_string(o.strategy)},
                                {"budget_s", o.budget_s},
                                {"top", o.top},
@@ -216,7 +224,7 @@ std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std
   return llvm::formatv("{0:2}", root).str() + "\n";
 }
 
-std::vector<PlotKernel> plot_input(const WTConvTuneReport& r) {
+std::vector<PlotKernel> plot_input(const TuneReport& r) {
   std::vector<PlotKernel> out;
   for (const auto& k : r.kernels) {
     PlotKernel pk;

@@ -1,11 +1,11 @@
 // Printers of `lkjit tune`: the ranked table, CSV, JSON (SI units) and the plot's input, all from one
-// WTConvTuneReport; and temp-then-rename file output.
+// TuneReport; and temp-then-rename file output.
 #pragma once
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "lkjit/wtconv_tune.h"
+#include "lkjit/tuning.h"
 #include "tools/lkjit/svg_plot.h"
 
 namespace lkjit::tool {
@@ -16,11 +16,11 @@ void print_device(std::ostream& os, const DeviceInfo& d);
 // Ranked candidates of one kernel: config, median ms, noise, GB/s (layer traffic model), % of best,
 // registers, spills, shared memory; then failures with their reasons (first line).
 void print_ranked(std::ostream& os, const KernelTuneResult& k, double traffic_bytes);
-void print_summary(std::ostream& os, const WTConvTuneReport& r);
+void print_summary(std::ostream& os, const TuneReport& r);
 
-std::string tune_csv(const WTConvTuneReport& r);
-std::string tune_json(const WTConvTuneReport& r, const TuneOptions& o, const std::vector<std::string>& argv,
+std::string tune_csv(const TuneReport& r);
+std::string tune_json(const TuneReport& r, const TuneOptions& o, const std::vector<std::string>& argv,
                       const std::string& reproduce);
-std::vector<PlotKernel> plot_input(const WTConvTuneReport& r);
+std::vector<PlotKernel> plot_input(const TuneReport& r);
 
 }  // namespace lkjit::tool

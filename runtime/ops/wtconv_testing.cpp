@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -23,7 +24,24 @@ std::vector<double> download(const DeviceBuffer& b, size_t n) {
   return std::vector<double>(f.begin(), f.end());
 }
 
+std::vector<double> download(const GuardedBuffer& b, size_t n) { return download(b.buffer(), n); }
+
 }  // namespace
+
+GuardedBuffer::GuardedBuffer(size_t bytes, int device)
+    : buf_((bytes + kGuardBytes + 3) / 4 * 4, device), bytes_(bytes) {}
+
+void GuardedBuffer::poison() {
+  buf_.fill_u32(0xffffffffu);
+  const std::vector<uint8_t> guard(buf_.bytes() - bytes_, kGuardByte);
+  buf_.upload(guard.data(), guard.size(), bytes_);
+}
+
+int64_t GuardedBuffer::guard_bytes_changed() const {
+  std::vector<uint8_t> guard(buf_.bytes() - bytes_);
+  buf_.download(guard.data(), guard.size(), bytes_);
+  return std::count_if(guard.begin(), guard.end(), [](uint8_t b) { return b != kGuardByte; });
+}
 
 DeviceParams upload_params(const ref::WTConvParams& p, bool with_grads) {
   DeviceParams d;
@@ -58,7 +76,19 @@ DeviceParams upload_params(const ref::WTConvParams& p, bool with_grads) {
 }
 
 void DeviceParams::poison_grads() {
-  for (auto& b : grad_bufs) b.fill_u32(0xffffffffu);
+  for (auto& b : grad_bufs) b.poison();
+}
+
+std::string DeviceParams::grad_guards_changed() const {
+  std::string r;
+  for (size_t i = 0; i < grad_bufs.size(); ++i) {
+    const int64_t n = grad_bufs[i].guard_bytes_changed();
+    if (n == 0) continue;
+    const std::string name = i < 3 ? std::string(i == 0 ? "base_w" : i == 1 ? "base_b" : "base_s")
+                                    : fmt::format("level_{}[{}]", (i - 3) % 2 ? 's' : 'w', (i - 3) / 2);
+    r += fmt::format("{}{}: {} guard bytes changed", r.empty() ? "" : ", ", name, n);
+  }
+  return r;
 }
 
 ref::WTConvGrads download_grads(const DeviceParams& d, const ref::WTConvParams& p) {
@@ -89,6 +119,21 @@ ref::WTConvParams slice_channel(const ref::WTConvParams& p, int64_t c) {
   return q;
 }
 
+ref::WTConvParams random_params(int C, int k, int L, bool bias, uint64_t seed) {
+  ref::WTConvParams p = ref::init_params(C, k, L, bias, seed);  // shapes, checks and kaiming-uniform weights
+  std::mt19937_64 rng(seed ^ 0x5ca1ab1eu);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  auto scale = [&] {
+    const double m = u(rng) < 0.5 ? 0.3 + 0.5 * u(rng) : 1.25 + 0.75 * u(rng);
+    return u(rng) < 0.5 ? -m : m;
+  };
+  for (double& b : p.base_b) b = 2 * u(rng) - 1;
+  for (double& s : p.base_s) s = scale();
+  for (auto& ls : p.level_s)
+    for (double& s : ls) s = scale();
+  return p;
+}
+
 Tolerance tolerance(DType t) {
   // fp32: accumulation-order error only. fp16/bf16: one output rounding (2^-11 / 2^-8 relative)
   // plus cancellation in sums of a few hundred terms of magnitude ~1.
@@ -98,6 +143,11 @@ Tolerance tolerance(DType t) {
     case DType::kBF16: return {1.5e-2, 1.5e-2};
   }
   return {0, 0};
+}
+
+Tolerance gradient_tolerance(double scale, DType t) {
+  const double rel = t == DType::kF32 ? 2e-4 : 2e-3;
+  return {rel * (scale + 1e-3), rel};
 }
 
 std::string Comparison::to_string() const {
@@ -134,6 +184,25 @@ std::vector<float> random_tensor(size_t n, DType t, uint64_t seed) {
   std::vector<float> v(n);
   for (auto& x : v) x = round_to(t, nd(rng));
   return v;
+}
+
+std::optional<std::string> compare_outputs(const PassOutputs& want, const PassOutputs& got, DType dtype) {
+  if (!want.guard_damage.empty()) return "the reference run wrote past its buffers: " + want.guard_damage;
+  if (!got.guard_damage.empty()) return "wrote past its buffers: " + got.guard_damage;
+  if (want.tensors.size() != got.tensors.size())
+    return fmt::format("{} tensors against the reference run's {}", got.tensors.size(), want.tensors.size());
+  for (size_t i = 0; i < want.tensors.size(); ++i) {
+    const auto &w = want.tensors[i], &g = got.tensors[i];
+    if (w.name != g.name || w.gradient != g.gradient || w.v.size() != g.v.size())
+      return fmt::format("tensor {} is {} ({} elements) against the reference run's {} ({} elements)", i, g.name,
+                         g.v.size(), w.name, w.v.size());
+    const std::vector<double> ref(w.v.begin(), w.v.end());
+    double scale = 0;
+    for (double v : ref) scale = std::max(scale, std::fabs(v));  // NaN leaves it: compare() fails the element
+    const Comparison c = compare(g.v, ref, w.gradient ? gradient_tolerance(scale, dtype) : tolerance(dtype));
+    if (!c.ok) return fmt::format("{}: {}", w.name, c.to_string());
+  }
+  return std::nullopt;
 }
 
 }  // namespace lkjit::testing

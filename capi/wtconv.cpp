@@ -1,69 +1,32 @@
-// The C ABI (include/lkjit/c_api.h) over lkjit::WTConv: every entry catches, stores the message in a
-// thread-local string and returns the ErrorCode; nothing throws across the boundary. Arguments are
-// checked before the device is made current, so a bad one is a spec error with or without a GPU.
-#include "lkjit/c_api.h"
-
+// The WTConv layer's C ABI (include/lkjit/c_api_wtconv.h): thin entry points over lkjit::WTConv. Every
+// argument is checked through WTConv's public checks before the layer's device is made current, so a bad one
+// is a spec error with or without a GPU.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
-#include <mutex>
-#include <new>
 #include <string>
+#include <vector>
 
+#include "capi/core.h"
+#include "lkjit/c_api.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
-#include "lkjit/version.h"
 #include "lkjit/wtconv.h"
-#include "runtime/driver.h"
-#include "runtime/ops/wtconv_internal.h"
 
-struct lkjit_wtconv {
-  explicit lkjit_wtconv(const lkjit::WTConvOptions& o) : layer(o) {}
-  lkjit::WTConv layer;
-  std::mutex mu;
+struct lkjit_wtconv : lkjit::capi::Handle<lkjit::WTConv> {
+  using Handle::Handle;
 };
 
 namespace {
 
-thread_local std::string t_error;
-thread_local std::string t_text;
-
-template <class F>
-int guarded(F&& f) {
-  try {
-    f();
-    t_error.clear();
-    return LKJIT_OK;
-  } catch (const lkjit::Error& e) {
-    t_error = e.what();
-    return static_cast<int>(e.code());
-  } catch (const std::bad_alloc&) {
-    t_error = "lkjit: error: out of host memory";
-    return LKJIT_E_INTERNAL;
-  } catch (const std::exception& e) {
-    t_error = fmt::format("lkjit: error: internal: {}", e.what());
-    return LKJIT_E_INTERNAL;
-  } catch (...) {
-    t_error = "lkjit: error: internal: unknown exception";
-    return LKJIT_E_INTERNAL;
-  }
-}
+using lkjit::capi::copy_strides;
+using lkjit::capi::dtype_of;
+using lkjit::capi::guarded;
+using lkjit::capi::keep_text;
 
 void require_handle(const lkjit_wtconv* h, const char* fn) {
   if (!h) throw lkjit::SpecError(fmt::format("lkjit: error: {}: the layer handle is null", fn));
-}
-
-lkjit::DType dtype_of(int d) {
-  switch (d) {
-    case LKJIT_DTYPE_F32: return lkjit::DType::kF32;
-    case LKJIT_DTYPE_F16: return lkjit::DType::kF16;
-    case LKJIT_DTYPE_BF16: return lkjit::DType::kBF16;
-    default:
-      throw lkjit::SpecError(fmt::format(
-          "lkjit: error: wtconv: dtype={} is out of range; supported: 0 (f32), 1 (f16), 2 (bf16)", d));
-  }
 }
 
 // WTConvWeights or WTConvGradients from the C arrays: L level pointers each (null arrays refused by name).
@@ -83,28 +46,9 @@ Set level_set(int L, P base_w, P base_b, P base_s, P const* level_w, P const* le
   return set;
 }
 
-// WTConvStrides from the C arrays (null = all zero = the layer's default, NCHW contiguous).
-void copy_strides(std::array<int64_t, 4>& dst, const int64_t* src) {
-  if (src) std::copy(src, src + 4, dst.begin());
-}
-
 }  // namespace
 
 extern "C" {
-
-const char* lkjit_version(void) { return LKJIT_VERSION; }
-int lkjit_c_api_version(void) { return LKJIT_C_API_VERSION; }
-const char* lkjit_last_error(void) { return t_error.c_str(); }
-
-int lkjit_gpu_available(const char** why) {
-  bool ok = false;
-  std::string reason;
-  const int rc = guarded([&] { ok = lkjit::gpu_available(&reason); });
-  if (rc != LKJIT_OK) reason = t_error;
-  t_text = ok ? std::string() : reason;
-  if (why) *why = t_text.c_str();
-  return ok ? 1 : 0;
-}
 
 int lkjit_wtconv_create(int64_t C, int k, int L, int dtype, int bias, int stride, int device, lkjit_wtconv** out) {
   return guarded([&] {
@@ -114,7 +58,7 @@ int lkjit_wtconv_create(int64_t C, int k, int L, int dtype, int bias, int stride
     o.C = C;
     o.k = k;
     o.L = L;
-    o.dtype = dtype_of(dtype);
+    o.dtype = dtype_of(dtype, "wtconv");
     o.bias = bias != 0;
     o.stride = stride;
     o.device = device;
@@ -126,7 +70,7 @@ void lkjit_wtconv_destroy(lkjit_wtconv* h) {
   if (!h) return;
   // Frees device buffers on the layer's device; a failure to make it current is not reportable here.
   try {
-    lkjit::rt::make_current(h->layer.options().device);
+    lkjit::set_current_device(h->layer.options().device);
   } catch (...) {
   }
   delete h;
@@ -140,8 +84,8 @@ int lkjit_wtconv_set_weights(lkjit_wtconv* h, const float* base_w, const float* 
     const auto& o = h->layer.options();
     const auto w = level_set<lkjit::WTConvWeights>(o.L, base_w, base_b, base_s, level_w, level_s, "wtconv",
                                                    "level_w and level_s");
-    lkjit::detail::check_weights(o, w);
-    lkjit::rt::make_current(o.device);
+    lkjit::wtconv_check_weights(o, w);
+    lkjit::set_current_device(o.device);
     h->layer.set_weights(w, stream);
   });
 }
@@ -156,12 +100,12 @@ int lkjit_wtconv_forward_strided(lkjit_wtconv* h, const void* x, const int64_t* 
     require_handle(h, "lkjit_wtconv_forward");
     std::lock_guard<std::mutex> lock(h->mu);
     const auto& o = h->layer.options();
-    lkjit::detail::check_activations(x, nullptr, out, false);
+    lkjit::wtconv_check_activations(x, nullptr, out, false);
     lkjit::WTConvStrides st;
     copy_strides(st.x, x_strides);
     copy_strides(st.out, out_strides);
-    lkjit::detail::resolve_strides(o, lkjit::Shape{B, o.C, H, W, o.stride}, &st, false);  // before the driver
-    lkjit::rt::make_current(o.device);
+    lkjit::wtconv_resolve_strides(o, B, H, W, &st, false);  // before the driver
+    lkjit::set_current_device(o.device);
     h->layer.forward(x, out, B, H, W, stream, &st);
   });
 }
@@ -195,16 +139,16 @@ int lkjit_wtconv_backward_flags(lkjit_wtconv* h, const void* x, const int64_t* x
                                          flags, unsigned(LKJIT_BACKWARD_REUSE_FORWARD_FOLD)));
     std::lock_guard<std::mutex> lock(h->mu);
     const auto& o = h->layer.options();
-    lkjit::detail::check_activations(x, dout, dx, true);
+    lkjit::wtconv_check_activations(x, dout, dx, true);
     const auto g = level_set<lkjit::WTConvGradients>(o.L, grad_base_w, grad_base_b, grad_base_s, grad_level_w,
                                                      grad_level_s, "wtconv backward", "grad_level_w and grad_level_s");
-    lkjit::detail::check_gradients(o, g);
+    lkjit::wtconv_check_gradients(o, g);
     lkjit::WTConvStrides st;
     copy_strides(st.x, x_strides);
     copy_strides(st.dout, dout_strides);
     copy_strides(st.out, dx_strides);
-    lkjit::detail::resolve_strides(o, lkjit::Shape{B, o.C, H, W, o.stride}, &st, true);  // before the driver
-    lkjit::rt::make_current(o.device);
+    lkjit::wtconv_resolve_strides(o, B, H, W, &st, true);  // before the driver
+    lkjit::set_current_device(o.device);
     h->layer.backward(x, dout, dx, g, B, H, W, stream, &st, (flags & LKJIT_BACKWARD_REUSE_FORWARD_FOLD) != 0);
   });
 }
@@ -213,7 +157,7 @@ int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int b
   return guarded([&] {
     require_handle(h, "lkjit_wtconv_prepare");
     std::lock_guard<std::mutex> lock(h->mu);
-    lkjit::rt::make_current(h->layer.options().device);
+    lkjit::set_current_device(h->layer.options().device);
     h->layer.prepare(B, H, W, backward != 0);
   });
 }
@@ -251,8 +195,7 @@ int lkjit_wtconv_describe(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int 
       if (pk.level > 0) s += fmt::format(" level={}", pk.level);
       s += '\n';
     }
-    t_text = std::move(s);
-    *text = t_text.c_str();
+    *text = keep_text(std::move(s));
   });
 }
 
@@ -268,7 +211,7 @@ int lkjit_wtconv_workspace_bytes(lkjit_wtconv* h, uint64_t* bytes) {
 int lkjit_wtconv_transpose(const void* src, const int64_t* src_strides, void* dst, const int64_t* dst_strides,
                            int dtype, int64_t B, int64_t C, int64_t H, int64_t W, int device, void* stream) {
   return guarded([&] {
-    const lkjit::DType dt = dtype_of(dtype);
+    const lkjit::DType dt = dtype_of(dtype, "wtconv");
     if (!src_strides || !dst_strides)
       throw lkjit::SpecError("lkjit: error: wtconv_transpose: src_strides and dst_strides must hold 4 strides, got null");
     if (device < 0) throw lkjit::SpecError(fmt::format("lkjit: error: wtconv_transpose: device={} is out of range; supported: >= 0", device));
@@ -276,6 +219,55 @@ int lkjit_wtconv_transpose(const void* src, const int64_t* src_strides, void* ds
     copy_strides(ss, src_strides);
     copy_strides(ds, dst_strides);
     lkjit::wtconv_transpose(src, ss, dst, ds, dt, B, C, H, W, device, stream);  // checks before the driver
+  });
+}
+
+}  // extern "C"
+
+// ---- the bindings' tensor checks ------------------------------------------------------------------------
+namespace {
+
+using lkjit::capi::fail_check;
+
+void check_wtconv_tensors(const std::string& w, int64_t C, int stride, const lkjit_tensor_desc& x,
+                          const lkjit_tensor_desc* g, const lkjit_tensor_desc* params, int n_params, int n_lw,
+                          int n_ls, bool bias, unsigned flags) {
+  if (n_lw != n_ls)
+    fail_check(false, fmt::format("{}: level_w has {} tensors and level_s {}; they must match", w, n_lw, n_ls));
+  C = lkjit::capi::check_input(w, x, C, flags);
+  const int64_t B = x.sizes[0], H = x.sizes[2], W = x.sizes[3];
+  if (g) lkjit::capi::check_shape(w, "grad_out", *g, {B, C, (H + stride - 1) / stride, (W + stride - 1) / stride});
+  const int L = n_lw;
+  if (n_params != 2 + 2 * L + (bias ? 1 : 0))
+    fail_check(false, fmt::format("{}: {} parameter tensors for L={}{}; expected {}", w, n_params, L,
+                                  bias ? " with bias" : "", 2 + 2 * L + (bias ? 1 : 0)));
+  lkjit::capi::check_params_like(w, x, params, n_params);
+  const int64_t k = params[0].dim > 0 ? params[0].sizes[params[0].dim - 1] : 0;
+  const std::string for_what = fmt::format("for C={}, k={}", C, k);
+  lkjit::capi::check_param_shape(w, "base_w", params[0], {C, 1, k, k}, for_what);
+  lkjit::capi::check_param_shape(w, "base_s", params[1], {1, C, 1, 1}, for_what);
+  if (bias) lkjit::capi::check_param_shape(w, "base_b", params[2 + 2 * L], {C}, for_what);
+  for (int l = 0; l < L; ++l) {
+    lkjit::capi::check_param_shape(w, fmt::format("level_w[{}]", l), params[2 + l], {4 * C, 1, k, k}, for_what);
+    lkjit::capi::check_param_shape(w, fmt::format("level_s[{}]", l), params[2 + L + l], {1, 4 * C, 1, 1}, for_what);
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+int lkjit_wtconv_check_tensors(const char* where, int64_t C, int stride, const lkjit_tensor_desc* x,
+                               const lkjit_tensor_desc* grad_out, const lkjit_tensor_desc* params, int n_params,
+                               int n_level_w, int n_level_s, int has_bias, unsigned flags, int* type_error) {
+  return lkjit::capi::guarded_check(type_error, [&] {
+    if (!where || !x || (n_params > 0 && !params) || n_params < 1 || stride < 1)
+      throw lkjit::SpecError(fmt::format("lkjit: error: lkjit_wtconv_check_tensors: where, x and params must be "
+                                         "non-null, n_params >= 1 and stride >= 1; got n_params={} stride={}",
+                                         n_params, stride));
+    if (flags & ~unsigned(LKJIT_CHECK_ALLOW_CPU))
+      throw lkjit::SpecError(fmt::format("lkjit: error: lkjit_wtconv_check_tensors: flags={:#x} has unknown bits", flags));
+    check_wtconv_tensors(where, C, stride, *x, grad_out, params, n_params, n_level_w, n_level_s, has_bias != 0, flags);
   });
 }
 
