@@ -15,6 +15,7 @@
 #include "lkjit/version.h"
 #include "runtime/env.h"
 #include "runtime/op_registry.h"
+#include "runtime/remote_tier.h"
 #include "runtime/tuner_internal.h"
 
 namespace lkjit {
@@ -92,6 +93,10 @@ cache::TuningRecord to_record(const DeviceClass& dev, const KernelTuneResult& r)
   return rec;
 }
 
+cache::TuningQuery query_of(const OpSpec& spec, const Shape& shape, const DeviceClass& dev) {
+  return {dev.name, dev.arch, dev.sm_count, spec_key(spec), bucket_key(shape), shape.B, shape.C, shape.H, shape.W, shape.stride};
+}
+
 bool tile_of(const cache::TuningRecord& r, Tile* t) {
   *t = Tile{};
   for (const auto& [axis, v] : r.tile)
@@ -105,8 +110,11 @@ void record_decisions(const std::string& path, const DeviceClass& dev, const std
     if (r.chosen != Tile{}) add.push_back(to_record(dev, r));
   if (add.empty()) return;
   cache::TuningDb::save_merged(path, add);
-  std::lock_guard<std::mutex> lock(snapshot_mutex());
-  snapshots().erase(path);
+  {
+    std::lock_guard<std::mutex> lock(snapshot_mutex());
+    snapshots().erase(path);
+  }
+  rt::publish_decisions(add);  // the cluster tier's copy (LKJIT_REMOTE_CACHE_WRITE=all; else a no-op)
 }
 
 double resolve_budget(double budget_s) {
@@ -146,10 +154,8 @@ TileChoice Tuner::lookup(const OpSpec& spec, const Shape& shape, const DeviceCla
     c.detail = "database unreadable";
     return c;
   }
-  cache::TuningQuery q{dev.name, dev.arch, dev.sm_count, spec_key(spec), bucket_key(shape),
-                       shape.B, shape.C, shape.H, shape.W, shape.stride};
+  const cache::TuningQuery q = detail::query_of(spec, shape, dev);
   const auto matches = db->lookup(q);
-  if (matches.empty()) return c;
   // Re-validated for the actual shape: a point of its space (so also a tile the current generator has).
   const auto valid = enumerate(spec, limits, &shape);
   for (const auto& m : matches) {
@@ -160,9 +166,19 @@ TileChoice Tuner::lookup(const OpSpec& spec, const Shape& shape, const DeviceCla
     c.tier = detail::tier_of(m.tier);
     c.detail = fmt::format("record of {} (sm_{}, {} SMs) for {}x{}x{}x{}", r.device, r.arch, r.sm_count, r.B, r.C,
                            r.H, r.W);
-    return c;
+    if (c.tier == LookupTier::kExact) return c;
+    break;
   }
-  c.detail = fmt::format("{} record(s), none fits {}", matches.size(), shape.to_string());
+  // No exact local record: another node's decision for exactly this key (the cluster tier), if it fits.
+  if (auto r = rt::remote_decision(q)) {
+    Tile t;
+    if (detail::tile_of(*r, &t) && std::find(valid.begin(), valid.end(), t) != valid.end())
+      return {t, LookupTier::kExact,
+              fmt::format("remote decision of {} (sm_{}, {} SMs) for {}x{}x{}x{}", r->device, r->arch, r->sm_count, r->B,
+                          r->C, r->H, r->W)};
+  }
+  if (c.tier == LookupTier::kDefault && !matches.empty())
+    c.detail = fmt::format("{} record(s), none fits {}", matches.size(), shape.to_string());
   return c;
 }
 
@@ -178,7 +194,19 @@ TunedKernel Tuner::get(const OpSpec& spec, const Shape& shape, int device) {
   const TuneMode m = mode();
   TileChoice c = lookup(spec, shape, device_class(dev), dev.limits);
   const bool miss = c.tier != LookupTier::kExact;
-  if (tune_candidates(spec, shape, dev.limits).size() > 1 && ((m == TuneMode::kTune && miss) || m == TuneMode::kRetune)) {
+  // One node of a cluster tunes each key: the claim waits for another node's published decision, or holds
+  // the lease while this one tunes (released at the end of this scope; a no-op without the cluster tier).
+  rt::TuningClaim claim;
+  const bool wants_tuning =
+      tune_candidates(spec, shape, dev.limits).size() > 1 && ((m == TuneMode::kTune && miss) || m == TuneMode::kRetune);
+  if (wants_tuning && m == TuneMode::kTune) {
+    claim = rt::claim_tuning(detail::query_of(spec, shape, device_class(dev)));
+    Tile t;
+    const auto valid = claim.decision ? enumerate(spec, dev.limits, &shape) : std::vector<Tile>{};
+    if (claim.decision && detail::tile_of(*claim.decision, &t) && std::find(valid.begin(), valid.end(), t) != valid.end())
+      c = {t, LookupTier::kExact, fmt::format("remote decision of {} (published while this process waited)", claim.decision->device)};
+  }
+  if (wants_tuning && c.tier != LookupTier::kExact) {
     auto [harness, sel] = rt::op_runtime(family_of(spec.kernel).name).harness_for(spec, shape, device, dev.limits);
     const auto rep = tune_pass(*harness, {sel}, opt_);
     if (!rep.save_error.empty()) rt::log_line("warning: " + rep.save_error);

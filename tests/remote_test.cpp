@@ -32,6 +32,7 @@
 #include "lkjit/runtime.h"
 #include "lkjit/wtconv_kernels.h"
 #include "runtime/remote_tier.h"
+#include "runtime/tuner_internal.h"
 #include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
@@ -333,6 +334,107 @@ TEST_F(RemoteStoreTest, DecisionsRoundTripAndStayOnTheirKey) {
   RemoteOptions k;
   k.write = RemoteWrite::kKernels;
   EXPECT_FALSE(put_decision(*store(nullptr, nullptr, k), r));
+}
+
+// ---- the Tuner through the tier ------------------------------------------------------------------
+
+// A node with no record of its own takes another node's published decision (exact tier), and a node that
+// records decisions publishes them (write all), so the next node finds them.
+TEST_F(RemoteStoreTest, TunerUsesAndPublishesDecisions) {
+  ScopedEnv url("LKJIT_REMOTE_CACHE", test_redis().c_str());
+  ScopedEnv write("LKJIT_REMOTE_CACHE_WRITE", "all");
+  TempDir tmp(kTmpPrefix);
+  const OpSpec spec = wtconv_spec(kWTConvFwdPlane, DType::kF32, 5, 2);
+  const Shape shape{2, 96, 28, 28};
+  const DeviceLimits limits = DeviceLimits::for_arch(90);
+  const DeviceClass dev{"Remote Test GPU", 90, 132};
+  const Tile def = default_tile(spec, shape, limits);
+  const auto space = enumerate(spec, limits, &shape);
+  ASSERT_GE(space.size(), 2u);
+  const Tile other = space.front() == def ? space.back() : space.front();
+  TuneOptions o;
+  o.mode = TuneMode::kCached;
+  o.db_path = tmp.path() + "/node-a.json";
+  EXPECT_EQ(Tuner(o).lookup(spec, shape, dev, limits).tier, LookupTier::kDefault);
+
+  TuningRecord r;
+  r.device = dev.name, r.arch = dev.arch, r.sm_count = dev.sm_count;
+  r.spec = spec_key(spec), r.bucket = bucket_key(shape);
+  r.B = shape.B, r.C = shape.C, r.H = shape.H, r.W = shape.W;
+  for (const auto& [a, v] : other.axes.entries()) r.tile[a] = v;
+  ASSERT_TRUE(put_decision(*store(), r));
+  const TileChoice got = Tuner(o).lookup(spec, shape, dev, limits);
+  EXPECT_EQ(got.tile, other);
+  EXPECT_EQ(got.tier, LookupTier::kExact);
+  EXPECT_THAT(got.detail, HasSubstr("remote decision of Remote Test GPU"));
+  {
+    ScopedEnv off("LKJIT_REMOTE_CACHE", nullptr);
+    EXPECT_EQ(Tuner(o).lookup(spec, shape, dev, limits).tier, LookupTier::kDefault);
+  }
+  // A decision whose tile the shape cannot take is not used.
+  cmd(*admin_, {"FLUSHDB"});
+  r.tile = {{"planes", 999}, {"threads", 256}, {"vy", 4}};
+  ASSERT_TRUE(put_decision(*store(), r));
+  EXPECT_EQ(Tuner(o).lookup(spec, shape, dev, limits).tier, LookupTier::kDefault);
+
+  // Recording publishes.
+  cmd(*admin_, {"FLUSHDB"});
+  KernelTuneResult k;
+  k.spec = spec, k.shape = shape, k.default_tile = def, k.chosen = other;
+  lkjit::detail::record_decisions(tmp.path() + "/node-b.json", dev, {k});
+  TuningQuery q;
+  q.device = dev.name, q.arch = dev.arch, q.sm_count = dev.sm_count, q.spec = r.spec, q.bucket = r.bucket;
+  const auto pub = get_decision(*store(), q);
+  ASSERT_TRUE(pub.has_value()) << "record_decisions did not publish";
+  std::map<std::string, int> want;
+  for (const auto& [a, v] : other.axes.entries()) want[a] = v;
+  EXPECT_EQ(pub->tile, want);
+  // write kernels: recorded locally, not published.
+  cmd(*admin_, {"FLUSHDB"});
+  ScopedEnv kernels("LKJIT_REMOTE_CACHE_WRITE", "kernels");
+  lkjit::detail::record_decisions(tmp.path() + "/node-c.json", dev, {k});
+  EXPECT_FALSE(get_decision(*store(), q).has_value());
+}
+
+// One process tunes a key: a claim while another holds the key's decision lease waits for its decision;
+// a claim of a free key takes the lease (held until the claim goes away).
+TEST_F(RemoteStoreTest, TuningClaimsWaitForTheHoldersDecisionOrTakeTheLease) {
+  ScopedEnv url("LKJIT_REMOTE_CACHE", test_redis().c_str());
+  ScopedEnv write("LKJIT_REMOTE_CACHE_WRITE", "all");
+  ScopedEnv wait("LKJIT_REMOTE_CACHE_WAIT_S", "5");
+  TuningRecord r;
+  r.device = "Claim Test GPU", r.arch = 90, r.sm_count = 132;
+  r.spec = "lkjit_wtconv_fwd_plane_f32_nchw_k5_L2_sm90", r.bucket = "B2_C96_H28_W28_s1";
+  r.B = 2, r.C = 96, r.H = 28, r.W = 28;
+  r.tile = {{"planes", 1}, {"threads", 256}, {"vy", 4}};
+  TuningQuery q;
+  q.device = r.device, q.arch = r.arch, q.sm_count = r.sm_count, q.spec = r.spec, q.bucket = r.bucket;
+  auto other = store();
+  const std::string lease = "decision:" + decision_key(q);
+  ASSERT_EQ(other->try_lease(lease, "other-node"), RemoteStore::LeaseState::kOwned);
+  std::thread holder([&] {
+    std::this_thread::sleep_for(milliseconds(600));
+    EXPECT_TRUE(put_decision(*other, r));
+    other->release_lease(lease, "other-node");
+  });
+  const auto t0 = Clock::now();
+  rt::TuningClaim c = rt::claim_tuning(q);
+  holder.join();
+  ASSERT_TRUE(c.decision.has_value()) << "the claim did not wait for the holder's decision";
+  EXPECT_EQ(c.decision->tile, r.tile);
+  EXPECT_EQ(c.lease, nullptr);
+  EXPECT_GE(Clock::now() - t0, milliseconds(500));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+
+  cmd(*admin_, {"FLUSHDB"});
+  {
+    rt::TuningClaim mine = rt::claim_tuning(q);
+    EXPECT_FALSE(mine.decision.has_value());
+    ASSERT_NE(mine.lease, nullptr) << "a free key's claim took no lease";
+    EXPECT_EQ(cmd(*admin_, {"EXISTS", other->lease_key(lease)}).integer, 1);
+    EXPECT_EQ(other->try_lease(lease, "third-node"), RemoteStore::LeaseState::kHeld);
+  }
+  EXPECT_EQ(cmd(*admin_, {"EXISTS", other->lease_key(lease)}).integer, 0) << "the claim's lease outlived it";
 }
 
 // ---- compile_kernel through the tier --------------------------------------------------------------

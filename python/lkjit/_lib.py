@@ -98,20 +98,41 @@ def dtype_code(dtype, where="wtconv"):
 _INT = 31    # value bits of the C ABI's int
 _INT64 = 63  # and of its int64_t
 
+# The op families, one entry each: lkjit._<name>_abi holds its part of the C ABI (and registers its ranges
+# below), lkjit.<name> its PyTorch layer (lkjit.torch re-exports each).
+FAMILIES = ("wtconv", "scale")
+
 # The library's range of each value that Python checks or names itself, as Python ranges, per family entry
 # point ('wtconv', 'wtconv_transpose', ...): a family module registers its own (register_ranges) with the
-# reasons they are copies and the CPU test that holds them against the library.
+# reasons they are copies, and a probe of each, with which test_import.py's test_ranges_match_the_library holds
+# every registered range against the library.
 _RANGES = {}
 # How the library's messages state a range where they say more than "[lo, hi]" ({name}: the value's name).
 _RANGE_FORMS = {}
+# (where, name) -> (probe, bits): probe(**{name: v}) calls the C ABI with that value (the others valid, past
+# Python's checks, no GPU involved) and returns (rc, lkjit_last_error() or ""); bits: the value bits of the C
+# type that carries it (31: int, 63: int64_t), beyond which the value is not probed.
+_PROBES = {}
 
 
-def register_ranges(where, ranges, forms=None):
-    """Adds a family's ranges (name -> Python range) under ``where``, and the forms of their messages
-    ({name: "odd {name} in {range}"})."""
+def register_ranges(where, ranges, forms=None, probes=None):
+    """Adds a family's ranges (name -> Python range) under ``where``, the forms of their messages
+    ({name: "odd {name} in {range}"}) and a probe of each ({name: (probe, bits)}, see _PROBES). Every range
+    needs a probe: ValueError naming those without one (a range the CPU test could not hold to the library)."""
+    probes = dict(probes or {})
+    if set(probes) != set(ranges):
+        raise ValueError(f"lkjit: internal: register_ranges({where!r}): ranges and probes differ: without a probe: "
+                         f"{sorted(set(ranges) - set(probes))}; without a range: {sorted(set(probes) - set(ranges))}")
     _RANGES[where] = dict(ranges)
     for name, form in (forms or {}).items():
         _RANGE_FORMS[(where, name)] = form
+    for name, probe in probes.items():
+        _PROBES[(where, name)] = probe
+
+
+def probe_outcome(rc):
+    """(rc, lkjit_last_error() when rc != 0, else "") for a probe (see _PROBES)."""
+    return rc, ("" if rc == 0 else _lib.lkjit_last_error().decode("utf-8", "replace"))
 
 
 def _bound_text(v):

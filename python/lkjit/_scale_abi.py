@@ -3,9 +3,25 @@ handle. The generic plumbing is lkjit/_lib.py. Imports nothing but the standard 
 import ctypes
 
 from . import _lib
-from ._lib import _INT, _c_ints, _check, _ptr, _stream, _strides, dtype_code, load
+from ._lib import _INT, _INT64, _c_ints, _check, _ptr, _stream, _strides, dtype_code, load
 
-_lib.register_ranges("scale", {"C": range(1, (1 << 24) + 1), "device": range(0, 1 << _INT)})
+
+def _probe_create(**kw):
+    """lkjit_scale_create (it validates only: no GPU involved) with the given C, device."""
+    a = dict(dict(C=8, device=0), **kw)
+    lib = load()
+    h = _c.c_void_p()
+    rc = lib.lkjit_scale_create(a["C"], 0, a["device"], _c.byref(h))
+    out = _lib.probe_outcome(rc)
+    if rc == 0:
+        lib.lkjit_scale_destroy(h)
+    return out
+
+
+# The library's ranges (validate_options in runtime/ops/scale_layer.cpp), held to it by test_import.py through
+# the probes.
+_lib.register_ranges("scale", {"C": range(1, (1 << 24) + 1), "device": range(0, 1 << _INT)}, None,
+                     {"C": (_probe_create, _INT64), "device": (_probe_create, _INT)})
 
 _c = ctypes
 _i64, _vp, _sp = _c.c_int64, _c.c_void_p, _c.POINTER(_c.c_int64)
@@ -21,7 +37,7 @@ class ScaleLayer:
 
     def __init__(self, C, dtype="f32", device=0):
         lib = load()
-        _c_ints("scale", ("C", C, 64), ("device", device, 32))
+        C, device = _c_ints("scale", ("C", C, _INT64), ("device", device, _INT))
         h = _c.c_void_p()
         _check(lib.lkjit_scale_create(C, dtype_code(dtype, "scale"), device, _c.byref(h)))
         self._h, self._lib, self.C = h, lib, C

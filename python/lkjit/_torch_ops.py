@@ -139,11 +139,14 @@ LIBRARY = torch.library.Library("lkjit", "FRAGMENT")  # kept alive: the registra
 TAGS = tuple(getattr(torch.Tag, t) for t in ("needs_fixed_stride_order",) if hasattr(torch.Tag, t))
 
 
-def define_op(name, schema, fake, ctypes_kernel):
-    """Defines lkjit::<name> with ``schema``, its fake implementation and, unless the binding implements it,
+def define_op(name, schema, fake, ctypes_kernel, autograd=None):
+    """Defines lkjit::<name> with ``schema``, its fake implementation, its autograd when ``autograd`` =
+    (backward, setup_context) is given (torch.library.register_autograd), and, unless the binding implements it,
     ``ctypes_kernel`` as its CUDA kernel. Returns the op's default overload (torch.ops.lkjit.<name>.default)."""
     LIBRARY.define(f"{name}{schema}", tags=TAGS)
     torch.library.register_fake(f"lkjit::{name}", fake, lib=LIBRARY)
+    if autograd is not None:
+        torch.library.register_autograd(f"lkjit::{name}", autograd[0], setup_context=autograd[1], lib=LIBRARY)
     if f"lkjit::{name}" not in BINDING.ops:
         LIBRARY.impl(name, ctypes_kernel, "CUDA")
     return getattr(torch.ops.lkjit, name).default

@@ -16,16 +16,56 @@ MAX_LEVELS = 8
 # and WTConv2d checks its options against them (range_errors). The library is the authority (validate_options
 # and validate_shape in runtime/ops/wtconv_plan.cpp, wtconv_transpose_check) and its C ABI does not expose
 # them, so test_import.py's test_ranges_match_the_library calls the C ABI in and around both ends of every
-# range here: a change on either side fails the CPU tests. An upper bound that is the C type's own (device,
-# the transpose's B) means the library sets none below it.
+# range here, through the probes below: a change on either side fails the CPU tests. An upper bound that is the
+# C type's own (device, the transpose's B) means the library sets none below it.
+
+def _probe_create(**kw):
+    """lkjit_wtconv_create (it validates only: no GPU involved) with the given C, k, L, stride, device."""
+    a = dict(dict(C=8, k=5, L=1, stride=1, device=0), **kw)
+    lib = load()
+    h = ctypes.c_void_p()
+    rc = lib.lkjit_wtconv_create(a["C"], a["k"], a["L"], 0, 1, a["stride"], a["device"], ctypes.byref(h))
+    out = _lib.probe_outcome(rc)
+    if rc == 0:
+        lib.lkjit_wtconv_destroy(h)
+    return out
+
+
+def _probe_describe(**kw):
+    """lkjit_wtconv_describe of a shape (B, H, W), planned from sm_90's table: no GPU involved."""
+    a = dict(dict(B=1, H=1, W=1), **kw)
+    lib = load()
+    h = ctypes.c_void_p()
+    _check(lib.lkjit_wtconv_create(1, 1, 0, 0, 1, 1, 0, ctypes.byref(h)))
+    try:
+        text = ctypes.c_char_p()
+        return _lib.probe_outcome(lib.lkjit_wtconv_describe(h, a["B"], a["H"], a["W"], 0, 90, ctypes.byref(text)))
+    finally:
+        lib.lkjit_wtconv_destroy(h)
+
+
+def _probe_transpose(**kw):
+    """lkjit_wtconv_transpose with src = dst: refused by its last check (overlap) when every other one passes,
+    which counts as passing here (no GPU involved)."""
+    a = dict(dict(B=1, C=1, H=1, W=1, device=0), **kw)
+    st = _lib.Strides(a["C"] * a["H"] * a["W"], a["H"] * a["W"], a["W"], 1)
+    rc, msg = _lib.probe_outcome(load().lkjit_wtconv_transpose(4096, st, 4096, st, 0, a["B"], a["C"], a["H"], a["W"],
+                                                               a["device"], None))
+    return (0, "") if "src and dst overlap" in msg else (rc, msg)
+
+
 _lib.register_ranges("wtconv", {"C": range(1, (1 << 24) + 1), "k": range(1, 32, 2), "L": range(0, MAX_LEVELS + 1),
                                 "stride": range(1, 65), "device": range(0, 1 << _INT), "B": range(1, 1 << 31),
                                 "H": range(1, (1 << 30) + 1), "W": range(1, (1 << 30) + 1)},
-                     {"k": "odd {name} in {range}", "L": "{name} in {range}"})
+                     {"k": "odd {name} in {range}", "L": "{name} in {range}"},
+                     {"C": (_probe_create, _INT64), "k": (_probe_create, _INT), "L": (_probe_create, _INT),
+                      "stride": (_probe_create, _INT), "device": (_probe_create, _INT),
+                      "B": (_probe_describe, _INT64), "H": (_probe_describe, _INT64), "W": (_probe_describe, _INT64)})
 _lib.register_ranges("wtconv_transpose", {"B": range(1, 1 << _INT64), "C": range(1, (1 << 31) - 64),
                                           "H": range(1, (1 << 31) - 64), "W": range(1, (1 << 31) - 64),
                                           "device": range(0, 1 << _INT)},
-                     {"H": "{range} (H*W too)", "W": "{range} (H*W too)"})
+                     {"H": "{range} (H*W too)", "W": "{range} (H*W too)"},
+                     {**{n: (_probe_transpose, _INT64) for n in "BCHW"}, "device": (_probe_transpose, _INT)})
 
 _c = ctypes
 _i64, _vp, _pp, _sp = _c.c_int64, _c.c_void_p, _c.POINTER(_c.c_void_p), _c.POINTER(_c.c_int64)

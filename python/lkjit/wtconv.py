@@ -10,10 +10,12 @@ The exact operator, padding of odd sizes and crop included: the project's operat
 
 Ops: ``lkjit::wtconv_fwd`` and ``lkjit::wtconv_bwd`` (one schema; fake implementations here; CUDA kernels
 from the binding, else ``_fwd_impl`` / ``_bwd_impl`` below through ctypes). One autograd mechanism for the
-layer, eager and compiled alike: ``_WTConvFunction`` (torch.autograd.Function) around the two ops. Measured
-host time per forward+backward on CPU tensors through a test-only CPU kernel (bench/bench_torch_host.py): the
-autograd.Function around the ops costs less than register_autograd on the op, whose Python wrapper (pytree
-flattening, custom-op autograd glue) runs on every call; bench/RESULTS.md has the numbers.
+layer, eager and compiled alike: ``_WTConvFunction`` (torch.autograd.Function) around the two ops, which
+torch.compile traces with the ops inside. Measured host time per forward+backward on CPU tensors through a
+test-only CPU kernel (bench/bench_torch_host.py): the autograd.Function around the ops costs less than
+register_autograd on the op, whose Python wrapper (pytree flattening, custom-op autograd glue) runs on every
+call; bench/RESULTS.md has the numbers. wtconv_fwd still has that autograd, for direct calls of the op; the
+layer calls the op below the autograd keys (_fwd_no_autograd), so the wrapper never runs for it.
 
 Layout: the kernels read and write activations through their strides, so a dense input in any dim order
 (NCHW contiguous, channels_last, ...) is used as it is; only inputs with gaps or overlaps are copied.
@@ -320,12 +322,49 @@ def _wtconv_bwd_fake(grad_out, x, base_w, base_b, base_s, level_w, level_s, laye
     return [dx] + [p.new_empty(p.shape) for p in params]
 
 
+def _op_setup_context(ctx, inputs, output):
+    x, base_w, base_b, base_s, level_w, level_s, layer_id, stride = inputs
+    ctx.layer_id, ctx.stride, ctx.L, ctx.has_bias = layer_id, stride, len(level_w), base_b is not None
+    ctx.save_for_backward(x, base_w, base_s, *level_w, *level_s, *([base_b] if base_b is not None else []))
+
+
+def _op_backward(ctx, grad_out):
+    """wtconv_fwd's own autograd (a direct call of the op): lkjit::wtconv_bwd, gradients in the op's input order."""
+    L = ctx.L
+    saved = ctx.saved_tensors
+    x, base_w, base_s = saved[:3]
+    level_w, level_s = list(saved[3:3 + L]), list(saved[3 + L:3 + 2 * L])
+    base_b = saved[3 + 2 * L] if ctx.has_bias else None
+    # reuse_fold: these are the forward's saved parameters (autograd refuses in-place changes of them).
+    g = _bwd_op(grad_out, x, base_w, base_b, base_s, level_w, level_s, ctx.layer_id, ctx.stride, True)
+    # g = [dX, d base_w, d base_s, d level_w..., d level_s..., (d base_b)]
+    return (g[0], g[1], g[3 + 2 * L] if ctx.has_bias else None, g[2], list(g[3:3 + L]), list(g[3 + L:3 + 2 * L]),
+            None, None)
+
+
 _fwd_op = ops.define_op(
     "wtconv_fwd", "(Tensor x, Tensor base_w, Tensor? base_b, Tensor base_s, Tensor[] level_w, Tensor[] level_s, "
-    "int layer_id, int stride) -> Tensor", _wtconv_fwd_fake, _fwd_impl)
+    "int layer_id, int stride) -> Tensor", _wtconv_fwd_fake, _fwd_impl,
+    autograd=(_op_backward, _op_setup_context))
+# No autograd for wtconv_bwd: WTConv has no double backward (torch's fallback warns if one is attempted).
 _bwd_op = ops.define_op(
     "wtconv_bwd", "(Tensor grad_out, Tensor x, Tensor base_w, Tensor? base_b, Tensor base_s, Tensor[] level_w, "
     "Tensor[] level_s, int layer_id, int stride, bool reuse_fold=False) -> Tensor[]", _wtconv_bwd_fake, _bwd_impl)
+
+
+_BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
+
+
+def _fwd_no_autograd(*args):
+    """lkjit::wtconv_fwd where no autograd node of the op is wanted (inside _WTConvFunction, under no_grad):
+    below the autograd keys, so the op's Python autograd wrapper (pytree flattening, custom-op glue) does not
+    run on every call. Under torch.compile the plain op: dynamo records it (AOT autograd differentiates the
+    enclosing autograd.Function, not the op)."""
+    if ops.is_compiling():
+        return _fwd_op(*args)
+    with _BELOW_AUTOGRAD():
+        return _fwd_op(*args)
+
 
 
 def wtconv_fwd(x: Tensor, base_w: Tensor, base_b: typing.Optional[Tensor], base_s: Tensor,
@@ -333,7 +372,8 @@ def wtconv_fwd(x: Tensor, base_w: Tensor, base_b: typing.Optional[Tensor], base_
     """torch.ops.lkjit.wtconv_fwd: out (B, C, ceil(H/stride), ceil(W/stride)), dtype of x = WTConv(x (B, C, H,
     W)), channels_last when x is channels_last, else NCHW contiguous; x (CUDA) in any layout (read through its
     strides when dense); fp32 parameters in the reference shapes; layer_id names the module whose lkjit layer
-    (folded weights, workspace) runs it. No autograd of its own: WTConv2d wraps it in _WTConvFunction."""
+    (folded weights, workspace) runs it. Differentiable: its registered autograd runs lkjit::wtconv_bwd (WTConv2d
+    itself calls it below autograd, inside its own autograd.Function _WTConvFunction)."""
     return _fwd_op(x, base_w, base_b, base_s, level_w, level_s, layer_id, stride)
 
 
@@ -344,7 +384,8 @@ def wtconv_bwd(grad_out: Tensor, x: Tensor, base_w: Tensor, base_b: typing.Optio
     bias)]: dX in x's dtype, shape and strides (NCHW contiguous if x is not dense), parameter gradients fp32 in
     the parameters' shapes; deterministic. grad_out in any layout. reuse_fold (the layer's backward sets it):
     the parameters are those the layer's last forward saw, so a layer captured in a CUDA graph reads that
-    forward's fold instead of folding again; leave it False when calling the op directly."""
+    forward's fold instead of folding again; leave it False when calling the op directly. Not differentiable
+    (no double backward)."""
     return _bwd_op(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold)
 
 
@@ -359,8 +400,8 @@ class _WTConvFunction(torch.autograd.Function):
     @staticmethod
     def forward(layer_id, stride, L, x, *params):
         bias = params[2 + 2 * L] if len(params) > 2 + 2 * L else None
-        return _fwd_op(x, params[0], bias, params[1], list(params[2:2 + L]), list(params[2 + L:2 + 2 * L]),
-                       layer_id, stride)
+        return _fwd_no_autograd(x, params[0], bias, params[1], list(params[2:2 + L]),
+                                list(params[2 + L:2 + 2 * L]), layer_id, stride)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -390,8 +431,8 @@ class _WTConvPackedFunction(torch.autograd.Function):
     @staticmethod
     def forward(layer_id, stride, L, views, x, packed):
         bias = views[2 + 2 * L] if len(views) > 2 + 2 * L else None
-        return _fwd_op(x, views[0], bias, views[1], list(views[2:2 + L]), list(views[2 + L:2 + 2 * L]), layer_id,
-                       stride)
+        return _fwd_no_autograd(x, views[0], bias, views[1], list(views[2:2 + L]), list(views[2 + L:2 + 2 * L]),
+                                layer_id, stride)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -493,11 +534,11 @@ class WTConv2d(nn.Module):
     bypasses the version counter). Each (dtype, device) gets one lkjit layer that owns its folded
     weights and workspace; one module must not run concurrently on two streams.
 
-    Eager calls run through an autograd.Function (``_WTConvFunction``); under torch.compile / torch.export
-    (and jit tracing, torch.func transforms, tensor subclasses) the module calls the custom ops
-    ``lkjit::wtconv_fwd`` / ``lkjit::wtconv_bwd`` instead. Both run the same code and kernels (identical
-    results); the custom op's Python dispatch would cost about 1 ms of CPU time per eager training step.
-    The eager backward's parameter gradients are views of one buffer per call (one allocation).
+    Calls run through an autograd.Function (``_WTConvFunction``) around the custom ops ``lkjit::wtconv_fwd`` /
+    ``lkjit::wtconv_bwd``, eager and under torch.compile alike (dynamo traces the Function with the ops inside;
+    AOT autograd's forward and backward graphs call the ops), so both run the same code and kernels
+    (identical results). The op's own autograd (for direct calls of the op) is bypassed: its Python wrapper
+    would cost host time on every eager call.
 
     packed_params=True keeps all 2L+3 parameters in one fp32 Parameter, ``packed`` (the flat order: base
     weight, base scale, level weights, level scales, bias), for speed: autograd's host work per training
@@ -637,19 +678,24 @@ class WTConv2d(nn.Module):
             # One autograd input for all parameters: the views only give the kernels shapes and addresses.
             views = self._packed_views()
             if not torch.is_grad_enabled():
-                return _fwd_op(x, views[0], views[2 + 2 * L] if len(views) > 2 + 2 * L else None, views[1],
-                               views[2:2 + L], views[2 + L:2 + 2 * L], self._lkjit_id, self.stride)
+                return _fwd_no_autograd(x, views[0], views[2 + 2 * L] if len(views) > 2 + 2 * L else None,
+                                        views[1], views[2:2 + L], views[2 + L:2 + 2 * L], self._lkjit_id, self.stride)
             return _WTConvPackedFunction.apply(self._lkjit_id, self.stride, L, views, x, self.packed)
         params = self._flat_params()
         if not torch.is_grad_enabled():  # no_grad / inference_mode: no autograd node to build
-            return _fwd_op(x, params[0], params[2 + 2 * L] if len(params) > 2 + 2 * L else None, params[1],
-                           params[2:2 + L], params[2 + L:2 + 2 * L], self._lkjit_id, self.stride)
+            return _fwd_no_autograd(x, params[0], params[2 + 2 * L] if len(params) > 2 + 2 * L else None,
+                                    params[1], params[2:2 + L], params[2 + L:2 + 2 * L], self._lkjit_id, self.stride)
         return _WTConvFunction.apply(self._lkjit_id, self.stride, L, x, *params)
 
     def _forward_cpu(self, x):
         """WTConv in PyTorch ops (lkjit/_wtconv_torch_ref.py) in fp32, output in x's dtype and memory format."""
         p = self._flat_params(differentiable=True)
         L = self.wt_levels
+        dev = x.device
+        for t in p:
+            if t.device != dev:  # e.g. a CPU input to a module on the GPU: the library's message names both
+                _tensor_check_failed(_WHERE, self.in_channels, self.stride, x, None, p, L, L, len(p) > 2 + 2 * L,
+                                     allow_cpu=True)
         out = wtconv2d_torch(x.float(), p[0], p[2 + 2 * L] if len(p) > 2 + 2 * L else None, p[1], p[2:2 + L],
                              p[2 + L:2 + 2 * L], self.stride)
         return out.to(x.dtype).contiguous(memory_format=ops.out_format(x, ops.layout_mode(_WHERE)))

@@ -275,79 +275,65 @@ def test_sizes_too_large_for_the_c_types_are_named():
 def test_ranges_match_the_library():
     """lkjit._lib._RANGES copies the library's ranges: WTConv2d checks its options against them, and Python
     states them for values too large for the C ABI's types. The C ABI does not expose the library's limits,
-    so this calls it directly (past Python's checks) in and around both ends of every range: a value in the
-    range must pass the library's checks, one outside it must be refused naming the value, and where the
-    library states the range, the same range; a value the C type cannot hold is not probed (that bound is the
-    type's own: the library sets none below it). The same for describe's oldest arch (_OLDEST_ARCH). A limit
-    changed on either side fails here."""
+    so each family registers a probe of each range beside it (lkjit._lib._PROBES: the C ABI called directly,
+    past Python's checks), and this runs them in and around both ends of every range of every family in
+    lkjit._lib.FAMILIES: a value in the range must pass the library's checks, one outside it must be refused
+    naming the value, and where the library states the range, the same range; a value the C type cannot hold
+    is not probed (that bound is the type's own: the library sets none below it). The same for describe's
+    oldest arch (_OLDEST_ARCH). A limit changed on either side fails here, and so does a family's range
+    without a probe (register_ranges refuses it)."""
     _library_or_skip()
     import ctypes
+    import importlib
 
     from lkjit import _lib
     lib = _lib.load()
-
-    def outcome(rc):
-        return rc, ("" if rc == 0 else lib.lkjit_last_error().decode())
-
-    def create(**kw):  # validates only: no GPU involved
-        a = dict(dict(C=8, k=5, L=1, stride=1, device=0), **kw)
-        h = ctypes.c_void_p()
-        rc = lib.lkjit_wtconv_create(a["C"], a["k"], a["L"], 0, 1, a["stride"], a["device"], ctypes.byref(h))
-        if rc == 0:
-            lib.lkjit_wtconv_destroy(h)
-        return outcome(rc)
-
-    def transpose(**kw):  # src is dst: refused by the last check (overlap) when every other one passes
-        a = dict(dict(B=1, C=1, H=1, W=1, device=0), **kw)
-        st = _lib.Strides(a["C"] * a["H"] * a["W"], a["H"] * a["W"], a["W"], 1)
-        rc, msg = outcome(lib.lkjit_wtconv_transpose(4096, st, 4096, st, 0, a["B"], a["C"], a["H"], a["W"],
-                                                     a["device"], None))
-        return (0, "") if "src and dst overlap" in msg else (rc, msg)
-
+    for family in _lib.FAMILIES:  # each family's C ABI module registers its ranges and probes when imported
+        importlib.import_module(f"lkjit._{family}_abi")
+    assert {w.split("_")[0] for w in _lib._RANGES} == set(_lib.FAMILIES), sorted(_lib._RANGES)
+    assert set(_lib._PROBES) == {(w, n) for w, names in _lib._RANGES.items() for n in names}, "a range is not probed"
+    for (where, name), (probe, bits) in sorted(_lib._PROBES.items(), key=lambda kv: kv[0]):
+        r = _lib._RANGES[where][name]
+        lo, hi = r[0], r[-1]
+        values = range(lo - 1, hi + 2) if hi - lo < 100 else (lo - 1, lo, lo + 1, hi - 1, hi, hi + 1)
+        for v in values:
+            if not -(1 << bits) <= v < 1 << bits:
+                continue
+            rc, msg = probe(**{name: v})
+            named = re.search(rf"(?<![\w*]){name}={v}(?!\d)", msg)
+            if v in r:  # up to the C type's own bound, refusals for other reasons (the grid limit) are fine
+                assert rc == 0 or (hi == (1 << bits) - 1 and not named), (where, name, v, msg)
+                continue
+            assert rc == 2 and named, (where, name, v, msg)
+            stated = re.search(rf"\b{name}={v} is out of range; supported: (.+?)(?:; \w+=|$)", msg)
+            if stated and not stated.group(1).startswith(">="):
+                assert stated.group(1) == _lib.supported(where, name), (where, name, msg)
+            if v == hi + 1:
+                assert _lib._bound_text(hi) in msg, (where, name, msg)
+    # "(H*W too)": the transpose's bound holds for the product.
+    probe = _lib._PROBES[("wtconv_transpose", "W")][0]
+    rc, msg = probe(H=2, W=(_lib._RANGES["wtconv_transpose"]["W"][-1] + 1) // 2)
+    assert rc == 2 and "H=2," in msg, msg
+    # describe's arch: Python refuses those below _OLDEST_ARCH as too old; the library plans for it, none older.
     h = ctypes.c_void_p()
     assert lib.lkjit_wtconv_create(1, 1, 0, 0, 1, 1, 0, ctypes.byref(h)) == 0
-
-    def describe(**kw):  # planned from sm_90's table: no GPU involved
-        a = dict(dict(B=1, H=1, W=1), **kw)
-        text = ctypes.c_char_p()
-        return outcome(lib.lkjit_wtconv_describe(h, a["B"], a["H"], a["W"], 0, 90, ctypes.byref(text)))
-
-    INT, INT64 = 31, 63  # value bits of the C ABI's types
-    probes = {("wtconv", "C"): (create, INT64), ("wtconv", "device"): (create, INT)}
-    probes.update({("wtconv", n): (create, INT) for n in ("k", "L", "stride")})
-    probes.update({("wtconv", n): (describe, INT64) for n in "BHW"})
-    probes.update({("wtconv_transpose", n): (transpose, INT64) for n in "BCHW"})
-    probes[("wtconv_transpose", "device")] = (transpose, INT)
     try:
-        assert set(probes) == {(w, n) for w, names in _lib._RANGES.items() for n in names}, "a range is not probed"
-        for (where, name), (probe, bits) in sorted(probes.items()):
-            r = _lib._RANGES[where][name]
-            lo, hi = r[0], r[-1]
-            values = range(lo - 1, hi + 2) if hi - lo < 100 else (lo - 1, lo, lo + 1, hi - 1, hi, hi + 1)
-            for v in values:
-                if not -(1 << bits) <= v < 1 << bits:
-                    continue
-                rc, msg = probe(**{name: v})
-                named = re.search(rf"(?<![\w*]){name}={v}(?!\d)", msg)
-                if v in r:  # up to the C type's own bound, refusals for other reasons (the grid limit) are fine
-                    assert rc == 0 or (hi == (1 << bits) - 1 and not named), (where, name, v, msg)
-                    continue
-                assert rc == 2 and named, (where, name, v, msg)
-                stated = re.search(rf"\b{name}={v} is out of range; supported: (.+?)(?:; \w+=|$)", msg)
-                if stated and not stated.group(1).startswith(">="):
-                    assert stated.group(1) == _lib.supported(where, name), (where, name, msg)
-                if v == hi + 1:
-                    assert _lib._bound_text(hi) in msg, (where, name, msg)
-        # "(H*W too)": the transpose's bound holds for the product.
-        rc, msg = transpose(H=2, W=(_lib._RANGES["wtconv_transpose"]["W"][-1] + 1) // 2)
-        assert rc == 2 and "H=2," in msg, msg
-        # describe's arch: Python refuses those below _OLDEST_ARCH as too old; the library plans for it, none older.
         text = ctypes.c_char_p()
         for arch in range(1, _lib._OLDEST_ARCH + 1):
             rc = lib.lkjit_wtconv_describe(h, 1, 8, 8, 0, arch, ctypes.byref(text))
             assert rc == (0 if arch == _lib._OLDEST_ARCH else 2), (arch, lib.lkjit_last_error())
     finally:
         lib.lkjit_wtconv_destroy(h)
+
+
+def test_a_range_without_a_probe_is_refused():
+    """register_ranges takes a family's ranges only with a probe of each (and no probe without a range)."""
+    from lkjit import _lib
+    with pytest.raises(ValueError, match=r"without a probe: \['H'\]; without a range: \[\]"):
+        _lib.register_ranges("newfamily", {"C": range(1, 9), "H": range(1, 9)}, None, {"C": (None, 31)})
+    with pytest.raises(ValueError, match=r"without a probe: \[\]; without a range: \['W'\]"):
+        _lib.register_ranges("newfamily", {"C": range(1, 9)}, None, {"C": (None, 31), "W": (None, 31)})
+    assert "newfamily" not in _lib._RANGES
 
 
 def test_range_messages():

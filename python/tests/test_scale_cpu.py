@@ -38,3 +38,12 @@ def test_bad_arguments_are_refused_by_the_library():
     with pytest.raises(ValueError, match="must be"):
         import lkjit.torch as lt
         lt.scale_copy(torch.randn(2, 3), torch.randn(3))
+
+
+def test_values_beyond_the_c_types_are_refused_before_ctypes():
+    """C (int64_t) and device (int) that the C ABI's types cannot hold are refused naming the value, instead of
+    reaching the library wrapped (2^31 as device -2^31)."""
+    with pytest.raises(lkjit.SpecError, match=r"device=2147483648 is out of range; supported: \[0, 2\^31-1\]"):
+        ScaleLayer(8, "f32", 2 ** 31)
+    with pytest.raises(lkjit.SpecError, match=r"C=9223372036854775808 is out of range; supported: \[1, 2\^24\]"):
+        ScaleLayer(2 ** 63)

@@ -54,9 +54,9 @@ def _op_args(m, x):
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 @pytest.mark.parametrize("stride,bias", [(1, True), (2, False)])
 def test_opcheck(wt, layout, stride, bias):
-    """Schema, fake tensor, AOT dispatch (dynamic too) of both ops on CPU tensors through the test-only CPU kernel.
-    The layer's autograd is an autograd.Function around the ops, so the ops have no autograd registration to
-    check (test_autograd_registration is left out)."""
+    """Schema, fake tensor, AOT dispatch (dynamic too) of both ops on CPU tensors through the test-only CPU kernel,
+    and wtconv_fwd's autograd registration (on inputs that require grad). wtconv_bwd has none (no double
+    backward)."""
     m = _layer(4, 5, 2, stride, bias, seed=1)
     torch.manual_seed(2)
     x = torch.randn(2, 4, 9, 14)
@@ -67,6 +67,54 @@ def test_opcheck(wt, layout, stride, bias):
     utils = ("test_schema", "test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic")
     torch.library.opcheck(torch.ops.lkjit.wtconv_fwd.default, args, test_utils=utils)
     torch.library.opcheck(torch.ops.lkjit.wtconv_bwd.default, (g,) + args, test_utils=utils)
+    grad_args = (args[0].detach().requires_grad_(), *[
+        None if a is None else [t.detach().requires_grad_() for t in a] if isinstance(a, list) else
+        a.detach().requires_grad_() for a in args[1:6]], *args[6:])
+    torch.library.opcheck(torch.ops.lkjit.wtconv_fwd.default, grad_args, test_utils=("test_autograd_registration",))
+
+
+def test_direct_op_call_is_differentiable(wt):
+    """torch.ops.lkjit.wtconv_fwd called directly (not through WTConv2d) has its own autograd, which runs
+    lkjit::wtconv_bwd: dX and every parameter gradient (bias too) equal the layer's autograd.Function path bit
+    for bit (the same kernels), with no warning from torch's autograd fallback."""
+    import warnings
+    from wtconv_reference import params_of
+    for stride, bias in [(1, True), (2, False)]:
+        m = _layer(4, 5, 2, stride, bias, seed=11)
+        torch.manual_seed(12)
+        x = torch.randn(2, 4, 9, 14)
+        g = torch.randn(2, 4, -(-9 // stride), -(-14 // stride))
+        results = []
+        for direct in (True, False):
+            xr = x.clone().requires_grad_()
+            m.zero_grad(set_to_none=True)
+            bw, bb, bs, lw, ls = params_of(m)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the fallback's "autograd kernel was not registered" fails
+                if direct:
+                    out = torch.ops.lkjit.wtconv_fwd(xr, bw, bb, bs, lw, ls, m._lkjit_id, stride)
+                    assert type(out.grad_fn).__name__ != "_WTConvFunctionBackward", out.grad_fn
+                else:
+                    out = wt._WTConvFunction.apply(m._lkjit_id, stride, 2, xr, *m._flat_params())
+                    assert type(out.grad_fn).__name__ == "_WTConvFunctionBackward", out.grad_fn
+                out.backward(g)
+            grads = [xr.grad, bw.grad, bs.grad, *[t.grad for t in lw], *[t.grad for t in ls]] + \
+                ([bb.grad] if bias else [])
+            assert all(t is not None for t in grads), [t is None for t in grads]
+            results.append((out.detach(), grads))
+        (o1, g1), (o2, g2) = results
+        assert torch.equal(o1, o2)
+        for i, (a, b) in enumerate(zip(g1, g2)):
+            assert torch.equal(a, b), f"gradient {i} (0: dX)"
+
+
+def test_cpu_input_to_a_module_elsewhere_names_both_devices():
+    """A CPU input to a module whose parameters are on another device (meta here; cuda on a GPU machine) gets
+    the library's message naming both devices, not an error from inside the PyTorch implementation."""
+    _lib_or_skip()
+    m = _layer(4, 5, 2, 1, True, seed=13).to("meta")
+    with pytest.raises(ValueError, match=r"parameters are on 'meta' but the input is on 'cpu'; move the module"):
+        m(torch.randn(1, 4, 8, 8))
 
 
 def test_cpu_tensors_run_the_pytorch_implementation():
@@ -290,3 +338,68 @@ def test_binding_imports_only_the_stable_abi():
     r = subprocess.run(["nm", "-D", "--defined-only", cpu], capture_output=True, text=True)
     have = {line.split()[-1] for line in r.stdout.splitlines() if line.strip()}
     assert shim <= have, sorted(shim - have)
+
+
+def test_gpu_tests_name_only_what_exists():
+    """test_torch_gpu.py, which runs only on a GPU machine, names lkjit's modules and their attributes as this
+    package has them (lkjit.X.Y chains, and chains on names imported from lkjit): a renamed or moved internal
+    fails here, on the CPU, instead of only on the GPU."""
+    import ast
+    import importlib
+    _lib_or_skip()
+    importlib.import_module("lkjit.torch")
+    tree = ast.parse(open(os.path.join(HERE, "test_torch_gpu.py")).read())
+    roots = {"lkjit": lkjit}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "lkjit":
+            mod = importlib.import_module(node.module)
+            for a in node.names:
+                roots[a.asname or a.name] = getattr(mod, a.name) if hasattr(mod, a.name) else \
+                    importlib.import_module(f"{node.module}.{a.name}")
+    missing, checked = [], 0
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        chain, n = [], node
+        while isinstance(n, ast.Attribute):
+            chain.append(n.attr)
+            n = n.value
+        if not isinstance(n, ast.Name) or n.id not in roots:
+            continue
+        obj = roots[n.id]
+        for name in reversed(chain):
+            if not hasattr(obj, name):
+                missing.append(f"line {node.lineno}: {n.id}." + ".".join(reversed(chain)))
+                break
+            obj = getattr(obj, name)
+        checked += 1
+    assert checked > 10, checked  # the walk found the file's uses
+    assert not missing, sorted(set(missing))
+
+
+def test_the_layer_path_skips_the_ops_autograd_wrapper(wt):
+    """The layer's autograd.Function and its no_grad calls run wtconv_fwd below autograd: torch.library's Python
+    autograd wrapper of the op (autograd_impl, which costs host time per call) runs for a direct call only."""
+    m = _layer(4, 5, 2, 1, True, seed=14)
+    params = m._flat_params()
+    x = torch.randn(2, 4, 9, 11, requires_grad=True)
+    op_args = (x, params[0], params[-1], params[1], params[2:4], params[4:6], m._lkjit_id, 1)
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    def wrapper_calls(fn):
+        calls.clear()
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+        return calls.count("autograd_impl")
+
+    assert wrapper_calls(lambda: wt._WTConvFunction.apply(m._lkjit_id, 1, 2, x, *params).sum().backward()) == 0
+    with torch.no_grad():
+        assert wrapper_calls(lambda: m._forward_op(x)) == 0
+    assert wrapper_calls(lambda: torch.ops.lkjit.wtconv_fwd(*op_args)) == 1  # the probe sees the wrapper
