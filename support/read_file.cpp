@@ -87,6 +87,8 @@ ReadResult read_unnamed(const std::string& path, const ReadOptions& o) {
   auto too_large = [&](const std::string& how) {
     ReadResult r = fail(ReadStatus::kTooLarge, 0, fmt::format("it {}; supported: at most {} bytes", how, o.max_bytes));
     r.file_size = size;
+    r.mode = st.st_mode;
+    r.owner_uid = st.st_uid;
     return r;
   };
   if (size > o.max_bytes && !o.prefix) return too_large(fmt::format("is {} bytes", size));
@@ -96,6 +98,8 @@ ReadResult read_unnamed(const std::string& path, const ReadOptions& o) {
   const uint64_t want = o.prefix ? std::min(size, o.max_bytes) : cap;
   ReadResult r;
   r.file_size = size;
+  r.mode = st.st_mode;
+  r.owner_uid = st.st_uid;
   r.bytes.resize(static_cast<size_t>(std::min(size, want)));
   size_t got = 0;
   char probe[65536];

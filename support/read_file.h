@@ -32,6 +32,8 @@ struct ReadResult {
   ReadStatus status = ReadStatus::kError;
   std::string bytes;
   uint64_t file_size = 0;  // the file's size when it was opened
+  unsigned mode = 0;       // st_mode of the file that was opened (kOk, kTooLarge), for permission checks
+  unsigned owner_uid = 0;  // its st_uid
   int os_error = 0;        // errno for kMissing and kError
   // Empty when kOk; else "PATH: cannot read <what>: <reason>".
   std::string why;
