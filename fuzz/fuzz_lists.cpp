@@ -1,9 +1,10 @@
-// Shape and tile lists of the command line (tools/lkjit/args.cpp, prewarm_set.cpp): --shapes items of run
+// Shape and tile lists of the command line (tools/lkjit/args.cpp, the op families' problems()): --shapes items of run
 // and prewarm, integer lists (--k, --L, --tile), comma lists. They may only refuse with an lkjit::Error.
 // The first byte picks the parser; the rest is the option's value.
 #include "fuzz/fuzz_util.h"
 #include "lkjit/spec.h"
 #include "tools/lkjit/common.h"
+#include "tools/lkjit/op_cli.h"
 #include "tools/lkjit/prewarm_set.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -19,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         break;
       }
-      case 1: {
-        const auto layers = tool::parse_shapes(value, {3, 5}, {1, 2});
+      case 1: {  // prewarm --shapes of the default op family (tools/lkjit/ops/), with its options at their defaults
+        const auto layers = tool::default_op().problems(tool::Cmd::kPrewarm, value);
         for (const auto& l : layers) fuzz::require(l.B >= 1 && l.C >= 1 && l.H >= 1 && l.W >= 1, "positive dims");
         break;
       }

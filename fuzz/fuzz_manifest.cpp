@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     tool::PrewarmSet set;
     bool archs = false, dtypes = false;
     tool::parse_manifest(text, "<fuzz>", &set, &archs, &dtypes);
-    for (const auto& l : set.layers) fuzz::require(l.C >= 1 && l.H >= 1 && l.W >= 1 && l.k >= 1, "layers in range");
+    for (const auto& l : set.layers) fuzz::require(l.B >= 1 && l.C >= 1 && l.H >= 1 && l.W >= 1 && !l.op.empty(), "layers in range");
   });
   fuzz::refusal_ok([&] {
     std::vector<std::string> names;
