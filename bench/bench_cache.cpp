@@ -1,6 +1,8 @@
 // Kernel cache lookups on the CPU (no GPU, cuDNN or cudart): compile_kernel() of a kernel that is on
 // disk, as the first call of a fresh process sees it (origin "disk": generate, key, read, verify), and
 // of one already in the process (origin "memory"). Targets: disk <= 5 ms, memory <= 50 us.
+// The tuning database at scale (5 000 to 40 000 records): parsing it (what every `lkjit run` and layer does
+// first), a lookup, and a merged save; each reports its complexity in the record count.
 //
 // "Fresh process" is literal: each disk iteration forks a child that has never looked the kernel up
 // and reports compile_kernel()'s own time through a pipe (UseManualTime); fork and exit are not timed.
@@ -13,9 +15,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
+#include "cache/tuning_db.h"
 #include "lkjit/wtconv_kernels.h"
 #include "lkjit/runtime.h"
 
@@ -88,6 +92,56 @@ void BM_LoadFromMemory(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LoadFromMemory)->Unit(benchmark::kMicrosecond);
+
+// n records over 64 specs, each with its own shape bucket: a large, realistic database (one device).
+lkjit::cache::TuningDb tuning_db(size_t n) {
+  lkjit::cache::TuningDb db;
+  for (size_t i = 0; i < n; ++i) {
+    lkjit::cache::TuningRecord r;
+    r.device = "NVIDIA H200";
+    r.arch = 90;
+    r.sm_count = 132;
+    r.spec = fmt::format("lkjit_wtconv_fwd_plane_f32_k5_L{}_s{}_sm90", i % 8, i % 64);
+    r.bucket = fmt::format("B{}_C{}_H56_W56_s1", 1 + i / 64, 96);
+    r.B = 1 + static_cast<int64_t>(i / 64), r.C = 96, r.H = 56, r.W = 56;
+    r.tile = {{"planes", 1}, {"threads", 256}, {"vy", 4}};
+    r.time_s = 1e-3;
+    r.strategy = "greedy";
+    db.upsert(r);
+  }
+  return db;
+}
+
+void BM_TuningDbParse(benchmark::State& state) {
+  const std::string text = tuning_db(state.range(0)).serialize();
+  for (auto _ : state) benchmark::DoNotOptimize(lkjit::cache::TuningDb::parse(text, "<bench>").records().size());
+  state.SetComplexityN(state.range(0));
+  state.counters["bytes"] = static_cast<double>(text.size());
+}
+BENCHMARK(BM_TuningDbParse)->RangeMultiplier(2)->Range(5000, 40000)->Unit(benchmark::kMillisecond)->Complexity();
+
+void BM_TuningDbLookup(benchmark::State& state) {
+  const lkjit::cache::TuningDb db = tuning_db(state.range(0));
+  lkjit::cache::TuningQuery q{"NVIDIA H200", 90, 132, "lkjit_wtconv_fwd_plane_f32_k5_L3_s11_sm90", "B7_C96_H56_W56_s1",
+                              7, 96, 56, 56, 1};
+  for (auto _ : state) benchmark::DoNotOptimize(db.lookup(q).size());
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_TuningDbLookup)->RangeMultiplier(2)->Range(5000, 40000)->Unit(benchmark::kMicrosecond)->Complexity();
+
+void BM_TuningDbSaveMerged(benchmark::State& state) {
+  const std::string path = std::string(std::getenv("LKJIT_CACHE_DIR")) + "/bench-tuning.json";
+  const lkjit::cache::TuningDb db = tuning_db(state.range(0));
+  std::vector<lkjit::cache::TuningRecord> add(db.records().end() - 16, db.records().end());  // 16 re-tuned
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::ofstream(path, std::ios::trunc) << db.serialize();
+    state.ResumeTiming();
+    lkjit::cache::TuningDb::save_merged(path, add);
+  }
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_TuningDbSaveMerged)->RangeMultiplier(2)->Range(5000, 40000)->Unit(benchmark::kMillisecond)->Complexity();
 
 }  // namespace
 

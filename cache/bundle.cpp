@@ -5,13 +5,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 
 #include "cache/file_io.h"
 #include "cache/signing.h"
 #include "cache/trust.h"
 #include "lkjit/error.h"
+#include "support/parse_int.h"
+#include "support/read_file.h"
 
 namespace lkjit::cache {
 namespace {
@@ -20,20 +20,27 @@ const std::string kBundleMagic = "LKJIT-BUNDLE " + std::to_string(kBundleFormatV
 const std::string kBundleMagicV1 = "LKJIT-BUNDLE 1\n";
 constexpr const char* kSignatureContext = "bundle";
 
-// Start of the last line of b (which ends in "\n"), searching no further back than `floor`.
-size_t last_line_at(const std::string& b, size_t end, size_t floor) {
+// Start of the last line of b[0, end) (which ends in "\n"), searching no further back than `floor`.
+size_t last_line_at(std::string_view b, size_t end, size_t floor) {
   if (end < floor + 2) return floor;
   const size_t nl = b.rfind('\n', end - 2);
-  return nl == std::string::npos || nl < floor ? floor : nl + 1;
+  return nl == std::string_view::npos || nl < floor ? floor : nl + 1;
 }
 
 // Reads one "\n"-terminated line at *pos; false when there is none.
-bool next_line(const std::string& b, size_t* pos, std::string* line) {
+bool next_line(std::string_view b, size_t* pos, std::string_view* line) {
   const size_t nl = b.find('\n', *pos);
-  if (nl == std::string::npos) return false;
+  if (nl == std::string_view::npos) return false;
   *line = b.substr(*pos, nl - *pos);
   *pos = nl + 1;
   return true;
+}
+
+// n lowercase hex digits exactly.
+bool is_hex(std::string_view s, size_t n) {
+  return s.size() == n && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 }  // namespace
@@ -83,89 +90,127 @@ BundleStats export_bundle(const DiskStore& store, const std::vector<std::string>
   return st;
 }
 
-BundleStats import_bundle(const DiskStore& store, const std::string& path, const TrustedKeys* trusted) {
+BundleFrame split_bundle(std::string_view b, const std::string& origin) {
   auto bad = [&](const std::string& what) {
-    return CacheError(fmt::format("lkjit: error: {}: not a valid lkjit bundle: {}; nothing imported", path, what));
+    return CacheError(fmt::format("lkjit: error: {}: not a valid lkjit bundle: {}; nothing imported", origin, what));
   };
-  auto refuse = [&](const std::string& what) {
-    return CacheError(fmt::format("lkjit: error: {}: bundle refused: {}; nothing imported", path, what));
-  };
-  std::string b, why;
-  // The file is the caller's input, not the cache: one that cannot be read is bad input, not a cache error.
-  if (!read_whole_file(path, &b, &why))
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("lkjit: error: {}; supported: a bundle file written by `lkjit cache export` or "
-                            "`lkjit prewarm --bundle`", why.empty() ? path + ": no such bundle file" : why));
-  BundleStats st;
-  if (b.compare(0, kBundleMagic.size(), kBundleMagic) == 0) st.format = kBundleFormatVersion;
-  else if (b.compare(0, kBundleMagicV1.size(), kBundleMagicV1) == 0) st.format = 1;
+  if (b.empty()) throw bad("empty");
+  BundleFrame f;
+  if (b.substr(0, kBundleMagic.size()) == kBundleMagic) f.format = kBundleFormatVersion;
+  else if (b.substr(0, kBundleMagicV1.size()) == kBundleMagicV1) f.format = 1;
   else throw bad(fmt::format("bad magic (expected '{}')", kBundleMagic.substr(0, kBundleMagic.size() - 1)));
   const size_t magic_size = kBundleMagic.size();  // the same length for both versions
   if (b.back() != '\n') throw bad("truncated (no end line)");
   // Trailer first: the signature vouches for every byte before it, the end line for every byte before that.
-  size_t end_at = last_line_at(b, b.size(), magic_size), signed_size = b.size();
-  std::string signer, signature;
-  if (b.compare(end_at, 10, "signature ") == 0) {
-    if (st.format < 2) throw bad("a format 1 bundle has no signature line");
-    char id[65] = {}, sig[129] = {};
-    int used = 0;
-    if (std::sscanf(b.c_str() + end_at, "signature ed25519 %64[0-9a-f] %128[0-9a-f]%n", id, sig, &used) != 2 ||
-        std::string(id).size() != kKeyIdHexDigits || std::string(sig).size() != 2 * kSignatureBytes ||
-        end_at + used + 1 != b.size())
+  size_t end_at = last_line_at(b, b.size(), magic_size);
+  f.signed_size = b.size();
+  if (b.substr(end_at, 10) == "signature ") {
+    if (f.format < 2) throw bad("a format 1 bundle has no signature line");
+    // "signature ed25519 <64 hex> <128 hex>", single spaces, the last line.
+    const std::string_view sig_line = b.substr(end_at, b.size() - 1 - end_at);
+    const std::string_view prefix = "signature ed25519 ";
+    const std::string_view id = sig_line.substr(std::min(sig_line.size(), prefix.size()), kKeyIdHexDigits);
+    const size_t sig_at = prefix.size() + kKeyIdHexDigits + 1;
+    const std::string_view sig = sig_line.size() > sig_at ? sig_line.substr(sig_at) : std::string_view();
+    if (sig_line.substr(0, prefix.size()) != prefix || !is_hex(id, kKeyIdHexDigits) || sig_line.size() <= sig_at ||
+        sig_line[sig_at - 1] != ' ' || !is_hex(sig, 2 * kSignatureBytes) || !from_hex(sig, &f.signature))
       throw bad("malformed signature line (expected 'signature ed25519 <64 hex digits> <128 hex digits>')");
-    signer = id;
-    from_hex(sig, &signature);
-    signed_size = end_at;
+    f.signer = std::string(id);
+    f.signed_size = end_at;
     end_at = last_line_at(b, end_at, magic_size);
   }
-  if (b.compare(end_at, 4, "end ") != 0) throw bad("truncated (no end line)");
-  size_t count = 0;
-  char sha[65] = {};
-  if (std::sscanf(b.c_str() + end_at, "end %zu %64[0-9a-f]\n", &count, sha) != 2 || std::string(sha).size() != 64)
-    throw bad("malformed end line");
-  if (sha256_hex(std::string_view(b).substr(0, end_at)) != sha) throw bad("checksum mismatch (damaged or truncated)");
-  st.signer = signer;
+  // "end <count> <sha256>", single spaces, a decimal count (support/parse_int.h: no sign, no spaces, no wrap).
+  const std::string_view end_line = b.substr(end_at, f.signed_size - 1 - end_at);
+  if (end_line.substr(0, 4) != "end ") throw bad("truncated (no end line)");
+  const size_t space = end_line.find(' ', 4);
+  const std::string_view count_text = end_line.substr(4, space == std::string_view::npos ? 0 : space - 4);
+  const std::string_view sha = space == std::string_view::npos ? std::string_view() : end_line.substr(space + 1);
+  const support::IntParse count = support::parse_decimal(count_text, 0, int64_t(b.size()));
+  if (count.status != support::IntStatus::kOk || !is_hex(sha, 64)) throw bad("malformed end line");
+  if (sha256_hex(b.substr(0, end_at)) != sha) throw bad("checksum mismatch (damaged or truncated)");
+  size_t pos = magic_size;
+  std::string_view line;
+  while (pos < end_at) {
+    const size_t at = pos;
+    if (!next_line(b, &pos, &line) || line.substr(0, 6) != "entry ") throw bad(fmt::format("bad record at byte {}", at));
+    const support::IntParse n = support::parse_decimal(line.substr(6), 0, int64_t(end_at - pos) - 1);
+    if (n.status != support::IntStatus::kOk || b[pos + n.value] != '\n')
+      throw bad(fmt::format("entry {} runs past its record", f.entries.size() + 1));
+    f.entries.push_back(b.substr(pos, n.value));
+    pos += n.value + 1;
+  }
+  if (f.entries.size() != static_cast<uint64_t>(count.value))
+    throw bad(fmt::format("{} entries, end line says {}", f.entries.size(), count.value));
+  return f;
+}
+
+BundleStats import_bundle(const DiskStore& store, const std::string& path, const TrustedKeys* trusted) {
+  // The file is the caller's input, not the cache: one that cannot be read is bad input, not a cache error.
+  support::ReadOptions o;
+  o.max_bytes = kMaxBundleBytes;
+  o.what = "bundle file";
+  support::ReadResult file = support::read_file(path, o);
+  if (!file.ok())
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("lkjit: error: {}; supported: a bundle file written by `lkjit cache export` or "
+                            "`lkjit prewarm --bundle`", file.why));
+  const std::string& b = file.bytes;
+  const BundleFrame frame = split_bundle(b, path);
+  BundleStats st;
+  st.format = frame.format;
+  st.signer = frame.signer;
   if (trusted && !trusted->empty()) {
-    if (signer.empty())
+    auto refuse = [&](const std::string& what) {
+      return CacheError(fmt::format("lkjit: error: {}: bundle refused: {}; nothing imported", path, what));
+    };
+    if (frame.signer.empty())
       throw refuse("it is not signed, and LKJIT_CACHE_TRUSTED_KEYS is set: only bundles signed by a trusted key import");
-    const Verdict v = trusted->verify(kSignatureContext, std::string_view(b).substr(0, signed_size), signature, signer);
+    const Verdict v =
+        trusted->verify(kSignatureContext, std::string_view(b).substr(0, frame.signed_size), frame.signature, frame.signer);
     if (!v.ok) throw refuse(v.reason);
   }
-  std::vector<Entry> entries;
-  size_t pos = magic_size;
-  std::string line;
-  while (pos < end_at) {
-    if (!next_line(b, &pos, &line) || line.rfind("entry ", 0) != 0) throw bad(fmt::format("bad record at byte {}", pos));
-    const uint64_t n = std::strtoull(line.c_str() + 6, nullptr, 10);
-    if (n >= end_at - pos || b[pos + n] != '\n') throw bad(fmt::format("entry {} runs past its record", entries.size() + 1));
-    auto e = decode_entry(std::string_view(b).substr(pos, n), "", &why);
-    if (!e) throw bad(fmt::format("entry {}: {}", entries.size() + 1, why));
-    if (!is_key(e->meta.key))
-      throw bad(fmt::format("entry {}: key '{}' is not 64 hex digits", entries.size() + 1, escape_bytes(e->meta.key)));
-    entries.push_back(std::move(*e));
-    pos += n + 1;
-  }
-  if (entries.size() != count) throw bad(fmt::format("{} entries, end line says {}", entries.size(), count));
-  st.entries = entries.size();
+  st.entries = frame.entries.size();
   st.bytes = b.size();
   const DiskStore uncapped(store.dir(), 0);  // one prune at the end, not one per entry
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const Entry& e = entries[i];
-    // Well-formed is not enough: the entry must be what it says, or it would be served under its key.
-    if (const std::string p = entry_problem(e); !p.empty()) {
+  for (size_t i = 0; i < frame.entries.size(); ++i) {
+    std::string why;
+    auto e = decode_entry(frame.entries[i], "", &why);
+    if (!e) {
       count_refusal(Source::kBundle);
-      st.refused.push_back(fmt::format("entry {} ({}, key {}): {}", i + 1, escape_bytes(e.meta.kernel_name.substr(0, 80)),
-                                       e.meta.key.substr(0, 16), p));
+      st.refused.push_back(fmt::format("entry {}: {}", i + 1, why));
       continue;
     }
-    if (uncapped.read(e.meta.key)) {
-      ++st.present;
+    if (!is_key(e->meta.key)) {
+      count_refusal(Source::kBundle);
+      st.refused.push_back(fmt::format("entry {}: key '{}' is not 64 hex digits", i + 1, escape_bytes(e->meta.key)));
       continue;
     }
-    uncapped.store(e.meta, e.payload);
-    st.added.push_back(e.meta.key);
+    // Well-formed is not enough: the entry must be what it says, or it would be served under its key.
+    if (const std::string p = entry_problem(*e); !p.empty()) {
+      count_refusal(Source::kBundle);
+      st.refused.push_back(fmt::format("entry {} ({}, key {}): {}", i + 1, escape_bytes(e->meta.kernel_name.substr(0, 80)),
+                                       e->meta.key.substr(0, 16), p));
+      continue;
+    }
+    try {
+      if (uncapped.read(e->meta.key)) {
+        ++st.present;
+        continue;
+      }
+      uncapped.store(e->meta, e->payload);
+      st.added.push_back(e->meta.key);
+    } catch (const CacheError& err) {  // this entry's path (a folder, a FIFO), a full disk: the others still go in
+      std::string msg = err.what();
+      if (msg.rfind("lkjit: error: ", 0) == 0) msg.erase(0, 14);
+      st.refused.push_back(fmt::format("entry {} (key {}): {}", i + 1, e->meta.key.substr(0, 16), msg));
+    }
   }
-  if (store.max_bytes()) store.prune(store.max_bytes());
+  if (store.max_bytes()) {
+    const auto pruned = store.prune(store.max_bytes());
+    for (const auto& key : st.added)
+      if (std::find(pruned.removed_keys.begin(), pruned.removed_keys.end(), key) != pruned.removed_keys.end())
+        st.evicted.push_back(key);
+  }
   return st;
 }
 

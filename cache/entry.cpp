@@ -4,6 +4,11 @@
 #include <llvm/Support/JSON.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <limits>
+
+#include "support/json_limits.h"
+#include "support/message.h"
+
 namespace lkjit::cache {
 namespace {
 
@@ -47,6 +52,8 @@ std::optional<EntryMeta> parse_meta(std::string_view json, int format, std::stri
     if (why) *why = w;
     return std::nullopt;
   };
+  // llvm::json::parse recurses per nesting level: a line of '[' x 50000 would overflow the stack.
+  if (auto problem = support::json_limit_problem(json, {8, kMaxEntryHeadBytes})) return fail("metadata " + *problem);
   auto parsed = llvm::json::parse(llvm::StringRef(json.data(), json.size()));
   if (!parsed) return fail("metadata is not JSON: " + llvm::toString(parsed.takeError()));
   const llvm::json::Object* o = parsed->getAsObject();
@@ -62,11 +69,16 @@ std::optional<EntryMeta> parse_meta(std::string_view json, int format, std::stri
   m.spec = str("spec");
   m.nvrtc_version = str("nvrtc");
   m.sha256 = str("sha256");
-  m.arch = static_cast<int>(o->getInteger("arch").getValueOr(0));
+  // Never truncated to int: an arch of 2^32 + 90 is not sm_90.
+  const int64_t arch = o->getInteger("arch").getValueOr(0), generator = o->getInteger("generator").getValueOr(0);
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"arch", arch}, {"generator", generator}})
+    if (v < 0 || v > std::numeric_limits<int>::max())
+      return fail(fmt::format("metadata {}={} is out of range; supported: [0, {}]", name, v, std::numeric_limits<int>::max()));
+  m.arch = static_cast<int>(arch);
   const int64_t size = o->getInteger("size").getValueOr(-1);
   if (size < 0) return fail("metadata has no payload size");
   m.size = static_cast<uint64_t>(size);
-  m.generator_version = static_cast<int>(o->getInteger("generator").getValueOr(0));
+  m.generator_version = static_cast<int>(generator);
   m.source_sha256 = str("source");
   if (const auto* opts = o->getArray("options"))
     for (const auto& v : *opts)
@@ -79,15 +91,7 @@ std::optional<EntryMeta> parse_meta(std::string_view json, int format, std::stri
 
 }  // namespace
 
-std::string escape_bytes(std::string_view bytes) {
-  std::string out;
-  for (const char ch : bytes) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7f) out += ch;
-    else out += fmt::format("\\x{:02x}", c);
-  }
-  return out;
-}
+std::string escape_bytes(std::string_view bytes) { return support::escape_bytes(bytes); }
 
 void set_inputs(EntryMeta& m, const KeySummary& in) { copy_key_summary(m, in); }
 

@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -16,46 +15,26 @@
 #include "lkjit/error.h"
 
 namespace lkjit::cache {
-namespace {
 
-// Reads until n bytes or EOF; false on a read error.
-bool read_n(int fd, size_t n, std::string* out) {
-  out->resize(n);
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::read(fd, out->data() + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return false;
-    if (r == 0) break;
-    got += static_cast<size_t>(r);
+bool read_whole_file(const std::string& path, std::string* out, std::string* why, uint64_t max_bytes) {
+  support::ReadOptions o;
+  o.max_bytes = max_bytes;
+  o.what = "cache file";
+  support::ReadResult r = support::read_file(path, o);
+  if (r.ok()) {
+    *out = std::move(r.bytes);
+    return true;
   }
-  out->resize(got);
-  return true;
+  if (r.status != support::ReadStatus::kMissing && why) *why = fmt::format("{}: cannot read: {}", path, r.reason);
+  return false;
 }
 
-}  // namespace
-
-bool read_whole_file(const std::string& path, std::string* out, std::string* why) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno != ENOENT && why) *why = fmt::format("{}: cannot open: {}", path, std::strerror(errno));
-    return false;
-  }
-  struct stat st {};
-  bool ok = ::fstat(fd, &st) == 0 && read_n(fd, static_cast<size_t>(st.st_size), out);
-  if (!ok && why) *why = fmt::format("{}: cannot read: {}", path, std::strerror(errno));
-  ::close(fd);
-  return ok;
-}
-
-bool read_file_prefix(const std::string& path, size_t max_bytes, std::string* out, uint64_t* file_size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st {};
-  const bool ok = ::fstat(fd, &st) == 0 && read_n(fd, std::min<size_t>(max_bytes, st.st_size), out);
-  *file_size = static_cast<uint64_t>(st.st_size);
-  ::close(fd);
-  return ok;
+support::ReadResult read_file_prefix(const std::string& path, size_t max_bytes) {
+  support::ReadOptions o;
+  o.max_bytes = max_bytes;
+  o.prefix = true;
+  o.what = "cache file";
+  return support::read_file(path, o);
 }
 
 void write_file_atomically(const std::string& dir, const std::string& path, const std::string& bytes, unsigned mode) {

@@ -1,16 +1,23 @@
-// File primitives of the cache: whole reads that never mmap (a file truncated under an mmap would
-// SIGBUS the reader), atomic temp-then-rename writes, and the last-use stamp.
+// File primitives of the cache: whole reads through support/read_file.h (never blocking on a FIFO or
+// device, refusing what is not a regular file, bounded, never mmapped), atomic temp-then-rename writes, and
+// the last-use stamp.
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "support/read_file.h"
+
 namespace lkjit::cache {
 
-// Reads the whole file into *out. False when absent (then *why stays empty) or unreadable (*why
-// names the path and the OS message).
-bool read_whole_file(const std::string& path, std::string* out, std::string* why);
-// At most max_bytes from the start, and the file's size. False when it cannot be opened.
-bool read_file_prefix(const std::string& path, size_t max_bytes, std::string* out, uint64_t* file_size);
+// The largest cache entry file read (a cubin with its header; lkjit's are well under 10 MB).
+constexpr uint64_t kMaxEntryFileBytes = uint64_t(256) << 20;
+
+// Reads the whole file into *out. False when absent (then *why stays empty) or unreadable: a directory,
+// FIFO, device or socket, larger than max_bytes, or refused by the OS (*why: "PATH: cannot read: REASON").
+bool read_whole_file(const std::string& path, std::string* out, std::string* why,
+                     uint64_t max_bytes = kMaxEntryFileBytes);
+// At most max_bytes from the start, and the file's size, with the same refusals (status kMissing when absent).
+support::ReadResult read_file_prefix(const std::string& path, size_t max_bytes);
 
 // Writes bytes to a unique ".tmp-*" file in dir (mode & ~umask), then renames it over path. Throws
 // CacheError naming the path and the OS message; the temp file is removed on failure.

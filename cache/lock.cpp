@@ -26,10 +26,16 @@ FileLock FileLock::acquire(const std::string& path, std::chrono::milliseconds ma
   const auto deadline = std::chrono::steady_clock::now() + max_wait;
   auto pause = std::chrono::milliseconds(2);
   for (;;) {
-    // O_NOFOLLOW: a symlink planted under a lock's name must not get its target truncated.
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    // O_NOFOLLOW: a symlink planted under a lock's name must not get its target truncated. O_NONBLOCK: a FIFO
+    // there must not block the open (it is refused below; on a regular file the flag changes nothing).
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (fd < 0) {
       l.error_ = fmt::format("{}: cannot open lock file: {}", path, std::strerror(errno));
+      return l;
+    }
+    if (struct stat st {}; ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      l.error_ = fmt::format("{}: cannot use lock file: it is not a regular file", path);
       return l;
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
@@ -90,9 +96,12 @@ bool FileLock::release(std::string* why) {
 }
 
 bool is_locked(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return false;
-  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  struct stat st {};
+  const bool held = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_SH | LOCK_NB) != 0 &&
+                    errno == EWOULDBLOCK;
   ::close(fd);
   return held;
 }

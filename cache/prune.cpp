@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/Path.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <unordered_set>
 
 #include "cache/bundle.h"
 #include "cache/file_io.h"
@@ -42,6 +46,35 @@ bool remove_or_note(const std::string& path, std::vector<std::string>* failed) {
   return true;
 }
 
+// Keys evicted by this process's prunes, for evicted_by_cap_here; bounded, oldest forgotten first.
+struct Evictions {
+  std::mutex mu;
+  std::deque<std::string> order;
+  std::unordered_set<std::string> keys;
+};
+Evictions& evictions() {
+  static Evictions* e = new Evictions;  // never destroyed: prunes may run while static destructors do
+  return *e;
+}
+
+// Held across fork(), so that a child never inherits it locked by a thread it does not have.
+[[maybe_unused]] const bool kForkHandlers = [] {
+  return ::pthread_atfork([] { evictions().mu.lock(); }, [] { evictions().mu.unlock(); },
+                          [] { evictions().mu.unlock(); }) == 0;
+}();
+
+void note_evicted(const std::string& key) {
+  constexpr size_t kRemembered = 65536;
+  Evictions& e = evictions();
+  std::lock_guard<std::mutex> lock(e.mu);
+  if (!e.keys.insert(key).second) return;
+  e.order.push_back(key);
+  if (e.order.size() > kRemembered) {
+    e.keys.erase(e.order.front());
+    e.order.pop_front();
+  }
+}
+
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -72,16 +105,15 @@ std::vector<DiskStore::Listed> DiskStore::list(bool verify) const {
         l.ok = true;
       }
     } else {
-      uint64_t size = 0;
-      if (!read_file_prefix(l.path, kMaxEntryHeadBytes, &bytes, &size)) {
-        const int err = errno;
-        if (err == ENOENT) continue;  // removed meanwhile
-        // There but unreadable (no permission, a folder of that name): listed as such, not hidden.
-        l.problem = fmt::format("cannot read: {}", std::strerror(err));
+      support::ReadResult head = read_file_prefix(l.path, kMaxEntryHeadBytes);
+      if (!head.ok()) {
+        if (head.status == support::ReadStatus::kMissing) continue;  // removed meanwhile
+        // There but unreadable (no permission, a folder or FIFO of that name): listed as such, not hidden.
+        l.problem = "cannot read: " + head.reason;
         out.push_back(std::move(l));
         continue;
       }
-      if (auto m = decode_entry_meta(bytes, size, &l.problem)) {
+      if (auto m = decode_entry_meta(head.bytes, head.file_size, &l.problem)) {
         if (m->key == l.key) {
           l.meta = std::move(*m);
           l.ok = true;
@@ -165,6 +197,8 @@ DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms, bool st
       continue;
     }
     if (!remove_or_note(path_for(it.key), &r.failed)) continue;
+    note_evicted(it.key);
+    r.removed_keys.push_back(it.key);
     total -= it.bytes;
     ++r.removed;
     r.removed_bytes += it.bytes;
@@ -172,6 +206,18 @@ DiskStore::PruneResult DiskStore::prune(uint64_t max_bytes, int wait_ms, bool st
   }
   r.remaining_bytes = total;
   return r;
+}
+
+bool DiskStore::evicted_by_cap_here(const std::string& key) {
+  Evictions& e = evictions();
+  std::lock_guard<std::mutex> lock(e.mu);
+  return e.keys.count(key) != 0;
+}
+
+void DiskStore::forget_eviction(const std::string& key) {
+  Evictions& e = evictions();
+  std::lock_guard<std::mutex> lock(e.mu);
+  if (e.keys.erase(key)) e.order.erase(std::find(e.order.begin(), e.order.end(), key));
 }
 
 DiskStore::ClearResult DiskStore::clear() const {

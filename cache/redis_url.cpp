@@ -5,19 +5,21 @@
 #include <cctype>
 
 #include "cache/entry.h"
+#include "support/parse_int.h"
 
 namespace lkjit::cache {
 namespace {
 
-// A decimal integer in [lo, hi], digits only (no sign, no base prefix, at most 10 digits).
+// A decimal integer in [lo, hi] through the one decimal parser (support/parse_int.h): digits only, no sign,
+// no base prefix, no spaces.
 std::optional<long> decimal(const std::string& s, long lo, long hi) {
-  if (s.empty() || s.size() > 10) return std::nullopt;
-  for (char c : s)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-  const long v = std::stol(s);
-  if (v < lo || v > hi) return std::nullopt;
-  return v;
+  if (!s.empty() && s[0] == '-') return std::nullopt;
+  const support::IntParse p = support::parse_decimal(s, lo, hi);
+  if (p.status != support::IntStatus::kOk) return std::nullopt;
+  return static_cast<long>(p.value);
 }
+
+int hex_value(char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
 
 // %XX escapes in the user and password (RFC 3986), so that they may hold '@', ':' or '/'.
 std::optional<std::string> percent_decode(const std::string& s) {
@@ -30,7 +32,7 @@ std::optional<std::string> percent_decode(const std::string& s) {
     if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
         !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
       return std::nullopt;
-    out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+    out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
     i += 2;
   }
   return out;

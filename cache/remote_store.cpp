@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 #include "cache/signing.h"
+#include "support/parse_int.h"
 
 namespace lkjit::cache {
 namespace {
@@ -26,7 +29,44 @@ std::string context_for(const std::string& redis_key) {
   return std::string(decision ? "remote-decision " : "remote-entry ") + redis_key;
 }
 
+bool hex_digits(std::string_view s, size_t n) {
+  return s.size() == n && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
 }  // namespace
+
+std::optional<RemoteValueHead> parse_value_head(std::string_view value, std::string* why) {
+  auto fail = [&](const std::string& w) -> std::optional<RemoteValueHead> {
+    if (why) *why = w;
+    return std::nullopt;
+  };
+  if (value.empty()) return fail("empty value");
+  const size_t nl = value.find('\n');
+  if (nl == std::string_view::npos || nl > kMaxValueHead)
+    return fail(fmt::format("value of {} bytes has no header line", value.size()));
+  const std::string_view magic = kValueMagic;
+  if (value.substr(0, magic.size()) != magic)
+    return fail(fmt::format("value does not start with '{}' ('{}')", kValueMagic, escape_bytes(value.substr(0, 16))));
+  const std::string_view head = value.substr(0, nl), fields = head.substr(magic.size());
+  auto malformed = [&] { return fail(fmt::format("malformed value header '{}'", escape_bytes(head.substr(0, 80)))); };
+  const size_t s1 = fields.find(' '), s2 = s1 == std::string_view::npos ? s1 : fields.find(' ', s1 + 1);
+  if (s2 == std::string_view::npos) return malformed();
+  const std::string_view size_text = fields.substr(0, s1), id = fields.substr(s1 + 1, s2 - s1 - 1), sig = fields.substr(s2 + 1);
+  const bool unsigned_value = id == "-" && sig == "-";
+  if (!unsigned_value && (!hex_digits(id, kKeyIdHexDigits) || !hex_digits(sig, 2 * kSignatureBytes))) return malformed();
+  const support::IntParse n = support::parse_decimal(size_text, 0, std::numeric_limits<int64_t>::max());
+  if (n.status != support::IntStatus::kOk)
+    return fail(fmt::format("value header declares '{}' bytes of entry; supported: a decimal byte count",
+                            escape_bytes(size_text.substr(0, 24))));
+  RemoteValueHead h;
+  h.entry_bytes = static_cast<uint64_t>(n.value);
+  if (!unsigned_value) {
+    h.key_id = std::string(id);
+    h.signature_hex = std::string(sig);
+  }
+  h.body_at = nl + 1;
+  return h;
+}
 
 bool Breaker::allow() {
   if (!open_.load()) return true;
@@ -121,29 +161,18 @@ std::optional<std::string> RemoteStore::decode_value(const std::string& redis_ke
     if (why) *why = w;
     return std::nullopt;
   };
-  if (value.empty()) return fail("empty value");
-  const size_t nl = value.find('\n');
-  if (nl == std::string::npos || nl > kMaxValueHead)
-    return fail(fmt::format("value of {} bytes has no header line", value.size()));
-  if (value.compare(0, std::char_traits<char>::length(kValueMagic), kValueMagic) != 0)
-    return fail(fmt::format("value does not start with '{}' ('{}')", kValueMagic, escape_bytes(value.substr(0, 16))));
-  char size_text[24] = {}, id[80] = {}, sig[140] = {};
-  const std::string head = value.substr(0, nl);
-  if (std::sscanf(head.c_str() + std::char_traits<char>::length(kValueMagic), "%20s %79s %139s", size_text, id, sig) != 3)
-    return fail(fmt::format("malformed value header '{}'", escape_bytes(head.substr(0, 80))));
-  char* end = nullptr;
-  const unsigned long long declared = std::strtoull(size_text, &end, 10);
-  const uint64_t have = value.size() - nl - 1;
-  if (!end || *end || declared != have)
-    return fail(fmt::format("value header declares {} bytes of entry; the value holds {}", escape_bytes(size_text), have));
-  std::string entry = value.substr(nl + 1);
-  const std::string key_id = id, sig_hex = sig;
-  if (signer) *signer = key_id == "-" ? "" : key_id;
+  const auto head = parse_value_head(value, why);
+  if (!head) return std::nullopt;
+  const uint64_t have = value.size() - head->body_at;
+  if (head->entry_bytes != have)
+    return fail(fmt::format("value header declares {} bytes of entry; the value holds {}", head->entry_bytes, have));
+  std::string entry = value.substr(head->body_at);
+  const std::string& key_id = head->key_id;
+  if (signer) *signer = key_id;
   if (trusted_ && !trusted_->empty()) {
-    if (key_id == "-") return fail("unsigned, and LKJIT_CACHE_TRUSTED_KEYS is set");
+    if (key_id.empty()) return fail("unsigned, and LKJIT_CACHE_TRUSTED_KEYS is set");
     std::string raw_sig;
-    if (key_id.size() != kKeyIdHexDigits || !from_hex(sig_hex, &raw_sig))
-      return fail("malformed signature fields");
+    if (!from_hex(head->signature_hex, &raw_sig)) return fail("malformed signature fields");
     const Verdict v = trusted_->verify(context_for(redis_key), entry, raw_sig, key_id);
     if (!v.ok) return fail(v.reason);
   }

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/entry.h"
@@ -36,6 +37,19 @@ namespace lkjit::cache {
 
 class Signer;
 class TrustedKeys;
+
+// The header line of a remote value, read strictly: "LKJIT-REMOTE 1 " then the entry's byte count (decimal,
+// support/parse_int.h: no sign, no spaces, no other base), the key id (64 hex digits or "-") and the
+// signature (128 hex digits or "-"), single spaces, then "\n". For values from Redis: outside input.
+struct RemoteValueHead {
+  uint64_t entry_bytes = 0;   // as declared
+  std::string key_id;         // "" when unsigned ("-")
+  std::string signature_hex;  // "" when unsigned
+  size_t body_at = 0;         // where the entry starts (after the "\n")
+};
+// value may be the whole value or only its start (at least the header line). nullopt with *why naming what
+// is wrong (the text clipped and escaped).
+std::optional<RemoteValueHead> parse_value_head(std::string_view value, std::string* why);
 
 enum class RemoteWrite { kAll, kKernels, kNone };  // kKernels: entries and leases, not decisions
 

@@ -16,6 +16,7 @@
 #include "cache/file_io.h"
 #include "cache/key.h"
 #include "lkjit/error.h"
+#include "support/read_file.h"
 
 namespace lkjit::cache {
 namespace {
@@ -44,20 +45,23 @@ std::string key_id_of(EVP_PKEY* k) {
   return sha256_hex(std::string_view(reinterpret_cast<const char*>(pub), n));
 }
 
-// Key files are read through the cache's one file reader; the size bound comes first, so a huge or
-// endless file is refused before any of it is read.
+// Key files are read through the one bounded reader (support/read_file.h): the size bound comes first, so a
+// huge or endless file is refused before any of it is read, and a FIFO at the path never blocks. The mode
+// and owner are those of the file that was opened (fstat), not of whatever the path named a moment before.
 std::string read_key_file(const std::string& path, const char* what, struct stat* st) {
-  if (::stat(path.c_str(), st) != 0)
-    throw CacheError(fmt::format("lkjit: error: {}: cannot read the {}: {}", path, what, std::strerror(errno)));
-  if (!S_ISREG(st->st_mode))
-    throw CacheError(fmt::format("lkjit: error: {}: the {} is not a regular file", path, what));
-  if (static_cast<uint64_t>(st->st_size) > kMaxKeyFileBytes)
+  support::ReadOptions o;
+  o.max_bytes = kMaxKeyFileBytes;
+  o.what = what;
+  support::ReadResult r = support::read_file(path, o);
+  if (r.status == support::ReadStatus::kNotRegular)
+    throw CacheError(fmt::format("lkjit: error: {}: the {} is not a regular file ({})", path, what, r.reason));
+  if (r.status == support::ReadStatus::kTooLarge)
     throw CacheError(fmt::format("lkjit: error: {}: the {} is {} bytes; supported: at most {}", path, what,
-                                 st->st_size, kMaxKeyFileBytes));
-  std::string bytes, why;
-  if (!read_whole_file(path, &bytes, &why))
-    throw CacheError(fmt::format("lkjit: error: {}", why.empty() ? path + ": no such file" : why));
-  return bytes;
+                                 r.file_size, kMaxKeyFileBytes));
+  if (!r.ok()) throw CacheError(fmt::format("lkjit: error: {}: cannot read the {}: {}", path, what, r.reason));
+  st->st_mode = r.mode;
+  st->st_uid = r.owner_uid;
+  return std::move(r.bytes);
 }
 
 struct BioDeleter {

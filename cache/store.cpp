@@ -1,6 +1,7 @@
 #include "cache/store.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <fmt/format.h>
 #include <llvm/Support/FileSystem.h>
 #include <sys/stat.h>
@@ -15,6 +16,8 @@
 
 #include "cache/file_io.h"
 #include "lkjit/error.h"
+#include "support/message.h"
+#include "support/parse_int.h"
 
 namespace lkjit::cache {
 namespace {
@@ -29,9 +32,20 @@ struct Pins {
   std::multiset<std::string> keys;
 };
 Pins& pins() {
-  static Pins p;
-  return p;
+  static Pins* p = new Pins;  // never destroyed: a Pin may end while static destructors run
+  return *p;
 }
+
+// fork(): the pins lock is taken across it, so a child never inherits it held by a thread it does not have;
+// the child's pins are those of threads it lacks (the forking thread holds none: pins live inside store
+// calls), so they go.
+[[maybe_unused]] const bool kForkHandlers = [] {
+  return ::pthread_atfork([] { pins().mu.lock(); }, [] { pins().mu.unlock(); },
+                          [] {
+                            pins().keys.clear();
+                            pins().mu.unlock();
+                          }) == 0;
+}();
 
 }  // namespace
 
@@ -46,12 +60,14 @@ uint64_t parse_byte_size(const std::string& text, const char* what) {
   auto bad = [&] {
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("lkjit: error: {}='{}' is not a size; supported: a byte count in [0, 2^62] with an "
-                             "optional K, M, G or T suffix (powers of 1024), 0 for no limit", what, text));
+                             "optional K, M, G or T suffix (powers of 1024), 0 for no limit", what, support::clip(text)));
   };
   size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0 || i > 19) throw bad();
-  const uint64_t n = std::stoull(text.substr(0, i));
+  // The count through the one decimal parser (no octal: 010 is ten), then the unit.
+  const support::IntParse count = support::parse_decimal(std::string_view(text).substr(0, i), 0, int64_t(1) << 62);
+  if (count.status != support::IntStatus::kOk) throw bad();
+  const auto n = static_cast<uint64_t>(count.value);
   std::string unit;
   for (size_t j = i; j < text.size(); ++j)
     if (text[j] != ' ') unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[j])));
@@ -166,7 +182,11 @@ std::error_code DiskStore::remove_bad(const std::string& key) const {
   } else if (struct stat st {}; problem.empty() && ::lstat(path.c_str(), &st) != 0) {
     return {};  // gone already (a dangling link is not: it reads as absent, and goes)
   }
-  return llvm::sys::fs::remove(path);
+  // llvm::sys::fs::remove refuses FIFOs and sockets; unlink takes any name but a folder's.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return llvm::sys::fs::remove(path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return std::error_code(errno, std::generic_category());
+  return {};
 }
 
 std::optional<std::string> DiskStore::load(const Lookup& want, std::string* why) const {
@@ -187,9 +207,10 @@ void DiskStore::store(const EntryMeta& meta, const std::string& payload) const {
   ensure_dir();
   const Pin pin(meta.key);
   const std::string path = path_for(meta.key);
+  forget_eviction(meta.key);
   // No fsync: a torn file after a power loss fails its checksum on load and is rebuilt.
   write_file_atomically(dir_, path, encode_entry(meta, payload));
-  if (max_bytes_) prune(max_bytes_);
+  if (max_bytes_) prune(max_bytes_);  // notes what it evicts (evicted_by_cap_here)
 }
 
 void DiskStore::evict(const std::string& key) const { llvm::sys::fs::remove(path_for(key)); }

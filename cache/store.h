@@ -69,6 +69,7 @@ class DiskStore {
 
   struct PruneResult {
     size_t removed = 0;
+    std::vector<std::string> removed_keys;  // the entries evicted
     uint64_t removed_bytes = 0;
     size_t kept_in_use = 0;     // over the cap but pinned or locked, so kept
     size_t remaining = 0;
@@ -106,7 +107,13 @@ class DiskStore {
   };
   static bool pinned(const std::string& key);
 
+  // Whether a size-cap prune of this process (after a store, or at the end of an import) evicted key: a
+  // stored entry that is gone for another reason (a `cache clear`, another process) is not the cap's doing
+  // here. Remembers the last 65 536 evictions.
+  static bool evicted_by_cap_here(const std::string& key);
+
  private:
+  static void forget_eviction(const std::string& key);  // stored again: a later absence is not that eviction's
   size_t sweep_stale(std::vector<std::string>* failed) const;
   std::optional<Entry> read_checked(const std::string& key, const Lookup* want, std::string* why) const;
   std::string dir_;

@@ -4,14 +4,21 @@
 #include <llvm/Support/FileSystem.h>
 #include <llvm/Support/FormatVariadic.h>
 #include <llvm/Support/JSON.h>
-#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/Path.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <tuple>
 
 #include "cache/file_io.h"
+#include "cache/lock.h"
 #include "lkjit/error.h"
+#include "support/json_limits.h"
+#include "support/parse_int.h"
+#include "support/read_file.h"
 
 namespace lkjit::cache {
 namespace {
@@ -23,6 +30,15 @@ auto key_tuple(const TuningRecord& r) { return std::tie(r.device, r.arch, r.sm_c
 
 [[noreturn]] void bad(const std::string& origin, const std::string& what) {
   throw CacheError(fmt::format("lkjit: error: {}: tuning database {}", origin, what));
+}
+
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
+// An integer of a record, within its field's range: never truncated (4294967552 is not 256).
+int64_t in_range(int64_t v, const std::string& origin, size_t i, const std::string& field, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    bad(origin, fmt::format("record {}: {}={} is out of range; supported: {}", i, field, v, support::range_text(lo, hi)));
+  return v;
 }
 
 TuningRecord record_from(const json::Object& o, const std::string& origin, size_t i) {
@@ -38,8 +54,8 @@ TuningRecord record_from(const json::Object& o, const std::string& origin, size_
     return *v;
   };
   r.device = str("device");
-  r.arch = static_cast<int>(integer("arch"));
-  r.sm_count = static_cast<int>(integer("sm_count"));
+  r.arch = static_cast<int>(in_range(integer("arch"), origin, i, "arch", 0, kIntMax));
+  r.sm_count = static_cast<int>(in_range(integer("sm_count"), origin, i, "sm_count", 0, kIntMax));
   r.spec = str("spec");
   r.bucket = str("bucket");
   const json::Array* shape = o.getArray("shape");
@@ -50,18 +66,19 @@ TuningRecord record_from(const json::Object& o, const std::string& origin, size_
     if (!x || *x < 1) bad(origin, fmt::format("record {}: shape[{}] must be an integer >= 1", i, j));
     v[j] = *x;
   }
-  r.B = v[0], r.C = v[1], r.H = v[2], r.W = v[3], r.stride = static_cast<int>(v[4]);
+  r.B = v[0], r.C = v[1], r.H = v[2], r.W = v[3];
+  r.stride = static_cast<int>(in_range(v[4], origin, i, "shape[4] (stride)", 1, kIntMax));
   const json::Object* tile = o.getObject("tile");
   if (!tile || tile->empty()) bad(origin, fmt::format("record {} has no 'tile' object", i));
   for (const auto& kv : *tile) {
     auto x = kv.second.getAsInteger();
     if (!x) bad(origin, fmt::format("record {}: tile axis '{}' is not an integer", i, kv.first.str()));
-    r.tile[kv.first.str()] = static_cast<int>(*x);
+    r.tile[kv.first.str()] = static_cast<int>(in_range(*x, origin, i, "tile " + kv.first.str(), 0, kIntMax));
   }
   r.time_s = o.getNumber("time_s").getValueOr(0);
   r.default_time_s = o.getNumber("default_time_s").getValueOr(0);
   if (auto s = o.getString("strategy")) r.strategy = s->str();
-  r.tried = static_cast<int>(o.getInteger("tried").getValueOr(0));
+  r.tried = static_cast<int>(in_range(o.getInteger("tried").getValueOr(0), origin, i, "tried", 0, kIntMax));
   if (auto s = o.getString("tuned_at")) r.tuned_at = s->str();
   return r;
 }
@@ -94,6 +111,9 @@ bool TuningRecord::operator==(const TuningRecord& o) const {
 }
 
 TuningDb TuningDb::parse(const std::string& text, const std::string& origin) {
+  // json::parse recurses once per nesting level: 50 000 '[' would overflow the stack.
+  support::check_json_limits(text, origin, "tuning database", ErrorCode::kCache,
+                             {support::JsonLimits{}.max_depth, kMaxTuningDbBytes});
   auto parsed = json::parse(text);
   if (!parsed) bad(origin, "is not JSON: " + llvm::toString(parsed.takeError()));
   const json::Object* root = parsed->getAsObject();
@@ -114,11 +134,24 @@ TuningDb TuningDb::parse(const std::string& text, const std::string& origin) {
   return db;
 }
 
+namespace {
+
+// The file's text; nullopt when it does not exist. CacheError naming the path when it cannot be read.
+std::optional<std::string> read_db(const std::string& path) {
+  support::ReadOptions o;
+  o.max_bytes = kMaxTuningDbBytes;
+  o.what = "tuning database";
+  support::ReadResult r = support::read_file(path, o);
+  if (r.status == support::ReadStatus::kMissing) return std::nullopt;  // a dangling link too, as before
+  if (!r.ok()) throw CacheError("lkjit: error: " + r.why);
+  return std::move(r.bytes);
+}
+
+}  // namespace
+
 TuningDb TuningDb::load(const std::string& path) {
-  if (!llvm::sys::fs::exists(path)) return {};
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true, /*RequiresNullTerminator=*/false);
-  if (!buf) throw CacheError(fmt::format("lkjit: error: {}: cannot read the tuning database: {}", path, buf.getError().message()));
-  return parse((*buf)->getBuffer().str(), path);
+  const auto text = read_db(path);
+  return text ? parse(*text, path) : TuningDb{};
 }
 
 std::string TuningDb::serialize() const {
@@ -131,11 +164,12 @@ std::string TuningDb::serialize() const {
 }
 
 void TuningDb::upsert(const TuningRecord& r) {
-  for (auto& e : records_)
-    if (e.same_key(r)) {
-      e = r;
-      return;
-    }
+  const auto [it, added] = by_key_.emplace(Key{r.device, r.arch, r.sm_count, r.spec, r.bucket}, records_.size());
+  if (!added) {
+    records_[it->second] = r;  // same key, so the same (spec, arch): by_spec_ holds it already
+    return;
+  }
+  by_spec_[{r.spec, r.arch}].push_back(records_.size());
   records_.push_back(r);
 }
 
@@ -146,9 +180,10 @@ double shape_distance(const TuningRecord& r, const TuningQuery& q) {
 
 std::vector<TuningMatch> TuningDb::lookup(const TuningQuery& q) const {
   std::vector<TuningMatch> out;
-  for (size_t i = 0; i < records_.size(); ++i) {
+  const auto candidates = by_spec_.find({q.spec, q.arch});
+  if (candidates == by_spec_.end()) return out;
+  for (const size_t i : candidates->second) {
     const auto& r = records_[i];
-    if (r.spec != q.spec || r.arch != q.arch) continue;
     const bool same_device = r.device == q.device && r.sm_count == q.sm_count;
     const MatchTier tier = !same_device ? MatchTier::kSameArch
                            : r.bucket == q.bucket ? MatchTier::kExact
@@ -162,25 +197,38 @@ std::vector<TuningMatch> TuningDb::lookup(const TuningQuery& q) const {
 }
 
 void TuningDb::save_merged(const std::string& path, const std::vector<TuningRecord>& add) {
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty()) dir = ".";
+  if (auto ec = llvm::sys::fs::create_directories(dir))
+    throw CacheError(fmt::format("lkjit: error: {}: cannot create directory: {}", dir.str().str(), ec.message()));
+  // Read, merge and publish under one lock: two merges at once would each drop the other's records.
+  const FileLock lock = FileLock::acquire(path + ".lock", std::chrono::seconds(60));
   TuningDb db;
-  try {
-    db = load(path);
-  } catch (const CacheError&) {
-    // Another format is someone else's data: keep it. Anything else is corrupt: move it aside.
-    bool other_format = false;
-    if (auto buf = llvm::MemoryBuffer::getFile(path, true, false)) {
-      if (auto v = json::parse((*buf)->getBuffer()))
-        if (const json::Object* o = v->getAsObject()) {
-          auto kind = o->getString("kind");
-          other_format = kind && *kind == kKind && o->getInteger("format").getValueOr(-1) != kTuningDbFormatVersion;
+  // Unreadable (a FIFO, a folder, too large): not ours to move aside. CacheError naming the path.
+  if (const auto text = read_db(path)) {
+    try {
+      db = parse(*text, path);
+    } catch (const CacheError&) {
+      // Another format is someone else's data: keep it. Anything else is corrupt: move it aside.
+      bool other_format = false;
+      if (!support::json_limit_problem(*text, {support::JsonLimits{}.max_depth, kMaxTuningDbBytes})) {
+        if (auto v = json::parse(*text)) {
+          if (const json::Object* o = v->getAsObject()) {
+            auto kind = o->getString("kind");
+            other_format = kind && *kind == kKind && o->getInteger("format").getValueOr(-1) != kTuningDbFormatVersion;
+          }
+        } else {
+          llvm::consumeError(v.takeError());
         }
+      }
+      if (other_format) throw;
+      if (auto ec = llvm::sys::fs::rename(path, path + ".corrupt"))
+        throw CacheError(fmt::format("lkjit: error: {}: cannot move the corrupt tuning database aside: {}", path, ec.message()));
     }
-    if (other_format) throw;
-    if (auto ec = llvm::sys::fs::rename(path, path + ".corrupt"))
-      throw CacheError(fmt::format("lkjit: error: {}: cannot move the corrupt tuning database aside: {}", path, ec.message()));
   }
   for (const auto& r : add) db.upsert(r);
-  write_file_atomically(path, db.serialize(), 0644, /*create_dir=*/true);
+  write_file_atomically(path, db.serialize(), 0644, /*create_dir=*/false);
 }
 
 }  // namespace lkjit::cache

@@ -10,16 +10,25 @@
 //      "time_s": 0.00081, "default_time_s": 0.00093, "strategy": "greedy", "tried": 17,
 //      "tuned_at": "2026-01-02T03:04:05Z"}, ...]}
 // Timings are the medians behind the decision (seconds), kept for reports only.
+//
+// Outside input: the file is read through support/read_file.h (a FIFO, device or directory is refused without
+// blocking; at most kMaxTuningDbBytes), its JSON nesting is checked before parsing, and every integer must fit
+// its field (a tile value of 4294967552 is out of range, not 256). Records are indexed: loading n records,
+// merging and serializing cost O(n log n), a lookup O(m log m) in the m records of its spec and arch.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace lkjit::cache {
 
 // Bump on any layout change; tests/data/tuning_db_v<N>.json is the golden of each version.
 constexpr int kTuningDbFormatVersion = 1;
+// The largest tuning database read: 40 000 records are about 16 MB.
+constexpr uint64_t kMaxTuningDbBytes = uint64_t(256) << 20;
 
 struct TuningRecord {
   std::string device;  // GPU name
@@ -59,9 +68,11 @@ struct TuningMatch {
 class TuningDb {
  public:
   TuningDb() = default;
-  // Missing file: empty. CacheError naming the path for unreadable, corrupt or other-format files.
+  // Missing file: empty. CacheError naming the path for unreadable (not a regular file, too large), corrupt or
+  // other-format files.
   static TuningDb load(const std::string& path);
-  // CacheError naming `origin` (a path, for messages) when the text is not a format-1 database.
+  // CacheError naming `origin` (a path, for messages) when the text is not a format-1 database, nests too
+  // deep, or holds an integer outside its field's range.
   static TuningDb parse(const std::string& text, const std::string& origin);
   std::string serialize() const;  // deterministic: records sorted by key, keys sorted
 
@@ -74,11 +85,17 @@ class TuningDb {
 
   // Re-reads `path`, upserts `add`, writes a temp file in the same directory and renames it over
   // `path` (creating the directory). A corrupt file is moved aside to <path>.corrupt first; a file of
-  // another format is left alone (CacheError). Last writer wins between concurrent processes.
+  // another format, or one that cannot be read (not a regular file, too large), is left alone (CacheError).
+  // Concurrent merges (threads or processes on one machine) take turns on the lock "<path>.lock", so none
+  // loses another's records; where that lock cannot be had (a read-only folder, a wait over 60 s) the merge
+  // goes on without it, and the last writer wins.
   static void save_merged(const std::string& path, const std::vector<TuningRecord>& add);
 
  private:
+  using Key = std::tuple<std::string, int, int, std::string, std::string>;  // device, arch, sm_count, spec, bucket
   std::vector<TuningRecord> records_;
+  std::map<Key, size_t> by_key_;                                  // -> index in records_
+  std::map<std::pair<std::string, int>, std::vector<size_t>> by_spec_;  // (spec, arch) -> indices, ascending
 };
 
 // Distance used by lookup(): sum over B, C, H, W of |log2(a/b)|, plus 4 if strides differ.

@@ -90,7 +90,8 @@ std::optional<std::string> reject_reason(const OpSpec& spec, const Tile& tile, c
   // An axis outside the kernel's space would change nothing or, for a register cap (__launch_bounds__'s
   // second argument), change the code of a kernel not tuned for it: refused either way.
   for (const auto& [name, v] : tile.axes.entries())
-    if (std::none_of(axes.begin(), axes.end(), [&](const TileAxis& a) { return a.name == name; })) {
+    // (Compared through `axis`: C++17 lambdas cannot capture a structured binding; clang refuses it.)
+    if (const std::string& axis = name; std::none_of(axes.begin(), axes.end(), [&](const TileAxis& a) { return a.name == axis; })) {
       if (name == "blocks")
         return fmt::format("blocks={}: {} has no register-cap axis; supported: blocks=0", v, to_string(spec.kernel));
       std::string have;

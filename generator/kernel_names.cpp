@@ -1,26 +1,23 @@
 // Kernel name -> (spec, tile), from the families' tokens; accepted only when kernel_name() gives the name
 // back. Names come from outside (tuning databases, manifests, the command line): nothing here throws.
 #include <algorithm>
+#include <limits>
 #include <string_view>
 
 #include "generator/family.h"
 #include "lkjit/generator.h"
+#include "support/parse_int.h"
 
 namespace lkjit {
 namespace {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-// Decimal digits only, within int: no sign, no other base, no overflow.
+// Decimal digits only, within int: no sign, no other base, no overflow (the one decimal parser,
+// support/parse_int.h; a name's numbers are never negative, and "-0" is no number of a name).
 std::optional<int> digits(std::string_view s) {
-  if (s.empty() || s.size() > 10) return std::nullopt;
-  int64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  if (v > 2147483647) return std::nullopt;
-  return static_cast<int>(v);
+  if (!s.empty() && s[0] == '-') return std::nullopt;
+  return support::to_int(s, 0, std::numeric_limits<int>::max());
 }
 
 std::vector<std::string_view> split(std::string_view s) {

@@ -131,12 +131,12 @@ CacheBundleReport KernelCache::import_bundle(const std::string& file) const {
   store.check_existing();  // and listable (the cap is enforced by listing)
   const auto trusted = rt::cache_trusted_keys();
   const auto s = cache::import_bundle(store, file, trusted.get());
-  CacheBundleReport r{s.entries, s.added.size(), s.present, 0, s.bytes, s.skipped};
+  // The size cap's own evictions (prune's list), not whatever else is missing afterwards.
+  CacheBundleReport r{s.entries, s.added.size(), s.present, s.evicted.size(), s.bytes, s.skipped};
   r.refused = s.refused;
   r.format = s.format;
   r.signer = s.signer;
   r.signature_checked = !trusted->empty();
-  if (max_bytes_) r.evicted = missing(s.added);
   return r;
 }
 
@@ -146,6 +146,14 @@ size_t KernelCache::missing(const std::vector<std::string>& keys) const {
   return static_cast<size_t>(std::count_if(keys.begin(), keys.end(), [&](const std::string& k) {
     std::error_code ec;
     return !std::filesystem::exists(store.path_for(k), ec);
+  }));
+}
+
+size_t KernelCache::evicted_by_cap(const std::vector<std::string>& keys) const {
+  const cache::DiskStore store(dir_);
+  return static_cast<size_t>(std::count_if(keys.begin(), keys.end(), [&](const std::string& k) {
+    std::error_code ec;
+    return cache::DiskStore::evicted_by_cap_here(k) && !std::filesystem::exists(store.path_for(k), ec);
   }));
 }
 

@@ -3,9 +3,12 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <mutex>
 
 #include "lkjit/error.h"
+#include "runtime/driver_errors.h"
+#include "runtime/nvrtc_compiler.h"
 
 namespace lkjit::rt {
 namespace {
@@ -65,14 +68,35 @@ bool driver_available(std::string* why) {
   return l.error.empty();
 }
 
+std::string driver_error_hint(int r, int driver_version, const std::string& nvrtc) {
+  if (r != CUDA_ERROR_UNSUPPORTED_PTX_VERSION && r != CUDA_ERROR_NO_BINARY_FOR_GPU && r != CUDA_ERROR_INVALID_IMAGE)
+    return "";
+  int major = 0, minor = 0;
+  if (std::sscanf(nvrtc.c_str(), "%d.%d", &major, &minor) != 2) return "";
+  const int built_by = major * 1000 + minor * 10;  // cuDriverGetVersion's encoding
+  const std::string driver = driver_version > 0
+                                 ? fmt::format("CUDA {}.{}", driver_version / 1000, driver_version % 1000 / 10)
+                                 : std::string("version unknown");
+  if (driver_version > 0 && driver_version >= built_by)
+    return r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+               ? ""
+               : fmt::format("the driver ({}) is new enough for NVRTC {}: the cubin is damaged or for another GPU", driver,
+                             nvrtc);
+  return fmt::format("the CUDA driver ({}) is too old for this cubin, built by NVRTC {}: update the driver to one for "
+                     "CUDA {}.{} or newer, or prewarm with an NVRTC no newer than the driver", driver, nvrtc, major, minor);
+}
+
 void check(CUresult r, const char* call, const std::string& what) {
   if (r == CUDA_SUCCESS) return;
   const char* name = nullptr;
   const char* desc = nullptr;
   driver().cuGetErrorName(r, &name);
   driver().cuGetErrorString(r, &desc);
-  throw DriverError(fmt::format("lkjit: error: {}{}{} failed: {} ({})", what, what.empty() ? "" : ": ", call,
-                                name ? name : "?", desc ? desc : ""));
+  int version = 0;
+  if (driver().cuDriverGetVersion(&version) != CUDA_SUCCESS) version = 0;
+  const std::string hint = driver_error_hint(r, version, nvrtc_version());
+  throw DriverError(fmt::format("lkjit: error: {}{}{} failed: {} ({}){}", what, what.empty() ? "" : ": ", call,
+                                name ? name : "?", desc ? desc : "", hint.empty() ? "" : "; " + hint));
 }
 
 void make_current(int ordinal) {

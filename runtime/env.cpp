@@ -2,9 +2,9 @@
 
 #include <cassert>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
+
+#include "support/parse_int.h"
 
 namespace lkjit::rt {
 
@@ -55,17 +55,10 @@ std::string env(const char* name) {
   return {};
 }
 
-void dump_source(const GeneratedSource& src, const std::string& log) {
-  const std::string dir = env("LKJIT_DUMP_DIR");
-  if (dir.empty()) return;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);  // a debugging aid: never fails the compile
-  if (ec) {
-    std::cerr << "lkjit: warning: LKJIT_DUMP_DIR=" << dir << ": " << ec.message() << "\n";
-    return;
-  }
-  std::ofstream(dir + "/" + src.kernel_name + ".cu") << src.source;
-  std::ofstream(dir + "/" + src.kernel_name + ".log") << log;
+int64_t env_int(const char* name, int64_t lo, int64_t hi) { return support::parse_int(env(name), name, lo, hi); }
+
+double env_seconds(const char* name, double hi) {
+  return support::parse_decimal_number(env(name), name, 0, hi, /*lo_exclusive=*/true);
 }
 
 void log_line(const std::string& line) {

@@ -1,5 +1,6 @@
 // Every environment variable lkjit reads, in one table (README lists it). Read only through here.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,11 @@ const std::vector<EnvVar>& env_table();
 // Value of a registered variable, or its default. Asserts the name is registered.
 std::string env(const char* name);
 
-// LKJIT_DUMP_DIR: writes <kernel>.cu and <kernel>.log there when set.
-void dump_source(const GeneratedSource& src, const std::string& log);
+// Numbers from registered variables, through support/parse_int.h: decimal only (no octal, hex, sign '+',
+// whitespace, exponent), never truncated. SpecError naming the variable, its value and the range.
+int64_t env_int(const char* name, int64_t lo, int64_t hi);
+// Seconds in (0, hi]: "10", "0.5" (LKJIT_TUNE_BUDGET).
+double env_seconds(const char* name, double hi = 1e9);
 
 // LKJIT_LOG=1: one line per compile / cache event on stderr.
 void log_line(const std::string& line);

@@ -2,11 +2,15 @@
 // lock, so processes sharing a cache compile each key once) -> both caches.
 #include <fmt/format.h>
 
+#include <pthread.h>
+
 #include <chrono>
+#include <condition_variable>
 #include <iostream>
 #include <set>
 #include <thread>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 
 #include "cache/elf.h"
@@ -40,19 +44,89 @@ struct MemoryCache {
   std::unordered_map<std::string, std::pair<std::string, std::string>> keys;
 };
 MemoryCache& memory_cache() {
-  static MemoryCache m;
-  return m;
+  static MemoryCache* m = new MemoryCache;  // never destroyed, as the gate
+  return *m;
 }
 
 // Per-key compile lock within the process: concurrent callers of one spec compile it once.
+struct KeyMutexes {
+  std::mutex mu;
+  std::unordered_map<std::string, std::unique_ptr<std::mutex>> m;
+};
+KeyMutexes& key_mutexes() {
+  static KeyMutexes k;
+  return k;
+}
 std::mutex& key_mutex(const std::string& key) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::unique_ptr<std::mutex>> m;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& p = m[key];
+  KeyMutexes& k = key_mutexes();
+  std::lock_guard<std::mutex> lock(k.mu);
+  auto& p = k.m[key];
   if (!p) p = std::make_unique<std::mutex>();
   return *p;
 }
+
+// fork(): a child gets only the forking thread, and every mutex another thread held stays locked in it for
+// good. So fork waits until no thread is inside NVRTC (whose own state a child must not inherit half-way)
+// and takes the caches' short locks; the child then drops the per-key locks of threads it does not have.
+// A compile that waited for a key another thread was compiling takes the key's file lock in the child, and
+// so loads what that thread publishes.
+struct CompileGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  int active = 0;  // threads inside NVRTC
+  bool forking = false;
+};
+CompileGate& compile_gate() {
+  static CompileGate* g = new CompileGate;  // never destroyed: a detached thread may compile at exit
+  return *g;
+}
+class InsideNvrtc {
+ public:
+  InsideNvrtc() {
+    std::unique_lock<std::mutex> lock(compile_gate().mu);
+    compile_gate().cv.wait(lock, [] { return !compile_gate().forking; });
+    ++compile_gate().active;
+  }
+  ~InsideNvrtc() {
+    std::lock_guard<std::mutex> lock(compile_gate().mu);
+    --compile_gate().active;
+    compile_gate().cv.notify_all();
+  }
+  InsideNvrtc(const InsideNvrtc&) = delete;
+  InsideNvrtc& operator=(const InsideNvrtc&) = delete;
+};
+
+MemoryCache& memory_cache();
+
+void before_fork() {
+  CompileGate& g = compile_gate();
+  std::unique_lock<std::mutex> lock(g.mu);
+  g.forking = true;
+  g.cv.wait(lock, [&] { return g.active == 0; });
+  lock.release();  // held across fork; both sides unlock it
+  key_mutexes().mu.lock();
+  memory_cache().mu.lock();
+}
+void after_fork_in_parent() {
+  memory_cache().mu.unlock();
+  key_mutexes().mu.unlock();
+  compile_gate().forking = false;
+  compile_gate().mu.unlock();
+  compile_gate().cv.notify_all();
+}
+void after_fork_in_child() {
+  memory_cache().mu.unlock();
+  // Mutexes held by threads that do not exist here can never be unlocked: leaked, and fresh ones made.
+  for (auto& [key, m] : key_mutexes().m) m.release();  // NOLINT(bugprone-unused-return-value)
+  key_mutexes().m.clear();
+  key_mutexes().mu.unlock();
+  CompileGate& g = compile_gate();
+  g.forking = false;
+  g.active = 0;
+  new (&g.cv) std::condition_variable;  // its waiters were the parent's other threads
+  g.mu.unlock();
+}
+[[maybe_unused]] const bool kForkHandlers = [] { return ::pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0; }();
 
 std::string spec_id(const OpSpec& s, const Tile& t) {
   std::string id = fmt::format("{}/{}/{}{}", s.kernel.name(), int(s.dtype), s.arch, s.arch_specific ? "a" : "");
@@ -166,7 +240,10 @@ Built load_or_compile(const cache::DiskStore* store, const GeneratedSource& src,
     }
   }
   rt::log_line(fmt::format("compiling {} (key {})", src.kernel_name, key.substr(0, 16)));
-  auto r = rt::nvrtc_compile(src, spec.arch, spec.arch_specific);
+  auto r = [&] {
+    const InsideNvrtc inside;
+    return rt::nvrtc_compile(src, spec.arch, spec.arch_specific);
+  }();
   rt::log_line(fmt::format("compiled {} in {:.3f} s", src.kernel_name, r.seconds));
   // Never publish what a lookup would refuse: it would be rebuilt on every run.
   if (const std::string p = cache::cubin_problem(r.cubin, spec.arch, src.kernel_name); (store || remote) && !p.empty()) {

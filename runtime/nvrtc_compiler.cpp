@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "lkjit/error.h"
+#include "runtime/dump_dir.h"
 #include "runtime/env.h"
 #include "runtime/nvrtc_loader.h"
 

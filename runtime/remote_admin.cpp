@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cache/remote_decisions.h"
+#include "cache/remote_store.h"
 #include "cache/signing.h"
 #include "cache/store.h"
 #include "cache/tuning_db.h"
@@ -12,6 +13,7 @@
 #include "lkjit/remote_cache.h"
 #include "runtime/cache_trust.h"
 #include "runtime/remote_tier.h"
+#include "support/parse_int.h"
 
 namespace lkjit {
 
@@ -42,15 +44,15 @@ RemoteEntryInfo peek(cache::RemoteStore& s, const std::string& key) {
   }
   info.value_bytes = static_cast<uint64_t>(len->integer);
   info.ttl_s = ttl ? ttl->integer : -1;
-  const size_t nl = head->str.find('\n');
-  unsigned long long declared = 0;
-  char id[80] = {};
-  if (nl == std::string::npos ||
-      std::sscanf(head->str.c_str(), "LKJIT-REMOTE 1 %llu %79s", &declared, id) != 2) {
-    info.problem = "not a remote cache value";
+  // The header through the store's own parser (decimal count, hex fields), as get_entry reads it.
+  std::string bad_head;
+  const auto h = cache::parse_value_head(head->str, &bad_head);
+  if (!h) {
+    info.problem = "not a remote cache value: " + bad_head;
     return info;
   }
-  info.signer = std::string(id) == "-" ? "" : id;
+  info.signer = h->key_id;
+  const uint64_t declared = h->entry_bytes, nl = h->body_at - 1;
   if (declared + nl + 1 != info.value_bytes) {
     info.problem = fmt::format("value header declares {} bytes of entry; the value holds {}", declared,
                                info.value_bytes - nl - 1);
@@ -116,7 +118,9 @@ RemoteCacheStatus RemoteCache::status() {
   st.counts_truncated = t1 || t2 || t3;
   if (const auto h = s.raw({"HGETALL", std::string(cache::RemoteStore::kPrefix) + "stats"}, &why))
     for (size_t i = 0; i + 1 < h->elements.size(); i += 2)
-      st.stats[h->elements[i].str] = std::strtoll(h->elements[i + 1].str.c_str(), nullptr, 10);
+      // Counters as HINCRBY writes them; a field that is no decimal integer (another writer's) is left out.
+      if (const auto n = support::parse_decimal(h->elements[i + 1].str); n.status == support::IntStatus::kOk)
+        st.stats[h->elements[i].str] = n.value;
   if (const auto info = s.raw({"INFO", "memory"}, &why)) {
     auto field = [&](const std::string& name) {
       const size_t at = info->str.find(name + ":");

@@ -15,6 +15,8 @@
 #include "cache/remote_decisions.h"
 #include "runtime/cache_trust.h"
 #include "runtime/env.h"
+#include "support/message.h"
+#include "support/parse_int.h"
 
 namespace lkjit::rt {
 namespace {
@@ -23,7 +25,8 @@ constexpr size_t kMaxQueued = 256;
 
 void warn(const std::string& line) { std::cerr << "lkjit: warning: " << line << "\n"; }
 
-std::string shown(const std::string& v) { return cache::escape_bytes(v.substr(0, 64)) + (v.size() > 64 ? "..." : ""); }
+// Outside text in a message: escaped, and clipped to its first 64 bytes and its length (support/message.h).
+std::string shown(const std::string& v) { return support::clip(v); }
 
 std::string default_of(const char* var) {
   for (const auto& e : env_table())
@@ -34,13 +37,12 @@ std::string default_of(const char* var) {
 // A whole decimal number in [lo, hi], else the default with a warning naming the variable.
 int64_t setting(const char* var, int64_t lo, int64_t hi) {
   const std::string v = env(var);
-  bool ok = !v.empty() && v.size() <= 12;
-  for (char c : v) ok = ok && std::isdigit(static_cast<unsigned char>(c));
-  const int64_t n = ok ? std::stoll(v) : -1;
-  if (ok && n >= lo && n <= hi) return n;
+  // The one decimal parser (support/parse_int.h): "011" is eleven, "0x5", "+5", " 5" and "-1" are refused.
+  const support::IntParse p = support::parse_decimal(v, lo, hi);
+  if (p.status == support::IntStatus::kOk && v[0] != '-') return p.value;
   warn(fmt::format("{}={} is out of range; supported: an integer in [{}, {}]; using {}", var, shown(v), lo, hi,
                    default_of(var)));
-  return std::stoll(default_of(var));
+  return support::parse_decimal(default_of(var)).value;
 }
 
 // The environment's configuration, or nullopt (off, or a bad URL: warned).

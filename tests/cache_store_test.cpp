@@ -574,18 +574,22 @@ TEST_F(BundleTest, ADamagedBundleImportsNothing) {
 }
 
 TEST_F(BundleTest, RefusesKeysThatAreNotKeys) {
-  // A well-formed bundle whose entry claims a path as its key must not write outside the cache.
-  std::string entry = encode_entry(meta_for("../../escape"), "x");
+  // A well-formed bundle whose entry claims a path as its key must not write outside the cache: that entry is
+  // refused with the reason, and the good one beside it is imported.
+  const EntryMeta e = lkjit::test::test_meta("e");
+  const std::string payload = lkjit::test::test_payload(e);
+  std::string entry = encode_entry(meta_for("../../escape"), "x"), good = encode_entry(e, payload);
   std::string body = "LKJIT-BUNDLE 1\nentry " + std::to_string(entry.size()) + "\n" + entry + "\n";
-  body += "end 1 " + sha256_hex(body) + "\n";
+  body += "entry " + std::to_string(good.size()) + "\n" + good + "\n";
+  body += "end 2 " + sha256_hex(body) + "\n";
   write_file(file_, body);
-  try {
-    import_bundle(to_, file_);
-    ADD_FAILURE() << "imported";
-  } catch (const CacheError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("not 64 hex digits"));
-  }
+  const auto r = import_bundle(to_, file_);
+  EXPECT_EQ(r.entries, 2u);
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_THAT(r.refused[0], AllOf(HasSubstr("entry 1: "), HasSubstr("not 64 hex digits")));
+  EXPECT_EQ(r.added, std::vector<std::string>{e.key});
   EXPECT_FALSE(fs::exists(tmp_.path() + "/escape.lkjit"));
+  EXPECT_EQ(to_.load(e.key).value_or(""), payload);
 }
 
 TEST(BundleFormat, IsPinned) {

@@ -481,7 +481,8 @@ TEST(Signing, KeyFilesAreChecked) {
   BIO* bio = BIO_new(BIO_s_mem());
   PEM_write_bio_PUBKEY(bio, ec);
   char* data = nullptr;
-  const std::string ec_pub(data, static_cast<size_t>(BIO_get_mem_data(bio, &data)));
+  const long ec_pub_size = BIO_get_mem_data(bio, &data);  // first: argument order is unspecified (clang reads data first)
+  const std::string ec_pub(data, static_cast<size_t>(ec_pub_size));
   BIO_free(bio);
   EVP_PKEY_free(ec);
   refused([&] { TrustedKeys::from_pem(ec_pub, "ec.pem"); }, "ec.pem: trusted key 1 is of type");

@@ -25,27 +25,29 @@ struct Layer {
 
 const std::vector<Layer>& layers() {
   static const std::vector<Layer> v = {
-      {"support", {"support/"}, {}},
+      // The exception types: below everything, so that support/ throws lkjit errors (its one use of ours).
+      {"error", {"include/lkjit/error.h"}, {}},
+      {"support", {"support/"}, {"error"}},
       {"device", {"templates/"}, {}},  // NVRTC-only templates (and templates/abi/, shared with host code)
-      {"spec", {"include/lkjit/spec.h", "include/lkjit/error.h", "include/lkjit/version.h", "include/lkjit/numeric.h",
+      {"spec", {"include/lkjit/spec.h", "include/lkjit/version.h", "include/lkjit/numeric.h",
                 "include/lkjit/generator.h", "include/lkjit/wtconv_kernels.h", "include/lkjit/wbmm_kernels.h"},
-       {"support"}},
+       {"support", "error"}},
       // device: a family's __host__ __device__ index and shared-memory math (templates/dwconv/geometry.cuh), so
       // that the bytes a launch asks for are the bytes the kernel carves.
-      {"generator", {"generator/"}, {"spec", "support", "device"}},
-      {"cache", {"cache/"}, {"spec", "support"}},
+      {"generator", {"generator/"}, {"spec", "error", "support", "device"}},
+      {"cache", {"cache/"}, {"spec", "error", "support"}},
       {"runtime_api", {"include/lkjit/runtime.h", "include/lkjit/tuning.h", "include/lkjit/plan.h",
-                       "include/lkjit/cache.h", "include/lkjit/remote_cache.h"}, {"spec"}},
-      {"runtime", {"runtime/"}, {"runtime_api", "spec", "cache", "support"}},
+                       "include/lkjit/cache.h", "include/lkjit/remote_cache.h"}, {"spec", "error"}},
+      {"runtime", {"runtime/"}, {"runtime_api", "spec", "error", "cache", "support"}},
       {"reference", {"runtime/reference/", "include/lkjit/reference.h", "include/lkjit/dwconv_reference.h",
-                     "include/lkjit/wbmm_reference.h"}, {"spec"}},
+                     "include/lkjit/wbmm_reference.h"}, {"spec", "error"}},
       // Every other public header is an op family's (wtconv.h, scale.h, ...): the op layers' API.
       {"ops_api", {"include/lkjit/"},
-       {"runtime_api", "spec", "reference"}},
-      {"ops", {"runtime/ops/"}, {"ops_api", "runtime", "runtime_api", "spec", "device", "reference", "support"}},
+       {"runtime_api", "spec", "error", "reference"}},
+      {"ops", {"runtime/ops/"}, {"ops_api", "runtime", "runtime_api", "spec", "error", "device", "reference", "support"}},
       {"capi_api", {"include/lkjit/c_api.h", "include/lkjit/c_api_"}, {}},
-      {"capi", {"capi/"}, {"capi_api", "ops_api", "runtime_api", "spec"}},
-      {"cli", {"tools/"}, {"ops_api", "runtime_api", "spec", "reference", "support"}},
+      {"capi", {"capi/"}, {"capi_api", "ops_api", "runtime_api", "spec", "error"}},
+      {"cli", {"tools/"}, {"ops_api", "runtime_api", "spec", "error", "reference", "support"}},
       {"binding", {"python/csrc/"}, {"capi_api"}},
   };
   return v;

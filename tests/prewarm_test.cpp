@@ -220,7 +220,7 @@ TEST_F(Prewarm, BundlesRoundTripToAnotherCache) {
   const std::string other = tmp_ + "/other";
   const CommandResult imported = run("cache import " + shell_quote(bundle), other);
   ASSERT_EQ(imported.code, 0) << imported.output;
-  EXPECT_THAT(imported.output, HasSubstr("5 entries verified, 5 added, 0 already cached"));
+  EXPECT_THAT(imported.output, HasSubstr("5 entries verified, 5 added, 0 already cached, 0 refused"));
   EXPECT_THAT(run("cache verify", other).output, HasSubstr("5 entries ok, 0 corrupt"));
   EXPECT_THAT(run("cache ls", other).output,
               AllOf(HasSubstr("lkjit_wtconv_fwd_lane_f16_k3_L1_t0x8_w64_sm90"), Not(HasSubstr("bwd_lane"))));
@@ -543,7 +543,7 @@ TEST_F(Prewarm, OutOfRangeValuesExitWith2) {
   const std::vector<std::tuple<std::string, int, std::string>> cases = {
       {"--shapes 0:4:8:8", 2, "--shapes: B=0 in '0:4:8:8' is out of range; supported: >= 1"},
       {"--shapes 1:4:8:8,1:-4:8:8", 2, "--shapes: C=-4 in '1:-4:8:8' is out of range"},
-      {"--shapes 1:4:x:8", 1, "--shapes: 'x' in '1:4:x:8' is not an integer"},
+      {"--shapes 1:4:x:8", 1, "--shapes: 'x' in '1:4:x:8' is not a decimal integer"},
       {"--shapes 99999999999999999999:4:8:8", 2,
        "--shapes: B=99999999999999999999 in '99999999999999999999:4:8:8' is out of range; supported: [1, 2^31-1]"},
       {"--shapes 1:4:8:8 --passes sideways", 2, "--passes: 'sideways' is unknown; supported: fwd, bwd"},

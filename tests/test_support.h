@@ -3,10 +3,12 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace lkjit::test {
 
@@ -93,6 +96,40 @@ inline CommandResult run_command(const std::string& cmd) {
   const int status = ::pclose(p);
   if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
   return r;
+}
+
+// Runs fn in a forked child and returns its exit status, or nullopt when it did not finish within seconds
+// (the child is then killed): a read that blocks (a FIFO) fails the test instead of hanging the suite. A
+// child that throws or dies by a signal returns 255 / 128 + the signal.
+template <class Fn>
+std::optional<int> run_in_child(Fn fn, double seconds = 20) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return std::nullopt;
+  if (pid == 0) {
+    int code = 255;
+    try {
+      code = fn();
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0 || std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// The CLI command line for run_command, bounded: a run that hangs ends with exit code 124 (coreutils timeout).
+inline std::string bounded(const std::string& command, int seconds = 60) {
+  return "timeout -k 5 " + std::to_string(seconds) + " " + command;
 }
 
 // A cache directory that exists, passes the cache's checks, and takes no writes, for a CLI run:

@@ -863,7 +863,7 @@ TEST(TuneCli, OutOfRangeValuesExitWith2) {
   const std::vector<std::tuple<std::string, int, std::string>> cases = {
       {"--shape 0:96:56:56", 2, "--shape: B=0 in '0:96:56:56' is out of range; supported: >= 1"},
       {"--shape 8:96:-5:56", 2, "--shape: H=-5 in '8:96:-5:56' is out of range"},
-      {"--shape 8:x:56:56", 1, "--shape: 'x' in '8:x:56:56' is not an integer"},
+      {"--shape 8:x:56:56", 1, "--shape: 'x' in '8:x:56:56' is not a decimal integer"},
       {"--shape 8:99999999999999999999:56:56", 2,
        "--shape: C=99999999999999999999 in '8:99999999999999999999:56:56' is out of range; supported: [1, 2^24]"},
       {"--pass sideways", 2, "--pass 'sideways' is unknown; supported: fwd, bwd"},

@@ -88,8 +88,9 @@ struct CacheBundleReport {
   size_t evicted = 0;   // import: added, then evicted at once by the cache's size cap (max_bytes too small)
   uint64_t bytes = 0;   // bundle file size
   std::vector<std::string> skipped;  // export: requested keys missing or corrupt, with why
-  // import: "entry N (KERNEL, key K..): REASON" for each entry refused because it is not what it says (its key
-  // does not match its inputs, its payload is no cubin of its kernel for its arch, ...); the others imported.
+  // import: "entry N: why" for each entry that did not decode or could not be published, "entry N (KERNEL, key
+  // K..): REASON" for each that is not what it says (its key does not match its inputs, its payload is no cubin
+  // of its kernel for its arch, ...); the others imported.
   std::vector<std::string> refused;
   int format = 0;        // bundle format version (import: as read; export: as written)
   std::string signer;    // key id (hex SHA-256 of the Ed25519 public key) of the bundle's signature, if signed
@@ -124,8 +125,11 @@ class KernelCache {
   // Kernels being compiled now: keys whose lock some process holds, whether or not an entry exists.
   size_t compiling() const;
   // How many of keys have no entry file now: e.g. stored a moment ago, then evicted by the size cap
-  // because it is smaller than what was stored.
+  // because it is smaller than what was stored, or removed by a `cache clear` meanwhile.
   size_t missing(const std::vector<std::string>& keys) const;
+  // How many of keys have no entry file now because a size-cap prune of this process evicted them (not a
+  // `cache clear` or another process).
+  size_t evicted_by_cap(const std::vector<std::string>& keys) const;
   // Checks every entry; the corrupt ones are removed (as a lookup would) and returned with why, and
   // with remove_error set where the removal failed. Creates nothing: an absent directory has no entries.
   std::vector<CacheEntryInfo> verify() const;
@@ -139,10 +143,12 @@ class KernelCache {
   // A bundle of the given keys' entries (every entry when keys is empty), written temp-then-rename, and
   // signed with LKJIT_CACHE_SIGNING_KEY when it is set (CacheError for a key file that cannot be used).
   CacheBundleReport export_bundle(const std::string& file, const std::vector<std::string>& keys = {}) const;
-  // Verifies the whole bundle, then adds its entries. Throws CacheError; a bad bundle adds nothing. With
-  // LKJIT_CACHE_TRUSTED_KEYS set, a bundle not signed by one of those keys is refused whole (CacheError).
-  // Entries that are not what they say are refused one by one (report.refused). A file that cannot be read
-  // (missing, a folder, no permission) is bad input: Error with code kInvalidArgument.
+  // Verifies the bundle's framing, checksum and (with LKJIT_CACHE_TRUSTED_KEYS set) signature, then adds
+  // every entry that decodes, is what it says and can be published; the others are listed in
+  // report.refused, with the reason. Prunes to the cap at the end. Throws CacheError when the framing,
+  // checksum or signature is bad, or the bundle is unsigned while trusted keys are set (then nothing is
+  // added). A file that cannot be read (missing, a folder or FIFO, no permission, over 4 GiB) is bad input:
+  // Error with code kInvalidArgument.
   CacheBundleReport import_bundle(const std::string& file) const;
 
  private:

@@ -305,6 +305,7 @@ int cache_main() {
   if (action == "explain") return explain_main(c, kArgs[1]);
   if (action == "push" || action == "pull") return remote_transfer(c, action == "push", kDecisions);
   if (action == "import") {
+    // Every entry that can go in does; each refused one is named with its reason, and only those fail the run.
     const auto r = c.import_bundle(kArgs[1]);
     if (!r.signer.empty())
       std::cout << fmt::format("import: {}: signed by key {}{}\n", kArgs[1], r.signer.substr(0, 16),
@@ -314,7 +315,11 @@ int cache_main() {
     std::cout << fmt::format("import: {}: {} entries verified, {} added, {} already cached, {} refused\n", kArgs[1], r.entries,
                              r.imported, r.present, r.refused.size());
     warn_evicted_by_cap(c, r.evicted, r.imported, "import");
-    return r.refused.empty() ? 0 : static_cast<int>(ErrorCode::kCache);
+    if (r.refused.empty()) return 0;
+    std::cout.flush();
+    std::cerr << fmt::format("lkjit: error: {}: {} of its {} entries could not be imported\n", kArgs[1], r.refused.size(),
+                             r.entries);
+    return static_cast<int>(ErrorCode::kCache);
   }
   if (action == "export") {
     if (kArgs[1].empty()) return usage("export: the file path is empty");

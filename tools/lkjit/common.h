@@ -10,6 +10,7 @@
 
 #include "lkjit/error.h"
 #include "lkjit/spec.h"
+#include "support/parse_int.h"
 
 namespace lkjit {
 class KernelCache;
@@ -17,32 +18,34 @@ class KernelCache;
 
 namespace lkjit::tool {
 
+// Items of s between seps, spaces around each item dropped, empty items dropped.
 std::vector<std::string> split(const std::string& s, char sep);
-// A comma-separated list of integers of option `what` ("k" for --k): usage error (1) for an item that is not
-// an integer, bad input (2) naming the item and the range for one outside [lo, hi] (or even, if odd).
+// A comma-separated list of integers of option `what` ("k" for --k), each through support/parse_int.h (decimal
+// only: "011" is 11, "0x5" is refused): usage error (1) for an item that is not a decimal integer, bad input (2)
+// naming the item and the range for one outside [lo, hi] (or even, if odd).
 std::vector<int> parse_ints(const std::string& s, const char* what, int lo = std::numeric_limits<int>::min(),
                             int hi = std::numeric_limits<int>::max(), bool odd = false);
-// An optional sign, then decimal digits: an integer, whether or not it fits a type.
-bool is_decimal_integer(llvm::StringRef s);
 
-// Integer options with their allowed range: IntOption<1, 31> is a cl::opt<int> parsed by InRange. LLVM's own
-// parser calls a value beyond int a usage error (1) with a generic message; InRange makes any well-formed integer
-// outside [Lo, Hi] bad input (2), with a message naming the option, the value and the range. A parser cannot throw
-// through LLVM (built without exceptions), so the message waits in option_errors() until main reports it.
+// Integer options with their allowed range: IntOption<1, 31> is a cl::opt<int> parsed by InRange, through the
+// one decimal parser (support/parse_int.h), not LLVM's (which reads 011 as octal 9 and 0x5 as 5). A value that
+// is not a decimal integer is a usage error (1); a decimal integer outside [Lo, Hi] is bad input (2); both
+// messages name the option, the value and the range. A parser cannot throw through LLVM (built without
+// exceptions), so the messages wait in option_usage_errors() / option_errors() until main reports them.
 // Odd: an even value is out of range too (kernel sizes), and the message says "odd".
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 std::vector<std::string>& option_errors();
+std::vector<std::string>& option_usage_errors();
 void note_out_of_range(llvm::StringRef name, llvm::StringRef value, int64_t lo, int64_t hi, bool odd = false);
+void note_not_decimal(llvm::StringRef name, llvm::StringRef value, int64_t lo, int64_t hi, bool odd = false);
 template <class T, int64_t Lo, int64_t Hi, bool Odd = false>
 class InRange : public llvm::cl::parser<T> {
  public:
   using llvm::cl::parser<T>::parser;
-  bool parse(llvm::cl::Option& o, llvm::StringRef name, llvm::StringRef arg, T& v) {
-    long long n = 0;
-    const bool fits = !arg.getAsInteger(0, n);  // radix 0, as LLVM's parser: 0x10 is 16
-    if (!fits && !is_decimal_integer(arg)) return llvm::cl::parser<T>::parse(o, name, arg, v);  // "x": its usage error
-    if (!fits || n < Lo || n > Hi || (Odd && n % 2 == 0)) note_out_of_range(name, arg, Lo, Hi, Odd);
-    else v = static_cast<T>(n);
+  bool parse(llvm::cl::Option&, llvm::StringRef name, llvm::StringRef arg, T& v) {
+    const support::IntParse p = support::parse_decimal(std::string_view(arg.data(), arg.size()), Lo, Hi);
+    if (p.status == support::IntStatus::kMalformed) note_not_decimal(name, arg, Lo, Hi, Odd);
+    else if (p.status == support::IntStatus::kOutOfRange || (Odd && p.value % 2 == 0)) note_out_of_range(name, arg, Lo, Hi, Odd);
+    else v = static_cast<T>(p.value);
     return false;
   }
 };
@@ -67,11 +70,21 @@ void require_positive_bchw(const std::vector<int64_t>& v, const char* what, cons
 std::string human_bytes(uint64_t bytes);
 // Refuses an option given as an empty path (usage error): it names no file, and would be dropped or read as "".
 void refuse_empty_paths(std::initializer_list<const llvm::cl::opt<std::string>*> options);
+// The same for any string option whose empty value would silently mean its default (--tile ''); supported: what
+// the message offers instead ("a tile such as 0,0,1,4,256").
+void refuse_empty(std::initializer_list<const llvm::cl::opt<std::string>*> options, const char* supported);
+// message with every argument longer than support::kClipPathBytes (512) replaced by its clipped form
+// (support::clip), so that an error never echoes a 100 kB argument whole, whichever layer wrote it.
+std::string clip_arguments(std::string message, int argc, char** argv);
 // A file a command will write (a bundle): a regular file (replaced) or a new name, in a folder this process
 // can write. Error (kInvalidArgument) naming `what` and the path otherwise: checked before the work.
 void check_output_file(const std::string& path, const std::string& what);
 // The warning when the cache's size cap evicted n of the `stored` entries a command just stored (0: none).
 void warn_evicted_by_cap(const KernelCache& c, size_t n, size_t stored, const char* what);
+// After a command stored `keys`: the cap warning for those this process's size-cap prunes evicted, and a
+// separate warning for those gone otherwise (a concurrent `cache clear`, another process), which the cap is
+// not blamed for.
+void warn_missing_after_store(const KernelCache& c, const std::vector<std::string>& keys, const char* what);
 // A tuning database file that does not parse: a warning naming it and the error (layers read it only on a
 // GPU, and then ignore it quietly), not a failure. Nothing for a missing or good file.
 void warn_broken_tuning_db(const std::string& path);

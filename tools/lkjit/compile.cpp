@@ -13,6 +13,8 @@
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/runtime.h"
+#include "support/message.h"
+#include "support/parse_int.h"
 #include "tools/lkjit/common.h"
 #include "tools/lkjit/op_cli.h"
 
@@ -88,8 +90,9 @@ Tile parse_named_tile(const OpSpec& s) {
     }
     if (value.empty())
       throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --tile: {}= has no value; {}", axis, supported));
-    if (!is_decimal_integer(value))
-      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --tile: {}={} is not an integer; {}", axis, value, supported));
+    if (support::parse_decimal(value).status == support::IntStatus::kMalformed)
+      throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --tile: {}={} is not a decimal integer; {}", axis,
+                                                 support::clip(value), supported));
     if (!seen.insert(axis).second)
       throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: --tile: {} is given twice; {}", axis, supported));
     try {
@@ -151,6 +154,8 @@ void refuse_options_beside_a_name(const NamedKernel& nk) {
 bool compile_cmd() { return static_cast<bool>(kCompile); }
 
 int compile_main() {
+  // --tile '' would silently mean the default tile.
+  refuse_empty({&kTile}, "a tile as tile_h,tile_w,planes,vy,threads[,blocks], or no --tile for the default");
   // Everything is checked before the first compile, so a bad item fails fast and compiles nothing.
   std::optional<NamedKernel> named;
   Kernel kernel;

@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 #include "lkjit/error.h"
+#include "support/message.h"
+#include "support/parse_int.h"
 #include "tools/lkjit/common.h"
 
 namespace cl = llvm::cl;
@@ -156,16 +158,16 @@ std::string option_label(const cl::Option& o) { return (o.ArgStr.size() == 1 ? "
 
 int option_int(const cl::opt<std::string>& o, int64_t lo, int64_t hi, bool odd, int fallback) {
   if (!o.getNumOccurrences()) return fallback;
-  const llvm::StringRef arg(o.getValue());
-  const std::string range = fmt::format("{}[{}, {}]", odd ? fmt::format("odd {} in ", o.ArgStr.str()) : "", lo, hi);
-  long long n = 0;
-  const bool fits = !arg.getAsInteger(0, n);  // radix 0, as the typed options (InRange) parse
-  if (!fits && !is_decimal_integer(arg))
-    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}: '{}' is not an integer; supported: {}",
-                                               option_label(o), arg.str(), range));
-  if (!fits || n < lo || n > hi || (odd && n % 2 == 0))
-    throw SpecError(fmt::format("lkjit: error: {}={} is out of range; supported: {}", option_label(o), arg.str(), range));
-  return static_cast<int>(n);
+  const std::string& arg = o.getValue();
+  const std::string range = fmt::format("{}{}", odd ? fmt::format("odd {} in ", o.ArgStr.str()) : "", support::range_text(lo, hi));
+  // The one decimal parser (support/parse_int.h), as the typed options (InRange): "011" is 11, "0x5" refused.
+  const support::IntParse p = support::parse_decimal(arg, lo, hi);
+  if (p.status == support::IntStatus::kMalformed)
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: {}='{}' is not a decimal integer; supported: {}",
+                                               option_label(o), support::clip(arg), range));
+  if (p.status == support::IntStatus::kOutOfRange || (odd && p.value % 2 == 0))
+    throw SpecError(fmt::format("lkjit: error: {}={} is out of range; supported: {}", option_label(o), support::clip(arg), range));
+  return static_cast<int>(p.value);
 }
 
 std::vector<int> parse_int_list(const std::string& s, const char* what, int lo, int hi, bool odd) {

@@ -305,7 +305,7 @@ int prewarm_main() {
                            "in {:.1f} s (-j {})\n",
                            plan.jobs.size(), join_archs(set.archs), dts, cache.dir(), compiled, cached, failed, seconds,
                            pool.getThreadCount());
-  if (cache.max_bytes()) warn_evicted_by_cap(cache, cache.missing(keys), keys.size(), "prewarm");
+  warn_missing_after_store(cache, keys, "prewarm");
   if (!kBundle.empty()) {
     const auto b = cache.export_bundle(kBundle, keys);
     for (const auto& s : b.skipped) std::cerr << "prewarm: bundle: left out " << s << "\n";

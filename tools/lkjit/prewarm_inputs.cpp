@@ -2,11 +2,11 @@
 // tuned kernels to add.
 #include <fmt/format.h>
 #include <llvm/Support/JSON.h>
-#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -14,20 +14,33 @@
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/spec.h"
+#include "support/json_limits.h"
+#include "support/message.h"
+#include "support/read_file.h"
 #include "tools/lkjit/op_cli.h"
 #include "tools/lkjit/prewarm_set.h"
 
 namespace lkjit::tool {
 namespace {
 
+// Manifests and tuning databases are small: 40 000 tuning records are about 16 MB.
+constexpr uint64_t kMaxInputBytes = uint64_t(256) << 20;
+
 Error bad(const std::string& path, const std::string& what) {
   return Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: {}: {}", path, what));
 }
 
-std::string read_text(const std::string& path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf) throw bad(path, "cannot read: " + buf.getError().message());
-  return (*buf)->getBuffer().str();
+// Through the one bounded reader: a FIFO or device is refused without blocking, a file over the cap unread.
+std::string read_text(const std::string& path, const char* what) {
+  support::ReadOptions o;
+  o.max_bytes = kMaxInputBytes;
+  o.what = what;
+  return support::read_file_or_throw(path, o, ErrorCode::kInvalidArgument);
+}
+
+// llvm::json::parse recurses per nesting level: too deep a text is refused before it parses.
+void check_limits(const std::string& text, const std::string& path, const char* what) {
+  support::check_json_limits(text, path, what, ErrorCode::kInvalidArgument, {support::JsonLimits{}.max_depth, kMaxInputBytes});
 }
 
 std::vector<std::string> strings(const llvm::json::Object& o, const char* key, const std::string& path) {
@@ -170,7 +183,12 @@ void check_kernel_name(const std::string& name, const std::string& where) {
 }  // namespace
 
 void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, bool* dtypes_given) {
-  const std::string text = read_text(path);
+  parse_manifest(read_text(path, "manifest"), path, set, archs_given, dtypes_given);
+}
+
+void parse_manifest(const std::string& text, const std::string& path, PrewarmSet* set, bool* archs_given,
+                    bool* dtypes_given) {
+  check_limits(text, path, "manifest");
   auto parsed = llvm::json::parse(text);
   if (!parsed) throw bad(path, "not JSON: " + llvm::toString(parsed.takeError()));
   const ManifestText raw(text);
@@ -267,8 +285,9 @@ void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, 
 }
 
 // A record of lkjit's tuning database ({"spec": "<kernel name without the tile>", "tile": {axis: n}})
-// as a kernel name: the tile goes where kernel_name() puts it, before "_smXY".
-std::optional<std::string> record_kernel_name(const llvm::json::Object& r) {
+// as a kernel name: the tile goes where kernel_name() puts it, before "_smXY". A tile value beyond int is an
+// error naming the file, the record and the value (never truncated: 4294967552 is not 256).
+std::optional<std::string> record_kernel_name(const llvm::json::Object& r, const std::string& path, size_t i) {
   auto spec = r.getString("spec");
   const llvm::json::Object* axes = r.getObject("tile");
   if (!spec || !axes) return std::nullopt;
@@ -276,6 +295,9 @@ std::optional<std::string> record_kernel_name(const llvm::json::Object& r) {
   for (const auto& [axis, v] : *axes) {
     auto n = v.getAsInteger();
     if (!n) return std::nullopt;
+    if (*n < 0 || *n > std::numeric_limits<int>::max())
+      throw bad(path, fmt::format("tuning database record {}: tile {}={} is out of range; supported: [0, {}]", i,
+                                  support::clip(axis.str()), *n, std::numeric_limits<int>::max()));
     if (!set_tile_axis(t, axis.str(), static_cast<int>(*n))) return std::nullopt;
   }
   const std::string s = spec->str();
@@ -285,7 +307,11 @@ std::optional<std::string> record_kernel_name(const llvm::json::Object& r) {
 }
 
 void read_tuning_db(const std::string& path, std::vector<std::string>* kernel_names) {
-  const std::string text = read_text(path);
+  parse_tuning_db(read_text(path, "tuning database"), path, kernel_names);
+}
+
+void parse_tuning_db(const std::string& text, const std::string& path, std::vector<std::string>* kernel_names) {
+  check_limits(text, path, "tuning database");
   const std::string expected =
       "supported: lkjit's tuning database ({\"records\": [{\"spec\": ..., \"tile\": {...}}, ...]}) or "
       "{\"entries\": [{\"kernel\": \"lkjit_..._smXY\"}, ...]}";
@@ -298,9 +324,9 @@ void read_tuning_db(const std::string& path, std::vector<std::string>* kernel_na
     return bad(path, fmt::format("unknown tuning database format: {}; {}", why, expected));
   };
   if (const llvm::json::Array* records = root ? root->getArray("records") : nullptr) {
-    for (const auto& e : *records) {
-      const llvm::json::Object* o = e.getAsObject();
-      auto name = o ? record_kernel_name(*o) : std::nullopt;
+    for (size_t i = 0; i < records->size(); ++i) {
+      const llvm::json::Object* o = (*records)[i].getAsObject();
+      auto name = o ? record_kernel_name(*o, path, i) : std::nullopt;
       if (!name) throw unknown("a record has no \"spec\" string or no \"tile\" of known axes");
       names.push_back(*name);
     }

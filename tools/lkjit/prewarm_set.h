@@ -41,10 +41,15 @@ PrewarmPlan expand(const PrewarmSet& set);
 // whether the manifest named them. Throws Error naming the file, the field and the bad value; a
 // kernel name this lkjit does not generate, or whose spec or tile is invalid, is such an error.
 void read_manifest(const std::string& path, PrewarmSet* set, bool* archs_given, bool* dtypes_given);
+// The same for a manifest's text (path names it in messages). Both refuse a file that is not a regular file,
+// over 256 MiB, or nested deeper than 32 levels, before parsing it.
+void parse_manifest(const std::string& text, const std::string& path, PrewarmSet* set, bool* archs_given,
+                    bool* dtypes_given);
 
 // --tuning-db FILE: appends the kernel names of lkjit's tuning database or of {"entries": [{"kernel":
 // NAME, ...}, ...]}. Throws Error (kInvalidArgument) naming the file and the problem when it cannot be
 // read or is not one of these formats.
 void read_tuning_db(const std::string& path, std::vector<std::string>* kernel_names);
+void parse_tuning_db(const std::string& text, const std::string& path, std::vector<std::string>* kernel_names);
 
 }  // namespace lkjit::tool
