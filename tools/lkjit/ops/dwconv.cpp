@@ -75,7 +75,7 @@ class DWConvCli final : public OpCli {
  public:
   const char* name() const override { return "dwconv"; }
   cl::OptionCategory& category() override { return cat_; }
-  bool in_default_run() const override { return false; }
+  bool in_default_run() const override { return true; }
   std::vector<Preset> presets() const override {
     return {{"convnext-t", "ConvNeXt-T's 18 7x7 depthwise layers at 224x224, batch 64", convnext_t()},
             {"replknet-31b", "RepLKNet-31B's depthwise stages (k = 31/29/27/13) at 224x224, batch 64", replknet_31b()}};

@@ -47,7 +47,7 @@ class WBMMCli final : public OpCli {
  public:
   const char* name() const override { return "wbmm"; }
   cl::OptionCategory& category() override { return cat_; }
-  bool in_default_run() const override { return false; }
+  bool in_default_run() const override { return true; }
 
   std::vector<Preset> presets() const override {
     Preset t{"wbmm-t", "WBMM-T's layers at 224x224, batch 128, 7x7 windows", {}};
