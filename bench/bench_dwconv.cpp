@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "lkjit/dwconv.h"
 #include "lkjit/generator.h"
 #include "lkjit/numeric.h"
@@ -26,11 +27,8 @@
 
 namespace {
 
-#define CK(x)                                                                                              \
-  do {                                                                                                     \
-    cudaError_t e_ = (x);                                                                                  \
-    if (e_ != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", #x, cudaGetErrorString(e_)));    \
-  } while (0)
+using namespace lkjit::bench;  // NOLINT
+
 #define CKDNN(x)                                                                                           \
   do {                                                                                                     \
     cudnnStatus_t s_ = (x);                                                                                \
@@ -54,40 +52,7 @@ const std::vector<Row> kRows = {
     {"anchor", "f32", 64, 256, 56, 27, 27},
 };
 
-void flush_l2() {
-  static void* buf = nullptr;
-  static const size_t n = 256u << 20;
-  if (!buf) CK(cudaMalloc(&buf, n));
-  CK(cudaMemsetAsync(buf, 0, n, nullptr));
-}
 
-double g_copy_gbs = 0, g_ffma_tflops = 0;
-
-template <class F>
-void time_loop(benchmark::State& st, F&& f, double bytes, double flops) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) f();  // warm-up (JIT, cuDNN plans, clocks)
-  CK(cudaDeviceSynchronize());
-  for (auto _ : st) {
-    flush_l2();
-    CK(cudaEventRecord(a));
-    f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    st.SetIterationTime(ms * 1e-3);
-  }
-  using C = benchmark::Counter;
-  st.counters["GB/s"] = C(bytes, C::kIsIterationInvariantRate);
-  st.counters["%copy"] = C(bytes / 1e9 / g_copy_gbs * 100, C::kIsIterationInvariantRate);
-  st.counters["TFLOP/s"] = C(flops / 1e12, C::kIsIterationInvariantRate);
-  st.counters["%FFMA"] = C(flops / 1e12 / g_ffma_tflops * 100, C::kIsIterationInvariantRate);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-}
 
 lkjit::DWConvOptions options_of(const Row& r) {
   lkjit::DWConvOptions o;
@@ -198,43 +163,12 @@ void BM_Cudnn(benchmark::State& st, Row r, bool nhwc, bool train) {
   cudnnDestroyConvolutionDescriptor(cd);
 }
 
-double measure_copy_gbs() {
-  const size_t n = size_t(2) << 30;
-  void *x, *y;
-  CK(cudaMalloc(&x, n));
-  CK(cudaMalloc(&y, n));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<float> ms;
-  for (int i = 0; i < 12; ++i) {
-    cudaEventRecord(a);
-    cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float t;
-    cudaEventElapsedTime(&t, a, b);
-    if (i >= 2) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaFree(x);
-  cudaFree(y);
-  return 2.0 * n / (ms[ms.size() / 2] * 1e-3) / 1e9;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // $OUT set (the GPU machine's result folder) and no --benchmark_out given: JSON there too.
-  std::vector<char*> args(argv, argv + argc);
-  std::string out_arg;
-  bool has_out = false;
-  for (int i = 1; i < argc; ++i) has_out = has_out || std::string(argv[i]).rfind("--benchmark_out=", 0) == 0;
-  if (const char* out = std::getenv("OUT"); out && *out && !has_out) {
-    out_arg = std::string("--benchmark_out=") + out + "/bench_dwconv.json";
-    args.push_back(out_arg.data());
-    args.push_back(const_cast<char*>("--benchmark_out_format=json"));
-  }
+  std::vector<std::string> keep;
+  std::vector<char*> args = args_with_out_json(argc, argv, "bench_dwconv", keep);
   int n_args = int(args.size());
   benchmark::Initialize(&n_args, args.data());
   std::string why;

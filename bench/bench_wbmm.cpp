@@ -28,16 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "lkjit/numeric.h"
 #include "lkjit/wbmm.h"
 
 namespace {
 
-#define CK(x)                                                                                               \
-  do {                                                                                                      \
-    cudaError_t e_ = (x);                                                                                   \
-    if (e_ != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", #x, cudaGetErrorString(e_)));     \
-  } while (0)
+using namespace lkjit::bench;  // NOLINT
+
 #define CKB(x)                                                                                              \
   do {                                                                                                      \
     cublasStatus_t s_ = (x);                                                                                \
@@ -68,39 +66,7 @@ std::string row_name(const Row& r) {
                      r.nhwc ? "/nhwc" : "");
 }
 
-void flush_l2(cudaStream_t s) {  // overwrite a buffer larger than the L2 (60 MB on H200)
-  static void* buf = nullptr;
-  static const size_t n = 256u << 20;
-  if (!buf) CK(cudaMalloc(&buf, n));
-  CK(cudaMemsetAsync(buf, 0, n, s));
-}
 
-double g_copy_gbs = 0;
-
-template <class F>
-void time_loop(benchmark::State& st, F&& f, double bytes, double flops) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) f();  // warm-up (JIT, cuBLAS heuristics, clocks)
-  CK(cudaDeviceSynchronize());
-  for (auto _ : st) {
-    flush_l2(nullptr);
-    CK(cudaEventRecord(a));
-    f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    st.SetIterationTime(ms * 1e-3);
-  }
-  st.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
-  if (g_copy_gbs > 0)
-    st.counters["%copy"] = benchmark::Counter(bytes / 1e9 / g_copy_gbs * 100, benchmark::Counter::kIsIterationInvariantRate);
-  st.counters["TFLOP/s"] = benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-}
 
 struct Sizes {
   int64_t n, padded, windows, d, K;
@@ -221,44 +187,12 @@ void BM_Copy(benchmark::State& st) {
   cudaFree(y);
 }
 
-double measure_copy_gbs() {
-  const size_t n = size_t(2) << 30;
-  void *x, *y;
-  CK(cudaMalloc(&x, n));
-  CK(cudaMalloc(&y, n));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int i = 0; i < 12; ++i) {
-    CK(cudaEventRecord(a));
-    CK(cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, a, b));
-    if (i >= 2) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaFree(x);
-  cudaFree(y);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return 2.0 * n / (ms[ms.size() / 2] * 1e-3) / 1e9;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // JSON under $OUT unless the caller names its own output.
-  std::vector<char*> args(argv, argv + argc);
-  std::string out_arg, fmt_arg = "--benchmark_out_format=json";
-  const bool named = std::any_of(args.begin(), args.end(), [](const char* a) { return std::string(a).rfind("--benchmark_out=", 0) == 0; });
-  if (const char* out = std::getenv("OUT"); out && *out && !named) {
-    out_arg = std::string("--benchmark_out=") + out + "/bench_wbmm.json";
-    args.push_back(out_arg.data());
-    args.push_back(fmt_arg.data());
-  }
+  std::vector<std::string> keep;
+  std::vector<char*> args = args_with_out_json(argc, argv, "bench_wbmm", keep);
   int n = int(args.size());
   benchmark::Initialize(&n, args.data());
   std::string why;

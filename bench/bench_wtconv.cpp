@@ -13,17 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "lkjit/wtconv.h"
 
 namespace {
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", #x, cudaGetErrorString(e_))); \
-  } while (0)
+using namespace lkjit::bench;  // NOLINT
+
 #define CKDNN(x)                                                                               \
   do {                                                                                         \
     cudnnStatus_t s_ = (x);                                                                    \
@@ -44,38 +42,7 @@ const std::vector<Row> kRows = {
 };
 
 // L2 flush: overwrite a buffer larger than the L2 (60 MB on H200) before each timed iteration.
-void flush_l2(cudaStream_t s) {
-  static void* buf = nullptr;
-  static const size_t n = 256u << 20;
-  if (!buf) CK(cudaMalloc(&buf, n));
-  CK(cudaMemsetAsync(buf, 0, n, s));
-}
 
-double g_copy_gbs = 0;
-
-template <class F>
-void time_loop(benchmark::State& st, F&& f, double bytes) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) f();  // warm-up (JIT, cuDNN plans, clocks)
-  CK(cudaDeviceSynchronize());
-  for (auto _ : st) {
-    flush_l2(nullptr);
-    CK(cudaEventRecord(a));
-    f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    st.SetIterationTime(ms * 1e-3);
-  }
-  st.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
-  if (g_copy_gbs > 0)
-    st.counters["%copy"] = benchmark::Counter(bytes / 1e9 / g_copy_gbs * 100, benchmark::Counter::kIsIterationInvariantRate);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-}
 
 void BM_Copy(benchmark::State& st) {
   const size_t n = size_t(2) << 30;
@@ -291,30 +258,7 @@ int main(int argc, char** argv) {
   }
   const auto dev = lkjit::device_info(0);
   CK(cudaSetDevice(0));
-  // Copy bandwidth first: it is the yardstick of every %copy counter.
-  {
-    const size_t n = size_t(2) << 30;
-    void *x, *y;
-    CK(cudaMalloc(&x, n));
-    CK(cudaMalloc(&y, n));
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<float> ms;
-    for (int i = 0; i < 12; ++i) {
-      cudaEventRecord(a);
-      cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice);
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float t;
-      cudaEventElapsedTime(&t, a, b);
-      if (i >= 2) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    g_copy_gbs = 2.0 * n / (ms[ms.size() / 2] * 1e-3) / 1e9;
-    cudaFree(x);
-    cudaFree(y);
-  }
+  g_copy_gbs = measure_copy_gbs();  // first: the yardstick of every %copy counter
   benchmark::AddCustomContext("gpu", dev.name);
   benchmark::AddCustomContext("arch", lkjit::arch_name(dev.arch));
   benchmark::AddCustomContext("sm_count", std::to_string(dev.limits.sm_count));
