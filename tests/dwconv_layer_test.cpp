@@ -43,7 +43,9 @@ TEST(DWConvLayer, OptionErrorsNameTheValueAndRange) {
       {opts(8, 3, 3, 1, 1, -1), {"pad_h=-1", "[0, 1000]"}},
       {opts(8, 3, 3, 1, 1, 0, 1001), {"pad_w=1001", "[0, 1000]"}},
   };
-  for (const auto& [o, words] : bad) {
+  for (const auto& entry : bad) {
+    const DWConvOptions& o = entry.first;  // named: a lambda may not capture a structured binding in C++17
+    const auto& words = entry.second;
     const std::string e = spec_error([&] { DepthwiseConv layer(o); });
     EXPECT_THAT(e, HasSubstr("lkjit: error: dwconv: "));
     for (const auto& w : words) EXPECT_THAT(e, HasSubstr(w));
