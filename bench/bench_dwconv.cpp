@@ -9,7 +9,6 @@
 //   bench_dwconv [--benchmark_filter=...]     (with $OUT set: JSON to $OUT/bench_dwconv.json as well)
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
-#include <cudnn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "bench/bench_support.h"
+#include "bench/cudnn_depthwise.h"
 #include "lkjit/dwconv.h"
 #include "lkjit/generator.h"
 #include "lkjit/numeric.h"
@@ -29,11 +29,6 @@ namespace {
 
 using namespace lkjit::bench;  // NOLINT
 
-#define CKDNN(x)                                                                                           \
-  do {                                                                                                     \
-    cudnnStatus_t s_ = (x);                                                                                \
-    if (s_ != CUDNN_STATUS_SUCCESS) throw std::runtime_error(fmt::format("{}: {}", #x, cudnnGetErrorString(s_))); \
-  } while (0)
 
 struct Row {
   const char* tag;
@@ -92,76 +87,6 @@ void BM_Lkjit(benchmark::State& st, Row r, lkjit::Layout layout, bool train) {
   }, (train ? 5.0 : 2.0) * n * eb, (train ? 3 : 1) * flops_of(r));
 }
 
-void BM_Cudnn(benchmark::State& st, Row r, bool nhwc, bool train) {
-  const std::string d = r.dtype;
-  const cudnnDataType_t dt = d == "f32" ? CUDNN_DATA_FLOAT : d == "f16" ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
-  const size_t eb = dt == CUDNN_DATA_FLOAT ? 4 : 2;
-  const cudnnTensorFormat_t fmt_ = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  static cudnnHandle_t h = nullptr;
-  if (!h) CKDNN(cudnnCreate(&h));
-  cudnnTensorDescriptor_t xd, yd;
-  cudnnFilterDescriptor_t wd;
-  cudnnConvolutionDescriptor_t cd;
-  CKDNN(cudnnCreateTensorDescriptor(&xd));
-  CKDNN(cudnnCreateTensorDescriptor(&yd));
-  CKDNN(cudnnCreateFilterDescriptor(&wd));
-  CKDNN(cudnnCreateConvolutionDescriptor(&cd));
-  const int B = int(r.B), C = int(r.C), H = int(r.H);
-  CKDNN(cudnnSetTensor4dDescriptor(xd, fmt_, dt, B, C, H, H));
-  CKDNN(cudnnSetTensor4dDescriptor(yd, fmt_, dt, B, C, H, H));
-  CKDNN(cudnnSetFilter4dDescriptor(wd, dt, fmt_, C, 1, r.kh, r.kw));
-  // Odd k: 'same' is symmetric (every row here is odd, or the k x 5 strips).
-  CKDNN(cudnnSetConvolution2dDescriptor(cd, r.kh / 2, r.kw / 2, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  CKDNN(cudnnSetConvolutionGroupCount(cd, C));
-  if (dt != CUDNN_DATA_FLOAT) CKDNN(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
-  const size_t n = size_t(B) * C * H * H, taps = size_t(C) * r.kh * r.kw;
-  void *x, *y, *w, *dx, *dw, *ws;
-  const size_t ws_size = size_t(512) << 20;
-  CK(cudaMalloc(&x, n * eb));
-  CK(cudaMalloc(&y, n * eb));
-  CK(cudaMalloc(&dx, n * eb));
-  CK(cudaMalloc(&w, taps * eb));
-  CK(cudaMalloc(&dw, taps * eb));
-  CK(cudaMalloc(&ws, ws_size));
-  CK(cudaMemset(x, 0, n * eb));
-  CK(cudaMemset(w, 0, taps * eb));
-  int got = 0, best = -1, dbest = -1, fbest = -1;
-  cudnnConvolutionFwdAlgoPerf_t perf[8];
-  cudnnConvolutionBwdDataAlgoPerf_t dperf[8];
-  cudnnConvolutionBwdFilterAlgoPerf_t fperf[8];
-  CKDNN(cudnnFindConvolutionForwardAlgorithmEx(h, xd, x, wd, w, cd, yd, y, 8, &got, perf, ws, ws_size));
-  for (int i = 0; i < got && best < 0; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) best = i;
-  if (train) {
-    int gd = 0, gf = 0;
-    CKDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd, w, yd, y, cd, xd, dx, 8, &gd, dperf, ws, ws_size));
-    CKDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd, x, yd, y, cd, wd, dw, 8, &gf, fperf, ws, ws_size));
-    for (int i = 0; i < gd && dbest < 0; ++i)
-      if (dperf[i].status == CUDNN_STATUS_SUCCESS) dbest = i;
-    for (int i = 0; i < gf && fbest < 0; ++i)
-      if (fperf[i].status == CUDNN_STATUS_SUCCESS) fbest = i;
-  }
-  if (best < 0 || (train && (dbest < 0 || fbest < 0))) {
-    st.SkipWithError("no cuDNN algorithm");
-  } else {
-    const float one = 1.f, zero = 0.f;
-    st.SetLabel(train ? fmt::format("cudnn algos {} {} {}", int(perf[best].algo), int(dperf[dbest].algo),
-                                    int(fperf[fbest].algo))
-                      : fmt::format("cudnn algo {}", int(perf[best].algo)));
-    time_loop(st, [&] {
-      CKDNN(cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, perf[best].algo, ws, ws_size, &zero, yd, y));
-      if (train) {
-        CKDNN(cudnnConvolutionBackwardData(h, &one, wd, w, yd, y, cd, dperf[dbest].algo, ws, ws_size, &zero, xd, dx));
-        CKDNN(cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, y, cd, fperf[fbest].algo, ws, ws_size, &zero, wd, dw));
-      }
-    }, (train ? 5.0 : 2.0) * n * eb, (train ? 3 : 1) * flops_of(r));
-  }
-  for (void* p : {x, y, w, dx, dw, ws}) cudaFree(p);
-  cudnnDestroyTensorDescriptor(xd);
-  cudnnDestroyTensorDescriptor(yd);
-  cudnnDestroyFilterDescriptor(wd);
-  cudnnDestroyConvolutionDescriptor(cd);
-}
 
 
 }  // namespace
@@ -191,7 +116,10 @@ int main(int argc, char** argv) {
         const std::string name = fmt::format("{}/{}/{}x{}x{}x{}/k{}x{}/{}/{}", r.tag, r.dtype, r.B, r.C, r.H, r.H, r.kh,
                                              r.kw, nhwc ? "nhwc" : "nchw", train ? "train" : "fwd");
         for (bool cudnn : {false, true}) {
-          auto* b = cudnn ? benchmark::RegisterBenchmark(("cudnn/" + name).c_str(), BM_Cudnn, r, nhwc, train)
+          auto* b = cudnn ? benchmark::RegisterBenchmark(("cudnn/" + name).c_str(), [r, nhwc, train](benchmark::State& st) {
+                            time_cudnn_depthwise(st, r.dtype, int(r.B), int(r.C), int(r.H), r.kh, r.kw, nhwc, train,
+                                                 (train ? 3 : 1) * flops_of(r));
+                          })
                           : benchmark::RegisterBenchmark(("lkjit/" + name).c_str(), BM_Lkjit, r,
                                                          nhwc ? lkjit::Layout::kNHWC : lkjit::Layout::kNCHW, train);
           b->UseManualTime()->Unit(benchmark::kMillisecond)->MinWarmUpTime(0.02)->MinTime(0.2);

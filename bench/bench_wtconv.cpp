@@ -6,7 +6,6 @@
 //   bench_wtconv --benchmark_out=wtconv.json --benchmark_out_format=json
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
-#include <cudnn.h>
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "bench/bench_support.h"
+#include "bench/cudnn_depthwise.h"
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "lkjit/wtconv.h"
@@ -22,11 +22,6 @@ namespace {
 
 using namespace lkjit::bench;  // NOLINT
 
-#define CKDNN(x)                                                                               \
-  do {                                                                                         \
-    cudnnStatus_t s_ = (x);                                                                    \
-    if (s_ != CUDNN_STATUS_SUCCESS) throw std::runtime_error(fmt::format("{}: {}", #x, cudnnGetErrorString(s_))); \
-  } while (0)
 
 struct Row {
   const char* dtype;
@@ -133,85 +128,6 @@ void BM_WTConvBwd(benchmark::State& st, Row r) {
   time_loop(st, [&] { layer.backward(x.data(), g.data(), dx.data(), dp.grads, r.B, r.H, r.H); }, 3.0 * n * eb);
 }
 
-void BM_CudnnDepthwiseFwd(benchmark::State& st, Row r, int k, bool train) {
-  const cudnnDataType_t dt = std::string(r.dtype) == "f32" ? CUDNN_DATA_FLOAT
-                             : std::string(r.dtype) == "f16" ? CUDNN_DATA_HALF
-                                                             : CUDNN_DATA_BFLOAT16;
-  const size_t eb = dt == CUDNN_DATA_FLOAT ? 4 : 2;
-  static cudnnHandle_t h = nullptr;
-  if (!h) CKDNN(cudnnCreate(&h));
-  cudnnTensorDescriptor_t xd, yd;
-  cudnnFilterDescriptor_t wd;
-  cudnnConvolutionDescriptor_t cd;
-  CKDNN(cudnnCreateTensorDescriptor(&xd));
-  CKDNN(cudnnCreateTensorDescriptor(&yd));
-  CKDNN(cudnnCreateFilterDescriptor(&wd));
-  CKDNN(cudnnCreateConvolutionDescriptor(&cd));
-  const int B = int(r.B), C = int(r.C), H = int(r.H);
-  CKDNN(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, dt, B, C, H, H));
-  CKDNN(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, dt, B, C, H, H));
-  CKDNN(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NCHW, C, 1, k, k));
-  CKDNN(cudnnSetConvolution2dDescriptor(cd, k / 2, k / 2, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  CKDNN(cudnnSetConvolutionGroupCount(cd, C));
-  if (dt != CUDNN_DATA_FLOAT) CKDNN(cudnnSetConvolutionMathType(cd, CUDNN_TENSOR_OP_MATH));
-  const size_t n = size_t(B) * C * H * H;
-  void *x, *y, *w, *ws = nullptr;
-  CK(cudaMalloc(&x, n * eb));
-  CK(cudaMalloc(&y, n * eb));
-  CK(cudaMalloc(&w, size_t(C) * k * k * eb));
-  CK(cudaMemset(x, 0, n * eb));
-  CK(cudaMemset(w, 0, size_t(C) * k * k * eb));
-  // Like cudnn.benchmark=True: time every algorithm, keep the fastest.
-  void *dx = nullptr, *dw = nullptr;
-  CK(cudaMalloc(&dx, n * eb));
-  CK(cudaMalloc(&dw, size_t(C) * k * k * eb));
-  int got = 0;
-  cudnnConvolutionFwdAlgoPerf_t perf[8];
-  size_t ws_size = size_t(256) << 20;
-  CK(cudaMalloc(&ws, ws_size));
-  CKDNN(cudnnFindConvolutionForwardAlgorithmEx(h, xd, x, wd, w, cd, yd, y, 8, &got, perf, ws, ws_size));
-  int best = -1;
-  for (int i = 0; i < got; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) {
-      best = i;
-      break;
-    }
-  cudnnConvolutionBwdDataAlgoPerf_t dperf[8];
-  cudnnConvolutionBwdFilterAlgoPerf_t fperf[8];
-  int dbest = -1, fbest = -1;
-  if (train) {
-    int gd = 0, gf = 0;
-    CKDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd, w, yd, y, cd, xd, dx, 8, &gd, dperf, ws, ws_size));
-    CKDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd, x, yd, y, cd, wd, dw, 8, &gf, fperf, ws, ws_size));
-    for (int i = 0; i < gd && dbest < 0; ++i)
-      if (dperf[i].status == CUDNN_STATUS_SUCCESS) dbest = i;
-    for (int i = 0; i < gf && fbest < 0; ++i)
-      if (fperf[i].status == CUDNN_STATUS_SUCCESS) fbest = i;
-  }
-  if (best < 0 || (train && (dbest < 0 || fbest < 0))) {
-    st.SkipWithError("no cuDNN algorithm");
-  } else {
-    const float one = 1.f, zero = 0.f;
-    st.SetLabel(fmt::format("cudnn algo {}", int(perf[best].algo)));
-    time_loop(st, [&] {
-      CKDNN(cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, perf[best].algo, ws, ws_size, &zero, yd, y));
-      if (train) {
-        CKDNN(cudnnConvolutionBackwardData(h, &one, wd, w, yd, y, cd, dperf[dbest].algo, ws, ws_size, &zero, xd, dx));
-        CKDNN(cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, y, cd, fperf[fbest].algo, ws, ws_size, &zero, wd, dw));
-      }
-    }, (train ? 5.0 : 2.0) * n * eb);
-  }
-  cudaFree(dx);
-  cudaFree(dw);
-  cudaFree(x);
-  cudaFree(y);
-  cudaFree(w);
-  cudaFree(ws);
-  cudnnDestroyTensorDescriptor(xd);
-  cudnnDestroyTensorDescriptor(yd);
-  cudnnDestroyFilterDescriptor(wd);
-  cudnnDestroyConvolutionDescriptor(cd);
-}
 
 // Per-kernel time and achieved bandwidth (traffic model / time) of one forward and one backward.
 void print_kernel_profiles() {
@@ -281,12 +197,15 @@ int main(int argc, char** argv) {
     reg("wtconv_fwd/" + row_name(r), [r](benchmark::State& st) { BM_WTConvFwd(st, r, lkjit::WTConvPath::kAuto); });
     reg("wtconv_train/" + row_name(r), [r](benchmark::State& st) { BM_WTConvTrain(st, r, lkjit::WTConvPath::kAuto); });
     reg("wtconv_bwd/" + row_name(r), [r](benchmark::State& st) { BM_WTConvBwd(st, r); });
+    // The baseline in both layouts: cuDNN's depthwise kernels are 3-5x faster on NHWC (report.py takes the faster).
     for (int k : {5, 7})
-      for (bool train : {false, true}) {
-        Row rr = r;
-        reg(fmt::format("cudnn_dw{}_{}/{}/{}x{}x{}x{}", k, train ? "train" : "fwd", r.dtype, r.B, r.C, r.H, r.H),
-            [rr, k, train](benchmark::State& st) { BM_CudnnDepthwiseFwd(st, rr, k, train); });
-      }
+      for (bool train : {false, true})
+        for (bool nhwc : {false, true})
+          reg(fmt::format("cudnn_dw{}_{}/{}/{}x{}x{}x{}{}", k, train ? "train" : "fwd", r.dtype, r.B, r.C, r.H, r.H,
+                          nhwc ? "/nhwc" : ""),
+              [r, k, train, nhwc](benchmark::State& st) {
+                time_cudnn_depthwise(st, r.dtype, int(r.B), int(r.C), int(r.H), k, k, nhwc, train);
+              });
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
