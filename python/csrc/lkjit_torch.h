@@ -12,7 +12,11 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "lkjit/c_api.h"
@@ -75,5 +79,31 @@ struct Family {
   uint64_t (*workspace_bytes)(int64_t layer_id);
 };
 void register_family(const Family& f);
+
+// A family's lkjit handles: per layer id, one Entry per configuration Key, created on first use. Calls on
+// an entry are serialised by holding mutex(). release and workspace_bytes are what a Family registers.
+template <class Key, class Entry>
+class LayerTable {
+ public:
+  std::mutex& mutex() { return mu_; }
+  std::unique_ptr<Entry>& slot(int64_t layer_id, const Key& key) { return layers_[layer_id][key]; }  // under mutex()
+  void release(int64_t layer_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    layers_.erase(layer_id);
+  }
+  // The sum of bytes(entry) over the layer's entries (0 for an unknown id).
+  template <class F>
+  uint64_t sum(int64_t layer_id, F&& bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t n = 0;
+    if (auto it = layers_.find(layer_id); it != layers_.end())
+      for (const auto& kv : it->second) n += bytes(*kv.second);
+    return n;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<int64_t, std::map<Key, std::unique_ptr<Entry>>> layers_;
+};
 
 }  // namespace lkjit_torch

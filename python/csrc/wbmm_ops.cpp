@@ -26,8 +26,7 @@ struct Entry {
   }
 };
 
-std::mutex g_mu;
-std::unordered_map<int64_t, std::map<Key, std::unique_ptr<Entry>>> g_layers;
+LayerTable<Key, Entry> g_layers;
 
 void check_call(const char* where, const Tensor& x, const Tensor* g, const Tensor& w, const std::optional<Tensor>& b,
                 int64_t wh, int64_t ww, bool dense) {
@@ -62,8 +61,8 @@ lkjit_wbmm* layer(int64_t layer_id, const Tensor& x, const Tensor& w, const std:
   const Key key{dtype_code(x), device, x.size(1), wh, ww, dense, identity, b.has_value(), tf32};
   lkjit_wbmm* h = nullptr;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    auto& slot = g_layers[layer_id][key];
+    std::lock_guard<std::mutex> lock(g_layers.mutex());
+    auto& slot = g_layers.slot(layer_id, key);
     if (!slot) {
       auto e = std::make_unique<Entry>();
       const unsigned flags = (identity ? LKJIT_WBMM_IDENTITY : 0u) | (b ? LKJIT_WBMM_BIAS : 0u) |
@@ -129,21 +128,13 @@ std::vector<Tensor> wbmm_bwd(Tensor x, Tensor g, Tensor w, std::optional<Tensor>
   return {dx, dw, db};
 }
 
-void release(int64_t layer_id) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_layers.erase(layer_id);
-}
+void release(int64_t layer_id) { g_layers.release(layer_id); }
 
 uint64_t workspace_bytes(int64_t layer_id) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  auto it = g_layers.find(layer_id);
-  uint64_t n = 0;
-  if (it == g_layers.end()) return 0;
-  for (const auto& [k, e] : it->second) {
+  return g_layers.sum(layer_id, [](const Entry& e) {
     uint64_t v = 0;
-    if (capi().lkjit_wbmm_workspace_bytes(e->h, &v) == 0) n += v;
-  }
-  return n;
+    return capi().lkjit_wbmm_workspace_bytes(e.h, &v) == 0 ? v : uint64_t(0);
+  });
 }
 
 const bool kRegistered = (register_family({"lkjit::wbmm_fwd,lkjit::wbmm_bwd", &release, &workspace_bytes}), true);

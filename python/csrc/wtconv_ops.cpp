@@ -29,8 +29,7 @@ struct Entry {
   }
 };
 
-std::mutex g_mu;
-std::unordered_map<int64_t, std::map<Key, std::unique_ptr<Entry>>> g_layers;
+LayerTable<Key, Entry> g_layers;
 
 // params: [base_w, base_s, level_w..., level_s..., (base_b)], as lkjit/wtconv.py's flat list.
 std::vector<Tensor> flat(const Tensor& bw, const std::optional<Tensor>& bb, const Tensor& bs,
@@ -70,8 +69,8 @@ Entry& entry(int64_t layer_id, const Tensor& x, const std::vector<Tensor>& p, in
   const bool bias = p.size() > size_t(2 + 2 * L);
   const int device = x.get_device_index();
   const Key key{dtype_code(x), device, x.size(1), p[0].size(p[0].dim() - 1), L, bias, int(stride)};
-  std::lock_guard<std::mutex> lock(g_mu);
-  auto& slot = g_layers[layer_id][key];
+  std::lock_guard<std::mutex> lock(g_layers.mutex());
+  auto& slot = g_layers.slot(layer_id, key);
   if (!slot) {
     auto e = std::make_unique<Entry>();
     check(capi().lkjit_wtconv_create(x.size(1), int(std::get<3>(key)), L, dtype_code(x), bias, int(stride), device, &e->h));
@@ -214,21 +213,13 @@ std::vector<Tensor> wtconv_bwd(Tensor g, Tensor x, Tensor bw, std::optional<Tens
   return res;
 }
 
-void release(int64_t layer_id) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_layers.erase(layer_id);
-}
+void release(int64_t layer_id) { g_layers.release(layer_id); }
 
 uint64_t workspace_bytes(int64_t layer_id) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  auto it = g_layers.find(layer_id);
-  uint64_t n = 0;
-  if (it == g_layers.end()) return 0;
-  for (const auto& [k, e] : it->second) {
+  return g_layers.sum(layer_id, [](const Entry& e) {
     uint64_t b = 0;
-    if (capi().lkjit_wtconv_workspace_bytes(e->h, &b) == 0) n += b;
-  }
-  return n;
+    return capi().lkjit_wtconv_workspace_bytes(e.h, &b) == 0 ? b : uint64_t(0);
+  });
 }
 
 const bool kRegistered = (register_family({"lkjit::wtconv_fwd,lkjit::wtconv_bwd", &release, &workspace_bytes}), true);
