@@ -45,6 +45,7 @@ from torch import nn  # noqa: E402
 import lkjit  # noqa: E402
 from lkjit.torch import WTConv2d  # noqa: E402
 from wtconv_reference import ReferenceWTConv2d  # noqa: E402
+from torch_timing import fwd_fn, median_ms, train_fn  # noqa: E402
 
 DT = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LK_DT = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
@@ -63,16 +64,6 @@ NET_LAYERS = [(64, 96, 56, 5), (64, 192, 28, 4), (64, 384, 14, 3), (64, 768, 7, 
 MIB = 1 << 20
 
 
-def median_ms(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev)
 
 
 def first_call_s(fn):
@@ -83,20 +74,8 @@ def first_call_s(fn):
     return time.perf_counter() - t
 
 
-def fwd_fn(m, x):
-    def f():
-        with torch.no_grad():
-            m(x)
-    return f
 
 
-def train_fn(m, x, g):
-    def f():
-        x.grad = None
-        for p in m.parameters():
-            p.grad = None
-        m(x).backward(g)
-    return f
 
 
 def depthwise(C, k, dtype):

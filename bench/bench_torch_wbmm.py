@@ -16,7 +16,6 @@ written here from the spec (docs/wbmm.md).
    pattern is not at hand; the same network on the PyTorch path differs only in its W mixers.
 """
 import math
-import statistics
 import sys
 
 import torch
@@ -25,6 +24,7 @@ from torch import nn
 
 from lkjit.torch import WBMM2d
 from lkjit._wbmm_torch_ref import relative_position_index
+from torch_timing import fwd_fn, median_ms, train_fn
 
 DT = {"fp32": torch.float32, "bf16": torch.bfloat16}
 STUDY = [(w, dt, tf32) for w in (7, 14) for dt, tf32 in (("fp32", False), ("fp32", True), ("bf16", False))]
@@ -57,32 +57,10 @@ class TorchPathWBMM2d(nn.Module):
         return out[:, :, :H, :W]
 
 
-def _median_ms(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev)
 
 
-def _fwd(m, x):
-    def f():
-        with torch.no_grad():
-            m(x)
-    return f
 
 
-def _train(m, x, g):
-    def f():
-        x.grad = None
-        for p in m.parameters():
-            p.grad = None
-        m(x).backward(g)
-    return f
 
 
 def _peak_mib(fn):
@@ -119,9 +97,9 @@ def _layer_row(args, B, C, H, w, dt_name, tf32, channels_last):
             a, b = lk(x).float(), ref(x).float()
             row["max_rel_diff_vs_torch"] = ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
         for name, m in (("lkjit", lk), ("torch", ref)):
-            row[f"{name}_fwd_ms"] = _median_ms(_fwd(m, x), args.warmup, args.iters)
-            row[f"{name}_train_ms"] = _median_ms(_train(m, x, g), args.warmup, args.iters)
-            row[f"{name}_train_peak_MiB"] = _peak_mib(_train(m, x, g))
+            row[f"{name}_fwd_ms"] = median_ms(fwd_fn(m, x), args.warmup, args.iters)
+            row[f"{name}_train_ms"] = median_ms(train_fn(m, x, g), args.warmup, args.iters)
+            row[f"{name}_train_peak_MiB"] = _peak_mib(train_fn(m, x, g))
         row["train_speedup"] = row["torch_train_ms"] / row["lkjit_train_ms"]
         row["issue_torch_ms"] = ANCHORS.get((dt_name, w)) if B == 64 and not tf32 else None
         print(f"  {dt_name}{' tf32' if tf32 else ''} {B}x{C}x{H}x{H} w{w} {row['layout']}: lkjit "
@@ -173,7 +151,7 @@ def _network_row(args, lkjit_mixer, B):
         opt.step()
         losses.append(loss.detach())
 
-    ms = _median_ms(step, args.net_warmup, args.net_iters)
+    ms = median_ms(step, args.net_warmup, args.net_iters)
     torch.cuda.reset_peak_memory_stats()
     step()
     torch.cuda.synchronize()
