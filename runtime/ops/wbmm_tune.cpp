@@ -13,11 +13,11 @@
 #include "lkjit/numeric.h"
 #include "lkjit/testing.h"
 #include "runtime/op_registry.h"
+#include "runtime/pass_timer.h"
 
 namespace lkjit {
 namespace {
 
-constexpr size_t kMinFlushBytes = size_t(64) << 20;
 
 // One of dtype's 1.0 in every element of a 32-bit word (timing does not depend on values).
 uint32_t one_pattern(DType t) {
@@ -69,9 +69,7 @@ struct WBMMHarness::Impl {
   std::unique_ptr<WBMM> layer;
   DeviceBuffer weight, bias, gweight, gbias;
   std::vector<DeviceBuffer> x, out, dout;  // rotating sets; out is dX for a backward
-  DeviceBuffer flush;
-  size_t next = 0;
-  uint32_t flush_value = 0;
+  std::unique_ptr<rt::PassTimer> timer;  // the L2 flush and the timing loop
   double bytes = 0;
   WBMMGradients grads;
   // check_outputs' random inputs and weights and its guarded outputs, made on first use.
@@ -122,8 +120,7 @@ WBMMHarness::WBMMHarness(const WBMMTuneProblem& p) : impl_(std::make_unique<Impl
   // Enough rotating sets that one pass's tensors are out of L2 when the set comes round again.
   const size_t n = round4(size_t(sh.numel()) * dtype_bytes(o.dtype));
   const size_t set_bytes = n * (p.backward ? 3 : 2);
-  const size_t l2 = std::max<size_t>(m.dev.l2_bytes, 32u << 20);
-  const size_t copies = std::clamp<size_t>((2 * l2 + set_bytes - 1) / set_bytes, 1, 8);
+  const size_t copies = rt::PassTimer::sets_for(m.dev, set_bytes);
   for (size_t i = 0; i < copies; ++i) {
     m.x.emplace_back(n, o.device);
     m.x.back().fill_u32(one_pattern(o.dtype));
@@ -134,7 +131,7 @@ WBMMHarness::WBMMHarness(const WBMMTuneProblem& p) : impl_(std::make_unique<Impl
       m.dout.back().fill_u32(one_pattern(o.dtype));
     }
   }
-  m.flush = DeviceBuffer(round4(std::max(2 * l2, kMinFlushBytes)), o.device);
+  m.timer = std::make_unique<rt::PassTimer>(m.dev);
   synchronize();
 }
 
@@ -165,18 +162,7 @@ void WBMMHarness::prepare() {
 
 std::vector<double> WBMMHarness::time(int warmup, int reps) {
   Impl& m = *impl_;
-  for (int i = 0; i < warmup; ++i) m.run(m.next++ % m.x.size());
-  synchronize();
-  EventTimer timer;
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    m.flush.fill_u32(++m.flush_value);  // evicts the previous pass's lines
-    const size_t set = m.next++ % m.x.size();
-    timer.start();
-    m.run(set);
-    ms.push_back(timer.stop_ms());
-  }
-  return ms;
+  return m.timer->time(warmup, reps, m.x.size(), [&](size_t set) { m.run(set); });
 }
 
 // Both plans' outputs on one random x (and dOut), with random weights of scale 1/sqrt(d) and bias (so that each

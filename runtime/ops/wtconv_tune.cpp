@@ -13,12 +13,12 @@
 #include "lkjit/testing.h"
 #include "runtime/tune_search.h"
 #include "runtime/op_registry.h"
+#include "runtime/pass_timer.h"
 #include "runtime/tuner_internal.h"
 
 namespace lkjit {
 namespace {
 
-constexpr size_t kMinFlushBytes = size_t(64) << 20;
 // Seeds of the harness's weights and of check_outputs' inputs.
 constexpr uint64_t kWeightSeed = 42, kCheckSeed = 4242;
 
@@ -77,9 +77,7 @@ struct WTConvHarness::Impl {
   ref::WTConvParams ref_params;
   testing::DeviceParams params;
   std::vector<DeviceBuffer> x, out, dout;  // rotating sets; out is dX for a backward
-  DeviceBuffer flush;
-  size_t next = 0;
-  uint32_t flush_value = 0;
+  std::unique_ptr<rt::PassTimer> timer;  // the L2 flush and the timing loop
   double bytes = 0;
 
   // check_outputs' random inputs and guarded output, made on first use.
@@ -181,8 +179,7 @@ WTConvHarness::WTConvHarness(const WTConvTuneProblem& p) : impl_(std::make_uniqu
   const size_t eb = dtype_bytes(p.options.dtype);
   const size_t nin = round4(size_t(sh.numel()) * eb), nout = round4(size_t(sh.B * sh.C * sh.H_out() * sh.W_out()) * eb);
   const size_t set_bytes = nin + nout + (p.backward ? nout : 0);
-  const size_t l2 = std::max<size_t>(m.dev.l2_bytes, 32u << 20);
-  const size_t copies = std::clamp<size_t>((2 * l2 + set_bytes - 1) / set_bytes, 1, 8);
+  const size_t copies = rt::PassTimer::sets_for(m.dev, set_bytes);
   for (size_t i = 0; i < copies; ++i) {
     m.x.emplace_back(nin, p.options.device);
     m.x.back().fill_u32(one_pattern(p.options.dtype));
@@ -193,7 +190,7 @@ WTConvHarness::WTConvHarness(const WTConvTuneProblem& p) : impl_(std::make_uniqu
       m.dout.back().fill_u32(one_pattern(p.options.dtype));
     }
   }
-  m.flush = DeviceBuffer(round4(std::max(2 * l2, kMinFlushBytes)), p.options.device);
+  m.timer = std::make_unique<rt::PassTimer>(m.dev);
   synchronize();
 }
 
@@ -216,18 +213,7 @@ void WTConvHarness::prepare() { impl_->layer->prepare(impl_->p.B, impl_->p.H, im
 
 std::vector<double> WTConvHarness::time(int warmup, int reps) {
   Impl& m = *impl_;
-  for (int i = 0; i < warmup; ++i) m.run(m.next++ % m.x.size());
-  synchronize();
-  EventTimer timer;
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    m.flush.fill_u32(++m.flush_value);  // evicts the previous pass's lines (nvbench's cold samples)
-    const size_t set = m.next++ % m.x.size();
-    timer.start();
-    m.run(set);
-    ms.push_back(timer.stop_ms());
-  }
-  return ms;
+  return m.timer->time(warmup, reps, m.x.size(), [&](size_t set) { m.run(set); });
 }
 
 std::optional<std::string> WTConvHarness::check_outputs(const std::vector<PlannedKernel>& reference,
