@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/cubin_check.h"
 #include "lkjit/wtconv_kernels.h"
 #include "lkjit/error.h"
 #include "lkjit/cache.h"
@@ -78,21 +79,7 @@ std::vector<CompileCase> matrix_cases(int arch) {
   return v;
 }
 
-// Checks the bytes are a CUDA cubin for `arch` that defines `kernel_name`.
-void expect_cubin(const std::string& cubin, int arch, const std::string& kernel_name) {
-  ASSERT_GT(cubin.size(), 64u);
-  ASSERT_EQ(cubin.compare(0, 4, "\x7f" "ELF"), 0) << "no ELF magic";
-  EXPECT_EQ(cubin[4], 2) << "not ELF64";
-  uint16_t machine = 0;
-  uint32_t flags = 0;
-  std::memcpy(&machine, cubin.data() + 18, 2);
-  std::memcpy(&flags, cubin.data() + 48, 4);
-  EXPECT_EQ(machine, 190) << "e_machine is not EM_CUDA";
-  // The SM is in e_flags: bits 8..15 from cubin ABI version 8 on (CUDA 12.8+), bits 0..7 before.
-  const int abi = static_cast<unsigned char>(cubin[8]);
-  EXPECT_EQ(abi >= 8 ? (flags >> 8) & 0xff : flags & 0xff, unsigned(arch)) << "e_flags " << std::hex << flags;
-  EXPECT_NE(cubin.find(kernel_name), std::string::npos) << "the entry symbol is missing";
-}
+using lkjit::test::expect_cubin;
 
 // Compiles every selected case once, on all cores, into the in-process cache (compile_kernel is
 // meant for concurrent callers); serially the sm_90 matrix alone takes minutes. Each test then gets

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/cubin_check.h"
 #include "generator/ops/wbmm_geometry.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
@@ -184,20 +185,7 @@ void compile_selected() {
   });
 }
 
-// The bytes are a cubin for `arch` (ELF64, EM_CUDA, the SM in e_flags) that defines `symbol`.
-void expect_cubin(const std::string& cubin, int arch, const std::string& symbol) {
-  ASSERT_GT(cubin.size(), 64u);
-  ASSERT_EQ(cubin.compare(0, 4, "\x7f" "ELF"), 0) << "no ELF magic";
-  EXPECT_EQ(cubin[4], 2) << "not ELF64";
-  uint16_t machine = 0;
-  uint32_t flags = 0;
-  std::memcpy(&machine, cubin.data() + 18, 2);
-  std::memcpy(&flags, cubin.data() + 48, 4);
-  EXPECT_EQ(machine, 190) << "e_machine is not EM_CUDA";
-  const int abi = static_cast<unsigned char>(cubin[8]);
-  EXPECT_EQ(abi >= 8 ? (flags >> 8) & 0xff : flags & 0xff, unsigned(arch)) << "e_flags " << std::hex << flags;
-  EXPECT_NE(cubin.find(symbol), std::string::npos) << "the entry symbol is missing";
-}
+using lkjit::test::expect_cubin;
 
 class WBMMCompile : public ::testing::TestWithParam<Case> {};
 
