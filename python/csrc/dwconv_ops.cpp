@@ -44,10 +44,12 @@ void check_call(const char* where, const Tensor& x, const Tensor* g, const Tenso
   std::optional<Desc> dg, db;
   if (g) dg = describe(*g);
   if (b) db = describe(*b);
+  const lkjit_tensor_desc cx = dx.c(), cw = dw.c(), cg = dg ? dg->c() : lkjit_tensor_desc{},
+                          cb = db ? db->c() : lkjit_tensor_desc{};
   int type_error = 0;
   const int rc = capi().lkjit_dwconv_check_tensors(where, -1, int(w.size(2)), int(w.size(3)), int(stride), int(dil),
-                                                   int(ph), int(pw), same ? 1 : 0, &dx.d, dg ? &dg->d : nullptr, &dw.d,
-                                                   db ? &db->d : nullptr, 0, &type_error);
+                                                   int(ph), int(pw), same ? 1 : 0, &cx, dg ? &cg : nullptr, &cw,
+                                                   db ? &cb : nullptr, 0, &type_error);
   if (rc != 0) fail_check(rc, type_error != 0);
 }
 

@@ -100,12 +100,8 @@ Desc describe(const Tensor& t) {
   const int type = static_cast<int>(dev.type());
   d.device_name = device_type_name(type);
   if (type != 0 && dev.index() >= 0) d.device_name += ":" + std::to_string(dev.index());
-  d.d.dim = int64_t(d.sizes.size());
-  d.d.sizes = d.sizes.data();
-  d.d.dtype = dtype_code(t);
-  d.d.dtype_name = d.dtype_name.c_str();
-  d.d.device_type = type == 1 ? LKJIT_DEVICE_CUDA : type == 0 ? LKJIT_DEVICE_CPU : LKJIT_DEVICE_OTHER;
-  d.d.device_name = d.device_name.c_str();
+  d.dtype = dtype_code(t);
+  d.device_type = type == 1 ? LKJIT_DEVICE_CUDA : type == 0 ? LKJIT_DEVICE_CPU : LKJIT_DEVICE_OTHER;
   return d;
 }
 

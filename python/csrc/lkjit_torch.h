@@ -42,10 +42,17 @@ void check(int rc);
 [[noreturn]] void fail_spec(const std::string& message);
 
 // A tensor's description for lkjit's argument checks; the strings and sizes live in the holder.
+// A tensor's description for the C ABI's checks. The C struct points into the Desc, so it is built by c() from
+// the object at hand, never stored: a copied or moved Desc (into a vector, an optional) would otherwise point
+// into the one it came from, whose sizes were freed and whose short strings lived inside it.
 struct Desc {
-  lkjit_tensor_desc d{};
   std::vector<int64_t> sizes;
   std::string dtype_name, device_name;
+  int dtype = -1;        // LKJIT_DTYPE_*, or -1
+  int device_type = 0;   // LKJIT_DEVICE_*
+  lkjit_tensor_desc c() const {
+    return {int64_t(sizes.size()), sizes.data(), dtype, dtype_name.c_str(), device_type, device_name.c_str()};
+  }
 };
 Desc describe(const Tensor& t);
 int dtype_code(const Tensor& t);  // LKJIT_DTYPE_*, or -1

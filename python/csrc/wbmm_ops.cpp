@@ -39,10 +39,11 @@ void check_call(const char* where, const Tensor& x, const Tensor* g, const Tenso
   std::vector<Desc> dp{describe(w)};
   if (b) dp.push_back(describe(*b));
   std::vector<lkjit_tensor_desc> raw;
-  for (const auto& d : dp) raw.push_back(d.d);
+  for (const auto& d : dp) raw.push_back(d.c());
+  const lkjit_tensor_desc cx = dx.c(), cg = dg ? dg->c() : lkjit_tensor_desc{};
   int type_error = 0;
   const int rc = capi().lkjit_wbmm_check_tensors(where, -1, int(wh), int(ww), dense ? LKJIT_WBMM_DENSE : LKJIT_WBMM_TABLE,
-                                                 &dx.d, dg ? &dg->d : nullptr, raw.data(), int(raw.size()), b ? 1 : 0, 0,
+                                                 &cx, dg ? &cg : nullptr, raw.data(), int(raw.size()), b ? 1 : 0, 0,
                                                  &type_error);
   if (rc != 0) fail_check(rc, type_error != 0);
 }

@@ -51,9 +51,10 @@ void check_call(const char* where, const Tensor& x, const Tensor* g, int64_t str
   dp.reserve(p.size());
   std::vector<lkjit_tensor_desc> raw;
   for (const auto& t : p) dp.push_back(describe(t));
-  for (const auto& d : dp) raw.push_back(d.d);
+  for (const auto& d : dp) raw.push_back(d.c());
+  const lkjit_tensor_desc cx = dx.c(), cg = dg ? dg->c() : lkjit_tensor_desc{};
   int type_error = 0;
-  const int rc = capi().lkjit_wtconv_check_tensors(where, -1, int(stride), &dx.d, dg ? &dg->d : nullptr, raw.data(),
+  const int rc = capi().lkjit_wtconv_check_tensors(where, -1, int(stride), &cx, dg ? &cg : nullptr, raw.data(),
                                                    int(raw.size()), int(n_lw), int(n_ls), bias ? 1 : 0, 0, &type_error);
   if (rc != 0) fail_check(rc, type_error != 0);
 }
