@@ -339,6 +339,11 @@ LKJIT_DIRECT_PAIR(DirectBF16K3D2, bf16, 3, 3, 1, 2, 8, 16, 2, 4, 3, 32, Problem{
 LKJIT_DIRECT_PAIR(DirectF32K7, float, 7, 7, 1, 1, 16, 32, 4, 4, 7, 32, Problem{2, 2, 33, 35, true, {}, true})
 LKJIT_DIRECT_PAIR(DirectF16K17, f16, 17, 17, 1, 1, 8, 16, 2, 4, 6, 16, Problem{1, 2, 20, 23, true, {}, true})
 LKJIT_DIRECT_PAIR(DirectF32K1, float, 1, 1, 1, 1, 8, 8, 2, 4, 1, 8, Problem{2, 2, 5, 9, false, {0, 0, 0, 0}, true})
+// The default tiles of the late stages' small maps (direct_default): one output a thread on a 7x7 map, 2x2
+// register tiles on 14x14 (and on a 13x11 map that leaves the tile's last row and columns idle).
+LKJIT_DIRECT_PAIR(DirectF16K7Map7, f16, 7, 7, 1, 1, 8, 8, 1, 1, 7, 64, Problem{2, 3, 7, 7, true, {}, true})
+LKJIT_DIRECT_PAIR(DirectBF16K7Map14, bf16, 7, 7, 1, 1, 16, 16, 2, 2, 7, 64, Problem{1, 2, 14, 14, true, {}, true},
+                  Problem{2, 1, 13, 11, true, {}, false})
 
 // ---- NHWC (forward + dgrad) -------------------------------------------------------------------------------
 // 2-channel vectors, C = 20 (a partial last channel group).

@@ -371,15 +371,34 @@ inline DirectTile direct_default(const SpecVals& s, Pass pass, const Problem& p,
   t.rx = ax.mode == dwc::kGather ? 2 : 4;
   t.ry = std::max(s.kh, s.kw) <= 3 ? 2 : 4;
   const int64_t wo = detail::out_w(p, pass), ho = detail::out_h(p, pass);
-  const int gx = t.rx * ax.ostep(), gy = t.ry * ay.ostep();  // tile granules
+  int gx = t.rx * ax.ostep(), gy = t.ry * ay.ostep();  // tile granules
   const auto fit = [](int want, int g) { return std::max(g, want / g * g); };
+  const auto cover = [](int64_t n, int g) { return int((n + g - 1) / g * g); };  // the map, in granules
   t.tile_w = fit(wo >= 48 ? 64 : wo >= 24 ? 32 : 16, gx);
   t.tile_h = fit(ho >= 24 ? 32 : 16, gy);
+  // Maps smaller than the smallest tile (the 7x7 and 14x14 of late stages) get a tile no larger than the map;
+  // larger maps keep the tiles the benchmarks were measured with.
+  if (wo < 16) t.tile_w = std::min(t.tile_w, cover(wo, gx));
+  if (ho < 16) t.tile_h = std::min(t.tile_h, cover(ho, gy));
   const auto items = [&] { return (t.tile_h / t.ry) * (t.tile_w / t.rx); };
   while (items() > 256 && t.tile_h > gy) t.tile_h = fit(t.tile_h / 2, gy);
-  while (items() < 64) {  // two warps at least: widen first (up to 128 columns), then heighten
-    if (t.tile_w + gx <= std::max(128, gx)) t.tile_w += gx;
-    else t.tile_h += gy;
+  // Two warps at least: widen (up to 128 columns) and heighten while the map goes on; then smaller register
+  // tiles, the larger side first, rather than a tile running past the map (a 16x64 tile on a 14x14 map was
+  // 81% idle); only a map too small for 64 single outputs grows the tile past its edge.
+  while (items() < 64) {
+    if (t.tile_w + gx <= std::max(128, gx) && t.tile_w < cover(wo, gx)) {
+      t.tile_w += gx;
+    } else if (t.tile_h < cover(ho, gy)) {
+      t.tile_h += gy;
+    } else if (t.rx > 1 || t.ry > 1) {
+      if (t.rx >= t.ry) t.rx /= 2;
+      else t.ry /= 2;
+      gx = t.rx * ax.ostep(), gy = t.ry * ay.ostep();
+    } else if (t.tile_w + gx <= std::max(128, gx)) {
+      t.tile_w += gx;
+    } else {
+      t.tile_h += gy;
+    }
   }
   t.threads = std::max(32, items() / 32 * 32);  // every thread holds a tile, a few hold two
   // kc: all sub-filter rows unless that leaves fewer than two blocks an SM; then the largest that does, and
@@ -390,7 +409,10 @@ inline DirectTile direct_default(const SpecVals& s, Pass pass, const Problem& p,
       t.kc = kc == L.nay() ? 0 : kc;
       if (direct_smem_bytes(s, t, pass) * 2 <= d.smem_per_sm) break;
     }
-    if (direct_smem_bytes(s, t, pass) * 2 <= d.smem_per_sm || t.tile_h <= gy) break;
+    // (a lower tile keeps a warp's worth of register tiles: one block an SM rather than idle threads)
+    if (direct_smem_bytes(s, t, pass) * 2 <= d.smem_per_sm || t.tile_h <= gy ||
+        (fit(t.tile_h / 2, gy) / t.ry) * (t.tile_w / t.rx) < 32)
+      break;
     t.tile_h = fit(t.tile_h / 2, gy);
     t.threads = std::max(32, items() / 32 * 32);
   }
