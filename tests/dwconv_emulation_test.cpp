@@ -370,6 +370,11 @@ TEST(DWConvEmulation, WgradDirect) {
                                                                        gd::WgradDirectTile{8, 8, 4, 8, 5, 16, 0});
   run_wgrad<WgradDirectCfg<float, 7, 7, 1, 1, 8, 16, 4, 8, 4, 16>, false>(Problem{1, 2, 20, 19, true, {}, true},
                                                                           gd::WgradDirectTile{8, 16, 4, 8, 4, 16, 0});
+  // The default tiles of 7x7 and 14x14 maps (wgrad_direct_default): the tile is the map, 32 threads.
+  run_wgrad<WgradDirectCfg<bf16, 7, 7, 1, 1, 7, 8, 2, 4, 7, 32>, false>(Problem{3, 2, 7, 7, true, {}, true},
+                                                                        gd::WgradDirectTile{7, 8, 2, 4, 7, 32, 0});
+  run_wgrad<WgradDirectCfg<f16, 7, 7, 1, 1, 14, 16, 4, 8, 7, 32>, false>(Problem{2, 2, 14, 14, true, {}, true},
+                                                                         gd::WgradDirectTile{14, 16, 4, 8, 7, 32, 0});
 }
 
 TEST(DWConvEmulation, WgradNhwc) {

@@ -410,6 +410,16 @@ TEST(DWConvGenerator, DirectDefaultTilesFitSmallMaps) {
         EXPECT_LE(covered / double(m * m), m >= 7 ? 1.35 : 3.0);  // 8x8 on 7x7: 1.31; 6x11 on 5x5: 2.64
         EXPECT_GE(t.threads, 64);
       }
+  for (int k : {3, 7, 13, 31})
+    for (int64_t m : {5, 7, 14}) {
+      const gd::SpecVals s{lkjit::DType::kBF16, k, k, 1, 1, 90};
+      const gd::Problem p = gd::make_problem(s, 64, 96, m, m, gd::same_padding(s));
+      const auto t = gd::wgrad_direct_default(s, p, lim);
+      SCOPED_TRACE(fmt::format("wgrad k={} map {}x{}: tile {}x{} taps {}x{} threads {}", k, m, m, t.tile_h, t.tile_w,
+                               t.tap_rows, t.tap_cols, t.threads));
+      EXPECT_FALSE(gd::wgrad_direct_reject(s, t, lim, &p));
+      EXPECT_LE(double(t.tile_h) * t.tile_w / double(m * m), 2.0);  // 7x8 on 7x7: 1.14; 5x8 on 5x5: 1.6
+    }
   const gd::SpecVals s{lkjit::DType::kBF16, 31, 31, 1, 1, 90};
   const auto big = gd::direct_default(s, gd::Pass::kForward, gd::make_problem(s, 64, 128, 56, 56, gd::same_padding(s)), lim);
   EXPECT_EQ(std::make_tuple(big.tile_h, big.tile_w, big.ry, big.rx, big.threads), std::make_tuple(32, 64, 4, 4, 128));

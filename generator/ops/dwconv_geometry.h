@@ -591,13 +591,32 @@ inline WgradDirectTile wgrad_direct_default(const SpecVals& s, const Problem& p,
   t.tap_cols = s.kw > 4 ? 8 : 4;
   t.tile_w = p.Wo >= 48 ? 64 : p.Wo >= 24 ? 32 : 16;
   t.tile_h = 16;
-  // Enough (row, column piece) pairs for every split of the threads.
-  while (wgrad_direct_layout(s, t).splits() > wgrad_direct_layout(s, t).pairs() && t.tile_h < 128) t.tile_h *= 2;
+  const auto L = [&] { return wgrad_direct_layout(s, t); };
+  // Maps smaller than the tile (the 7x7 and 14x14 of late stages): a tile no larger than the map (16 rows of
+  // which 7 exist, grown to 64 for the splits, summed 95% zeros), and where its row pieces are too few for the
+  // threads' splits, fewer threads, then smaller tap tiles (more of them), before a taller tile.
+  const bool small = p.Wo < 16 || p.Ho < 16;
+  if (p.Wo < 16) t.tile_w = std::max(4, int((p.Wo + 3) / 4 * 4));
+  if (p.Ho < 16) t.tile_h = int(p.Ho);
+  // Enough (row, column piece) pairs for every split of the threads (the splits follow kc: run again after it).
+  const auto fit_splits = [&] {
+    if (small)
+      while (L().splits() > L().pairs()) {
+        if (t.threads > 32 && L().items() <= t.threads / 2) t.threads /= 2;
+        else if (t.tap_cols > 4) t.tap_cols /= 2;
+        else if (t.tap_rows > 1) t.tap_rows /= 2;
+        else if (t.tap_cols > 1) t.tap_cols /= 2;
+        else break;
+      }
+    while (L().splits() > L().pairs() && t.tile_h < 128) t.tile_h *= 2;
+  };
+  fit_splits();
   // kc: all tap rows unless the x region leaves fewer than two blocks an SM.
   for (int kc = s.kh; kc >= 1; kc = kc > 8 ? kc / 2 : kc - 1) {
     t.kc = kc == s.kh ? 0 : kc;
     if (wgrad_direct_smem_bytes(s, t) * 2 <= d.smem_per_sm) break;
   }
+  fit_splits();
   t.blocks = detail::default_blocks(t.threads, wgrad_direct_regs(s, t), wgrad_direct_smem_bytes(s, t), d);
   return t;
 }
