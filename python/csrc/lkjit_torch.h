@@ -41,7 +41,6 @@ void check(int rc);
 // std::runtime_error("[lkjit:2] <message>") (a SpecError, a ValueError, in Python).
 [[noreturn]] void fail_spec(const std::string& message);
 
-// A tensor's description for lkjit's argument checks; the strings and sizes live in the holder.
 // A tensor's description for the C ABI's checks. The C struct points into the Desc, so it is built by c() from
 // the object at hand, never stored: a copied or moved Desc (into a vector, an optional) would otherwise point
 // into the one it came from, whose sizes were freed and whose short strings lived inside it.
