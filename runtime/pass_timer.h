@@ -11,11 +11,24 @@
 
 namespace lkjit::rt {
 
+// Bytes rounded up to whole 32-bit words (DeviceBuffer::fill_u32 writes words).
+inline size_t round_up_words(size_t bytes) { return (bytes + 3) / 4 * 4; }
+
+// The harnesses' timing inputs: dtype's 1.0 in every element of a 32-bit word (timing does not depend on values).
+inline uint32_t ones_word(DType t) {
+  switch (t) {
+    case DType::kF32: return 0x3f800000u;
+    case DType::kF16: return 0x3c003c00u;
+    case DType::kBF16: return 0x3f803f80u;
+  }
+  return 0;
+}
+
 class PassTimer {
  public:
   // The flush buffer for `dev`'s L2 (at least 64 MiB).
   explicit PassTimer(const DeviceInfo& dev)
-      : flush_((std::max<size_t>(2 * std::max<size_t>(dev.l2_bytes, size_t(32) << 20), size_t(64) << 20) + 3) / 4 * 4,
+      : flush_(round_up_words(std::max<size_t>(2 * std::max<size_t>(dev.l2_bytes, size_t(32) << 20), size_t(64) << 20)),
                dev.ordinal) {}
   // Enough rotating sets of `set_bytes` that a set is out of L2 when it comes round again (1..8).
   static size_t sets_for(const DeviceInfo& dev, size_t set_bytes) {

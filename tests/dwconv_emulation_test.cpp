@@ -25,6 +25,7 @@
 #include "generator/ops/dwconv_geometry.h"
 #include "lkjit/dwconv_reference.h"
 #include "tests/emulation/block_emulator.h"
+#include "tests/random_inputs.h"
 
 namespace {
 
@@ -96,18 +97,8 @@ struct Host {
   std::vector<double> y_ref, y_sc, dx_ref, dx_sc, dw_ref, dw_sc, db_ref, db_sc;
 };
 
-std::vector<float> randn(size_t n, DType t, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> N(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& e : v) e = round_to(t, N(g));
-  return v;
-}
-std::vector<double> dbl(const std::vector<float>& v, bool abs = false) {
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = abs ? std::fabs(v[i]) : v[i];
-  return r;
-}
+using lkjit::test::as_double;
+using lkjit::test::randn;
 
 template <class Cfg>
 Host<typename Cfg::T> make_host(const Problem& q) {
@@ -126,14 +117,14 @@ Host<typename Cfg::T> make_host(const Problem& q) {
   h.w = randn(p.C * Cfg::kh * Cfg::kw, DType::kF32, 3);
   if (q.bias) h.bias = randn(p.C, DType::kF32, 4);
   const ref::DWConvShape sh{p.B, p.C, p.H, p.W};
-  h.y_ref = ref::dwconv_forward(dbl(h.x), sh, dbl(h.w), dbl(h.bias), h.a);
-  h.y_sc = ref::dwconv_forward(dbl(h.x, true), sh, dbl(h.w, true), dbl(h.bias, true), h.a);
-  h.dx_ref = ref::dwconv_dgrad(dbl(h.dy), sh, dbl(h.w), h.a);
-  h.dx_sc = ref::dwconv_dgrad(dbl(h.dy, true), sh, dbl(h.w, true), h.a);
-  h.dw_ref = ref::dwconv_wgrad(dbl(h.x), sh, dbl(h.dy), h.a);
-  h.dw_sc = ref::dwconv_wgrad(dbl(h.x, true), sh, dbl(h.dy, true), h.a);
-  h.db_ref = ref::dwconv_dbias(dbl(h.dy), sh, h.a);
-  h.db_sc = ref::dwconv_dbias(dbl(h.dy, true), sh, h.a);
+  h.y_ref = ref::dwconv_forward(as_double(h.x), sh, as_double(h.w), as_double(h.bias), h.a);
+  h.y_sc = ref::dwconv_forward(as_double(h.x, true), sh, as_double(h.w, true), as_double(h.bias, true), h.a);
+  h.dx_ref = ref::dwconv_dgrad(as_double(h.dy), sh, as_double(h.w), h.a);
+  h.dx_sc = ref::dwconv_dgrad(as_double(h.dy, true), sh, as_double(h.w, true), h.a);
+  h.dw_ref = ref::dwconv_wgrad(as_double(h.x), sh, as_double(h.dy), h.a);
+  h.dw_sc = ref::dwconv_wgrad(as_double(h.x, true), sh, as_double(h.dy, true), h.a);
+  h.db_ref = ref::dwconv_dbias(as_double(h.dy), sh, h.a);
+  h.db_sc = ref::dwconv_dbias(as_double(h.dy, true), sh, h.a);
   return h;
 }
 

@@ -16,22 +16,6 @@
 #include "runtime/pass_timer.h"
 
 namespace lkjit {
-namespace {
-
-
-// One of dtype's 1.0 in every element of a 32-bit word (timing does not depend on values).
-uint32_t one_pattern(DType t) {
-  switch (t) {
-    case DType::kF32: return 0x3f800000u;
-    case DType::kF16: return 0x3c003c00u;
-    case DType::kBF16: return 0x3f803f80u;
-  }
-  return 0;
-}
-
-size_t round4(size_t b) { return (b + 3) / 4 * 4; }
-
-}  // namespace
 
 std::string WBMMTuneProblem::to_string() const {
   std::string s = fmt::format("{} {} {} {}x{} {}", backward ? "bwd" : "fwd", lkjit::to_string(options.dtype),
@@ -118,17 +102,17 @@ WBMMHarness::WBMMHarness(const WBMMTuneProblem& p) : impl_(std::make_unique<Impl
     }
   }
   // Enough rotating sets that one pass's tensors are out of L2 when the set comes round again.
-  const size_t n = round4(size_t(sh.numel()) * dtype_bytes(o.dtype));
+  const size_t n = rt::round_up_words(size_t(sh.numel()) * dtype_bytes(o.dtype));
   const size_t set_bytes = n * (p.backward ? 3 : 2);
   const size_t copies = rt::PassTimer::sets_for(m.dev, set_bytes);
   for (size_t i = 0; i < copies; ++i) {
     m.x.emplace_back(n, o.device);
-    m.x.back().fill_u32(one_pattern(o.dtype));
+    m.x.back().fill_u32(rt::ones_word(o.dtype));
     m.out.emplace_back(n, o.device);
     m.out.back().fill_u32(0);
     if (p.backward) {
       m.dout.emplace_back(n, o.device);
-      m.dout.back().fill_u32(one_pattern(o.dtype));
+      m.dout.back().fill_u32(rt::ones_word(o.dtype));
     }
   }
   m.timer = std::make_unique<rt::PassTimer>(m.dev);
@@ -177,7 +161,7 @@ std::optional<std::string> WBMMHarness::check_outputs(const std::vector<PlannedK
   const size_t nw = size_t(o.C) * (table ? wbmm_table_size(o) : size_t(wbmm_positions(o)) * wbmm_positions(o));
   if (!m.cx.data()) {
     auto upload = [&](DeviceBuffer& b, const std::vector<uint8_t>& bytes) {
-      b = DeviceBuffer(round4(bytes.size()), o.device);
+      b = DeviceBuffer(rt::round_up_words(bytes.size()), o.device);
       b.upload(bytes.data(), bytes.size());
     };
     upload(m.cx, encode(o.dtype, testing::random_tensor(n, o.dtype, 0xb33f)));
@@ -186,7 +170,7 @@ std::optional<std::string> WBMMHarness::check_outputs(const std::vector<PlannedK
     for (float& v : w) v /= std::sqrt(float(wbmm_positions(o)));
     upload(m.cweight, encode(DType::kF32, w));
     if (o.bias) upload(m.cbias, encode(DType::kF32, testing::random_tensor(size_t(o.C), DType::kF32, 0xb342)));
-    m.cout = testing::GuardedBuffer(round4(n * eb), o.device);
+    m.cout = testing::GuardedBuffer(rt::round_up_words(n * eb), o.device);
     if (m.p.backward) {
       m.cgweight = testing::GuardedBuffer(nw * 4, o.device);
       if (o.bias) m.cgbias = testing::GuardedBuffer(size_t(o.C) * 4, o.device);

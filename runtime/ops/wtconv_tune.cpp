@@ -22,18 +22,6 @@ namespace {
 // Seeds of the harness's weights and of check_outputs' inputs.
 constexpr uint64_t kWeightSeed = 42, kCheckSeed = 4242;
 
-// One of dtype's 1.0 in every element of a 32-bit word (timing does not depend on values).
-uint32_t one_pattern(DType t) {
-  switch (t) {
-    case DType::kF32: return 0x3f800000u;
-    case DType::kF16: return 0x3c003c00u;
-    case DType::kBF16: return 0x3f803f80u;
-  }
-  return 0;
-}
-
-size_t round4(size_t b) { return (b + 3) / 4 * 4; }
-
 }  // namespace
 
 std::string WTConvTuneProblem::to_string() const {
@@ -104,7 +92,7 @@ struct WTConvHarness::Impl {
     const size_t nin = size_t(sh.numel()), ng = size_t(sh.B * sh.C * sh.H_out() * sh.W_out());
     auto upload_random = [&](size_t n, uint64_t seed) {
       const auto bytes = encode(dt, testing::random_tensor(n, dt, seed));
-      DeviceBuffer b(round4(bytes.size()), p.options.device);
+      DeviceBuffer b(rt::round_up_words(bytes.size()), p.options.device);
       b.upload(bytes.data(), bytes.size());
       return b;
     };
@@ -177,17 +165,17 @@ WTConvHarness::WTConvHarness(const WTConvTuneProblem& p) : impl_(std::make_uniqu
 
   // Enough rotating sets that one pass's tensors are out of L2 when the set comes round again.
   const size_t eb = dtype_bytes(p.options.dtype);
-  const size_t nin = round4(size_t(sh.numel()) * eb), nout = round4(size_t(sh.B * sh.C * sh.H_out() * sh.W_out()) * eb);
+  const size_t nin = rt::round_up_words(size_t(sh.numel()) * eb), nout = rt::round_up_words(size_t(sh.B * sh.C * sh.H_out() * sh.W_out()) * eb);
   const size_t set_bytes = nin + nout + (p.backward ? nout : 0);
   const size_t copies = rt::PassTimer::sets_for(m.dev, set_bytes);
   for (size_t i = 0; i < copies; ++i) {
     m.x.emplace_back(nin, p.options.device);
-    m.x.back().fill_u32(one_pattern(p.options.dtype));
+    m.x.back().fill_u32(rt::ones_word(p.options.dtype));
     m.out.emplace_back(p.backward ? nin : nout, p.options.device);
     m.out.back().fill_u32(0);
     if (p.backward) {
       m.dout.emplace_back(nout, p.options.device);
-      m.dout.back().fill_u32(one_pattern(p.options.dtype));
+      m.dout.back().fill_u32(rt::ones_word(p.options.dtype));
     }
   }
   m.timer = std::make_unique<rt::PassTimer>(m.dev);

@@ -30,6 +30,7 @@
 #include "tests/gpu/dwconv_buffers.h"
 #include "tests/gpu/dwconv_problems.h"
 #include "tests/gpu/gpu_fixture.h"
+#include "tests/random_inputs.h"
 
 namespace {
 
@@ -73,18 +74,8 @@ ProblemSetup setup(const DWConvProblem& q, DType t, int arch) {
   return u;
 }
 
-std::vector<float> randn(size_t n, DType t, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> N(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& e : v) e = round_to(t, N(g));
-  return v;
-}
-std::vector<double> as_double(const std::vector<float>& v, bool abs = false) {
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = abs ? std::fabs(v[i]) : v[i];
-  return r;
-}
+using lkjit::test::as_double;
+using lkjit::test::randn;
 
 // Reference values (and sums of |terms|) on the checked elements: all, or sampled planes / channels of a layer.
 struct Checked {

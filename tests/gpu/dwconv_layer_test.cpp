@@ -24,6 +24,7 @@
 #include "tests/gpu/dwconv_buffers.h"
 #include "tests/gpu/dwconv_problems.h"
 #include "tests/gpu/gpu_fixture.h"
+#include "tests/random_inputs.h"
 
 namespace {
 
@@ -61,18 +62,8 @@ DWConvOptions options_of(const DWConvProblem& q, DType t) {
   return o;
 }
 
-std::vector<float> randn(size_t n, DType t, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> N(0.f, 1.f);
-  std::vector<float> v(n);
-  for (float& e : v) e = round_to(t, N(g));
-  return v;
-}
-std::vector<double> as_double(const std::vector<float>& v, bool abs = false) {
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = abs ? std::fabs(v[i]) : v[i];
-  return r;
-}
+using lkjit::test::as_double;
+using lkjit::test::randn;
 
 // |got - want| <= ulp(dtype) |want| + 4 * 2^-24 * sqrt(terms) * sum |terms|; NaN fails.
 void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
