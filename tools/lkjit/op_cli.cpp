@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "lkjit/error.h"
+#include "lkjit/runtime.h"
 #include "support/message.h"
 #include "support/parse_int.h"
 #include "tools/lkjit/common.h"
@@ -239,6 +240,19 @@ std::vector<LayerProblem> preset_layers(const std::string& name, const std::stri
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("lkjit: error: {} '{}' is unknown; supported: {}", where, name, preset_names()));
   return layers;
+}
+
+double median_ms(int iters, const std::function<void()>& pass) {
+  for (int i = 0; i < 3; ++i) pass();
+  EventTimer timer;
+  std::vector<float> ms;
+  for (int i = 0; i < iters; ++i) {
+    timer.start();
+    pass();
+    ms.push_back(timer.stop_ms());
+  }
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return double(ms[ms.size() / 2]);
 }
 
 }  // namespace lkjit::tool

@@ -19,6 +19,7 @@
 #include <llvm/Support/CommandLine.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -187,6 +188,11 @@ void check_family_options(Cmd c, const std::vector<OpCli*>& ops, const std::stri
 std::string op_origin(const std::string& op);
 // --op's value: the family, or the default op when empty.
 OpCli& chosen_op(const std::string& op);
+
+// ---- run --------------------------------------------------------------------------------------------
+// `pass` run 3 times to warm up, then `iters` times between CUDA events on the default stream: the median in ms
+// (what every family's run() reports).
+double median_ms(int iters, const std::function<void()>& pass);
 
 // ---- presets --------------------------------------------------------------------------------------
 // The layers of preset `name` of whichever family owns it. Error (invalid argument) starting with `where`

@@ -328,20 +328,8 @@ bool DWConvCli::run(std::ostream& os, const LayerProblem& p, DType dt, const Run
       ok = within({dbv[size_t(c)]}, ref::dwconv_dbias(dbl(gs), sh, a), ref::dwconv_dbias(dbl(gs, true), sh, a), DType::kF32,
                   terms, err) && ok;
   }
-  auto median_ms = [&](auto&& f) {
-    for (int i = 0; i < 3; ++i) f();
-    EventTimer timer;
-    std::vector<float> ms;
-    for (int i = 0; i < s.iters; ++i) {
-      timer.start();
-      f();
-      ms.push_back(timer.stop_ms());
-    }
-    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    return double(ms[ms.size() / 2]);
-  };
-  const double fwd = median_ms([&] { layer.forward(xd.data(), yd.data(), p.B, p.H, p.W); });
-  const double train = median_ms([&] {
+  const double fwd = median_ms(s.iters, [&] { layer.forward(xd.data(), yd.data(), p.B, p.H, p.W); });
+  const double train = median_ms(s.iters, [&] {
     layer.forward(xd.data(), yd.data(), p.B, p.H, p.W);
     layer.backward(xd.data(), dyd.data(), dxd.data(), gr, p.B, p.H, p.W);
   });

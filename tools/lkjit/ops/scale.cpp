@@ -120,16 +120,7 @@ class ScaleCli final : public OpCli {
       ok = ok && cmp.ok;
       max_err = std::max(max_err, cmp.max_abs_err);
     }
-    EventTimer timer;
-    std::vector<float> ms;
-    for (int i = 0; i < 3; ++i) layer.forward(x.data(), ap, y.data(), p.B, p.H, p.W);
-    for (int i = 0; i < s.iters; ++i) {
-      timer.start();
-      layer.forward(x.data(), ap, y.data(), p.B, p.H, p.W);
-      ms.push_back(timer.stop_ms());
-    }
-    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    const double med = ms[ms.size() / 2];
+    const double med = median_ms(s.iters, [&] { layer.forward(x.data(), ap, y.data(), p.B, p.H, p.W); });
     const auto plan = layer.plan(p.B, p.H, p.W);
     os << fmt::format("{:<18} {:<5} {:>9.4f} {:>8.0f} {:>10.2e} {:>9}  {}\n", sh.to_string(), lkjit::to_string(dt), med,
                       2.0 * n * eb / (med * 1e-3) / 1e9, max_err, ok ? "ok" : "FAIL",

@@ -164,21 +164,9 @@ class WBMMCli final : public OpCli {
       ok = ok && cmp.ok;
       max_err = std::max(max_err, cmp.max_abs_err);
     }
-    auto median = [&](auto&& f) {
-      EventTimer timer;
-      std::vector<float> ms;
-      for (int i = 0; i < 3; ++i) f();
-      for (int i = 0; i < s.iters; ++i) {
-        timer.start();
-        f();
-        ms.push_back(timer.stop_ms());
-      }
-      std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-      return double(ms[ms.size() / 2]);
-    };
     const WBMMGradients grads{static_cast<float*>(dR.data()), nullptr, nullptr};
-    const double fwd = median([&] { layer.forward(x.data(), y.data(), p.B, p.H, p.W); });
-    const double bwd = median([&] { layer.backward(x.data(), g.data(), dx.data(), grads, p.B, p.H, p.W); });
+    const double fwd = median_ms(s.iters, [&] { layer.forward(x.data(), y.data(), p.B, p.H, p.W); });
+    const double bwd = median_ms(s.iters, [&] { layer.backward(x.data(), g.data(), dx.data(), grads, p.B, p.H, p.W); });
     std::string kernels;
     for (bool b : {false, true})
       for (const auto& pk : layer.plan(p.B, p.H, p.W, b)) kernels += (kernels.empty() ? "" : " ") + kernel_name(pk.spec, pk.tile);

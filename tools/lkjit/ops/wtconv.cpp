@@ -377,16 +377,7 @@ bool WTConvCli::run(std::ostream& os, const LayerProblem& p, DType dt, const Run
     max_err = std::max(max_err, cmp.max_abs_err);
   }
   // Timing.
-  EventTimer timer;
-  std::vector<float> ms;
-  for (int i = 0; i < 3; ++i) layer.forward(x.data(), out.data(), p.B, p.H, p.W);
-  for (int i = 0; i < s.iters; ++i) {
-    timer.start();
-    layer.forward(x.data(), out.data(), p.B, p.H, p.W);
-    ms.push_back(timer.stop_ms());
-  }
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  const double med = ms[ms.size() / 2];
+  const double med = median_ms(s.iters, [&] { layer.forward(x.data(), out.data(), p.B, p.H, p.W); });
   const double gbs = double(n + nout) * eb / (med * 1e-3) / 1e9;
   const auto plan = layer.plan(p.B, p.H, p.W);
   const Kernel main = plan.back().spec.kernel;
