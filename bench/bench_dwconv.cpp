@@ -96,19 +96,10 @@ int main(int argc, char** argv) {
   std::vector<char*> args = args_with_out_json(argc, argv, "bench_dwconv", keep);
   int n_args = int(args.size());
   benchmark::Initialize(&n_args, args.data());
-  std::string why;
-  if (!lkjit::gpu_available(&why)) {
-    std::fprintf(stderr, "bench_dwconv: no GPU (%s)\n", why.c_str());
-    return 0;
-  }
-  const auto dev = lkjit::device_info(0);
-  CK(cudaSetDevice(0));
-  g_copy_gbs = measure_copy_gbs();
-  g_ffma_tflops = dev.limits.sm_count * 128.0 * 2 * dev.clock_mhz * 1e6 / 1e12;
-  benchmark::AddCustomContext("gpu", dev.name);
-  benchmark::AddCustomContext("arch", lkjit::arch_name(dev.arch));
+  const auto dev = start_gpu_bench("bench_dwconv");
+  if (!dev) return 0;
+  g_ffma_tflops = dev->limits.sm_count * 128.0 * 2 * dev->clock_mhz * 1e6 / 1e12;
   benchmark::AddCustomContext("cudnn", std::to_string(cudnnGetVersion()));
-  benchmark::AddCustomContext("copy_GBps", fmt::format("{:.1f}", g_copy_gbs));
   benchmark::AddCustomContext("ffma_TFLOPs", fmt::format("{:.1f}", g_ffma_tflops));
   for (const Row& r : kRows)
     for (bool train : {false, true})

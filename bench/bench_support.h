@@ -7,10 +7,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "lkjit/runtime.h"
 
 #define CK(x)                                                                                               \
   do {                                                                                                      \
@@ -102,6 +106,36 @@ inline std::vector<char*> args_with_out_json(int argc, char** argv, const std::s
     for (auto& s : keep) args.push_back(s.data());
   }
   return args;
+}
+
+// The device a family benchmark runs on, or nullopt (having said why on stderr, as "<name>: no GPU (...)")
+// without one: device 0, made current; its copy bandwidth measured into g_copy_gbs first (the yardstick of
+// every %copy counter); the run's context gpu, arch and copy_GBps (a family adds its own).
+inline std::optional<lkjit::DeviceInfo> start_gpu_bench(const char* name) {
+  std::string why;
+  if (!lkjit::gpu_available(&why)) {
+    std::fprintf(stderr, "%s: no GPU (%s)\n", name, why.c_str());
+    return std::nullopt;
+  }
+  const auto dev = lkjit::device_info(0);
+  CK(cudaSetDevice(0));
+  g_copy_gbs = measure_copy_gbs();
+  benchmark::AddCustomContext("gpu", dev.name);
+  benchmark::AddCustomContext("arch", lkjit::arch_name(dev.arch));
+  benchmark::AddCustomContext("copy_GBps", fmt::format("{:.1f}", g_copy_gbs));
+  return dev;
+}
+
+// A CUDA-event-timed benchmark (time_loop): ms, 20 ms warm-up, at least 0.1 s, 3 repetitions, aggregates only.
+template <class F>
+benchmark::internal::Benchmark* register_timed(const std::string& name, F fn) {
+  return benchmark::RegisterBenchmark(name.c_str(), fn)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->MinWarmUpTime(0.02)
+      ->MinTime(0.1)
+      ->Repetitions(3)
+      ->ReportAggregatesOnly(true);
 }
 
 }  // namespace lkjit::bench

@@ -195,27 +195,9 @@ int main(int argc, char** argv) {
   std::vector<char*> args = args_with_out_json(argc, argv, "bench_wbmm", keep);
   int n = int(args.size());
   benchmark::Initialize(&n, args.data());
-  std::string why;
-  if (!lkjit::gpu_available(&why)) {
-    std::fprintf(stderr, "bench_wbmm: no GPU (%s)\n", why.c_str());
-    return 0;
-  }
-  const auto dev = lkjit::device_info(0);
-  CK(cudaSetDevice(0));
-  g_copy_gbs = measure_copy_gbs();
-  benchmark::AddCustomContext("gpu", dev.name);
-  benchmark::AddCustomContext("arch", lkjit::arch_name(dev.arch));
+  if (!start_gpu_bench("bench_wbmm")) return 0;
   benchmark::AddCustomContext("nvrtc", lkjit::nvrtc_version());
-  benchmark::AddCustomContext("copy_GBps", fmt::format("{:.1f}", g_copy_gbs));
-  auto reg = [](const std::string& name, auto fn) {
-    return benchmark::RegisterBenchmark(name.c_str(), fn)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond)
-        ->MinWarmUpTime(0.02)
-        ->MinTime(0.1)
-        ->Repetitions(3)
-        ->ReportAggregatesOnly(true);
-  };
+  const auto reg = [](const std::string& name, auto fn) { return register_timed(name, fn); };
   reg("copy/2GiB", BM_Copy);
   for (const auto& r : rows())
     for (Pass p : {Pass::kFwd, Pass::kBwd, Pass::kTrain}) {

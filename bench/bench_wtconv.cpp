@@ -167,31 +167,14 @@ std::string row_name(const Row& r) {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  std::string why;
-  if (!lkjit::gpu_available(&why)) {
-    std::fprintf(stderr, "bench_wtconv: no GPU (%s)\n", why.c_str());
-    return 0;
-  }
-  const auto dev = lkjit::device_info(0);
-  CK(cudaSetDevice(0));
-  g_copy_gbs = measure_copy_gbs();  // first: the yardstick of every %copy counter
-  benchmark::AddCustomContext("gpu", dev.name);
-  benchmark::AddCustomContext("arch", lkjit::arch_name(dev.arch));
+  const auto found = start_gpu_bench("bench_wtconv");
+  if (!found) return 0;
+  const lkjit::DeviceInfo& dev = *found;
   benchmark::AddCustomContext("sm_count", std::to_string(dev.limits.sm_count));
   benchmark::AddCustomContext("driver", std::to_string(dev.driver_version));
   benchmark::AddCustomContext("nvrtc", lkjit::nvrtc_version());
   benchmark::AddCustomContext("cudnn", std::to_string(cudnnGetVersion()));
-  benchmark::AddCustomContext("copy_GBps", fmt::format("{:.1f}", g_copy_gbs));
-
-  auto reg = [](const std::string& name, auto fn) {
-    return benchmark::RegisterBenchmark(name.c_str(), fn)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond)
-        ->MinWarmUpTime(0.02)
-        ->MinTime(0.1)
-        ->Repetitions(3)
-        ->ReportAggregatesOnly(true);
-  };
+  const auto reg = [](const std::string& name, auto fn) { return register_timed(name, fn); };
   reg("copy/2GiB", BM_Copy);
   for (const auto& r : kRows) {
     reg("wtconv_fwd/" + row_name(r), [r](benchmark::State& st) { BM_WTConvFwd(st, r, lkjit::WTConvPath::kAuto); });
