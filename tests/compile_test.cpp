@@ -23,6 +23,7 @@
 #include "lkjit/runtime.h"
 #include "runtime/nvrtc_compiler.h"
 #include "tests/test_support.h"
+#include "tests/parallel_cases.h"
 
 namespace {
 
@@ -87,32 +88,17 @@ using lkjit::test::expect_cubin;
 void prewarm_selected_cases() {
   static std::once_flag once;
   std::call_once(once, [] {
-    std::set<std::string> selected;
-    const auto* unit = ::testing::UnitTest::GetInstance();
-    for (int i = 0; i < unit->total_test_suite_count(); ++i) {
-      const auto* suite = unit->GetTestSuite(i);
-      for (int j = 0; j < suite->total_test_count(); ++j) {
-        const std::string name = suite->GetTestInfo(j)->name();  // "ProducesACubin/<kernel name>"
-        if (suite->GetTestInfo(j)->should_run() && name.find('/') != std::string::npos)
-          selected.insert(name.substr(name.find('/') + 1));
-      }
-    }
+    const std::set<std::string> selected = lkjit::test::selected_case_names();  // "ProducesACubin/<kernel name>"
     std::vector<CompileCase> todo;
     for (const auto& cases : {matrix_cases(90), matrix_cases(80)})
       for (const auto& c : cases)
         if (selected.count(c.name)) todo.push_back(c);
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
-      pool.emplace_back([&] {
-        for (size_t i; (i = next++) < todo.size();) {
-          try {
-            compile_kernel(todo[i].spec, todo[i].tile);
-          } catch (...) {  // the test of this case compiles again and reports it
-          }
-        }
-      });
-    for (auto& th : pool) th.join();
+    lkjit::test::for_each_on_all_cores(todo.size(), [&](size_t i) {
+      try {
+        compile_kernel(todo[i].spec, todo[i].tile);
+      } catch (...) {  // the test of this case compiles again and reports it
+      }
+    });
   });
 }
 

@@ -23,6 +23,7 @@
 #include "generator/ops/dwconv_geometry.h"
 #include "lkjit/error.h"
 #include "tests/dwconv_instances.h"
+#include "tests/parallel_cases.h"
 #include "lkjit/generator.h"
 #include "runtime/nvrtc_compiler.h"
 
@@ -192,27 +193,21 @@ const std::map<std::string, Compiled>& compiled() {
   static const std::map<std::string, Compiled> out = [] {
     std::map<std::string, Compiled> m;
     std::mutex mu;
-    std::atomic<size_t> next{0};
     const auto& cs = cases();
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
-      pool.emplace_back([&] {
-        for (size_t i; (i = next++) < cs.size();) {
-          GeneratedSource src;
-          src.kernel_name = cs[i].in.name;
-          src.source = cs[i].in.source;
-          src.headers = &embedded_headers();
-          Compiled r;
-          try {
-            r.cubin = rt::nvrtc_compile(src, cs[i].arch).cubin;
-          } catch (const std::exception& e) {
-            r.error = e.what();
-          }
-          std::lock_guard<std::mutex> lock(mu);
-          m[cs[i].in.name] = std::move(r);
-        }
-      });
-    for (auto& th : pool) th.join();
+    lkjit::test::for_each_on_all_cores(cs.size(), [&](size_t i) {
+      GeneratedSource src;
+      src.kernel_name = cs[i].in.name;
+      src.source = cs[i].in.source;
+      src.headers = &embedded_headers();
+      Compiled r;
+      try {
+        r.cubin = rt::nvrtc_compile(src, cs[i].arch).cubin;
+      } catch (const std::exception& e) {
+        r.error = e.what();
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      m[cs[i].in.name] = std::move(r);
+    });
     return m;
   }();
   return out;

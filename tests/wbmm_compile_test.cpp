@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/cubin_check.h"
+#include "tests/parallel_cases.h"
 #include "generator/ops/wbmm_geometry.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
@@ -156,31 +157,17 @@ std::map<std::string, std::string>& cubins() {
 void compile_selected() {
   static std::once_flag once;
   std::call_once(once, [] {
-    std::set<std::string> selected;
-    const auto* unit = ::testing::UnitTest::GetInstance();
-    for (int i = 0; i < unit->total_test_suite_count(); ++i) {
-      const auto* suite = unit->GetTestSuite(i);
-      for (int j = 0; j < suite->total_test_count(); ++j) {
-        const std::string name = suite->GetTestInfo(j)->name();  // "Compiles/<kernel name>"
-        if (suite->GetTestInfo(j)->should_run() && name.find('/') != std::string::npos) selected.insert(name.substr(name.find('/') + 1));
-      }
-    }
+    const std::set<std::string> selected = lkjit::test::selected_case_names();  // "Compiles/<kernel name>"
     std::vector<const Case*> todo;
     for (const auto& c : cases())
       if (selected.count(c.name)) todo.push_back(&c);
     std::vector<std::string> out(todo.size());
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
-      pool.emplace_back([&] {
-        for (size_t i; (i = next++) < todo.size();) {
-          try {
-            out[i] = lkjit::rt::nvrtc_compile(source_of(*todo[i]), todo[i]->spec.arch).cubin;
-          } catch (...) {  // the case's own test compiles again and reports the error
-          }
-        }
-      });
-    for (auto& th : pool) th.join();
+    lkjit::test::for_each_on_all_cores(todo.size(), [&](size_t i) {
+      try {
+        out[i] = lkjit::rt::nvrtc_compile(source_of(*todo[i]), todo[i]->spec.arch).cubin;
+      } catch (...) {  // the case's own test compiles again and reports the error
+      }
+    });
     for (size_t i = 0; i < todo.size(); ++i) cubins()[todo[i]->name] = out[i];
   });
 }

@@ -31,6 +31,7 @@
 #include "tests/gpu/dwconv_problems.h"
 #include "tests/gpu/gpu_fixture.h"
 #include "tests/random_inputs.h"
+#include "tests/parallel_cases.h"
 
 namespace {
 
@@ -196,33 +197,20 @@ void prewarm(int arch) {
   std::call_once(once, [arch] {
     std::map<std::string, Instance> todo;
     const auto all = cases();
-    const auto* unit = ::testing::UnitTest::GetInstance();
-    std::set<std::string> selected;
-    for (int i = 0; i < unit->total_test_suite_count(); ++i)
-      for (int j = 0; j < unit->GetTestSuite(i)->total_test_count(); ++j) {
-        const auto* info = unit->GetTestSuite(i)->GetTestInfo(j);
-        const std::string n = info->name();
-        if (info->should_run() && n.find('/') != std::string::npos) selected.insert(n.substr(n.find('/') + 1));
-      }
+    const std::set<std::string> selected = lkjit::test::selected_case_names();
     for (const Case& c : all)
       if (selected.count(dwconv_problem_name(dwconv_problems()[c.problem], c.dtype, c.layout)))
         for (auto& in : instances(c, arch)) todo.emplace(in.name, in);
     std::vector<const Instance*> list;
     for (auto& [n, in] : todo) list.push_back(&in);
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
-      pool.emplace_back([&] {
-        for (size_t i; (i = next++) < list.size();) {
-          try {
-            CompiledKernel k = build(*list[i], arch);
-            std::lock_guard<std::mutex> lock(g_built_mu);
-            g_built.emplace(k.kernel_name, std::move(k));
-          } catch (...) {
-          }
-        }
-      });
-    for (auto& th : pool) th.join();
+    lkjit::test::for_each_on_all_cores(list.size(), [&](size_t i) {
+      try {
+        CompiledKernel k = build(*list[i], arch);
+        std::lock_guard<std::mutex> lock(g_built_mu);
+        g_built.emplace(k.kernel_name, std::move(k));
+      } catch (...) {
+      }
+    });
   });
 }
 

@@ -25,6 +25,7 @@
 #include "tests/gpu/dwconv_problems.h"
 #include "tests/gpu/gpu_fixture.h"
 #include "tests/random_inputs.h"
+#include "tests/parallel_cases.h"
 
 namespace {
 
@@ -103,14 +104,8 @@ class DWConvLayerGpu : public GpuTestP<LayerCase> {
           }
         }
     }
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t)
-      pool.emplace_back([&] {
-        for (size_t i; (i = next++) < all.size();)
-          precompile_candidates(all[i].spec, all[i].shape, lim, {all[i].tile}, 1);
-      });
-    for (auto& th : pool) th.join();
+    lkjit::test::for_each_on_all_cores(
+        all.size(), [&](size_t i) { precompile_candidates(all[i].spec, all[i].shape, lim, {all[i].tile}, 1); });
   }
 };
 
