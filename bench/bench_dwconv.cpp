@@ -4,7 +4,8 @@
 // flushed before every timed iteration. Counters: GB/s of the traffic floor (forward: read x, write y; training
 // step: 5 activation passes) and %copy of the measured copy bandwidth; TFLOP/s (2 B C Ho Wo kh kw a pass, three
 // passes a step) and %FFMA of the FP32 peak (SMs x 128 lanes x 2 x clock). Rows: ConvNeXt-T's 7x7 layers and
-// RepLKNet-31B's at batch 64, SLaK's 51x5 / 5x51, and the 51.4 M-element k = 5 / 13 / 27 anchors (fp32).
+// RepLKNet-31B's at batch 64, SLaK's 51x5 / 5x51, and the 51.4 M-element k = 5 / 13 / 27 anchors (fp32). Rows
+// "lkjit/" take the layer's automatic path; "lkjit-mma/" (16-bit rows) pin the tensor-core forward and dgrad.
 //
 //   bench_dwconv [--benchmark_filter=...]     (with $OUT set: JSON to $OUT/bench_dwconv.json as well)
 #include <benchmark/benchmark.h>
@@ -56,11 +57,12 @@ lkjit::DWConvOptions options_of(const Row& r) {
 }
 double flops_of(const Row& r) { return 2.0 * r.B * r.C * r.H * r.H * r.kh * r.kw; }
 
-void BM_Lkjit(benchmark::State& st, Row r, lkjit::Layout layout, bool train) {
+void BM_Lkjit(benchmark::State& st, Row r, lkjit::Layout layout, bool train, lkjit::DWConvPath path) {
   using namespace lkjit;
   DWConvOptions o = options_of(r);
   o.layout = layout;
   DepthwiseConv layer(o);
+  layer.set_path(path);
   const size_t n = size_t(r.B * r.C * r.H * r.H), eb = dtype_bytes(o.dtype), taps = size_t(r.C) * r.kh * r.kw;
   DeviceBuffer x(n * eb), y(n * eb), g(n * eb), dx(n * eb), w(taps * 4), b(size_t(r.C) * 4), dw(taps * 4),
       db(size_t(r.C) * 4);
@@ -106,15 +108,17 @@ int main(int argc, char** argv) {
       for (bool nhwc : {false, true}) {
         const std::string name = fmt::format("{}/{}/{}x{}x{}x{}/k{}x{}/{}/{}", r.tag, r.dtype, r.B, r.C, r.H, r.H, r.kh,
                                              r.kw, nhwc ? "nhwc" : "nchw", train ? "train" : "fwd");
-        for (bool cudnn : {false, true}) {
-          auto* b = cudnn ? benchmark::RegisterBenchmark(("cudnn/" + name).c_str(), [r, nhwc, train](benchmark::State& st) {
-                            time_cudnn_depthwise(st, r.dtype, int(r.B), int(r.C), int(r.H), r.kh, r.kw, nhwc, train,
-                                                 (train ? 3 : 1) * flops_of(r));
-                          })
-                          : benchmark::RegisterBenchmark(("lkjit/" + name).c_str(), BM_Lkjit, r,
-                                                         nhwc ? lkjit::Layout::kNHWC : lkjit::Layout::kNCHW, train);
-          b->UseManualTime()->Unit(benchmark::kMillisecond)->MinWarmUpTime(0.02)->MinTime(0.2);
-        }
+        const auto layout = nhwc ? lkjit::Layout::kNHWC : lkjit::Layout::kNCHW;
+        std::vector<benchmark::internal::Benchmark*> runs = {
+            benchmark::RegisterBenchmark(("lkjit/" + name).c_str(), BM_Lkjit, r, layout, train, lkjit::DWConvPath::kAuto),
+            benchmark::RegisterBenchmark(("cudnn/" + name).c_str(), [r, nhwc, train](benchmark::State& st) {
+              time_cudnn_depthwise(st, r.dtype, int(r.B), int(r.C), int(r.H), r.kh, r.kw, nhwc, train,
+                                   (train ? 3 : 1) * flops_of(r));
+            })};
+        if (std::string(r.dtype) != "f32")
+          runs.push_back(benchmark::RegisterBenchmark(("lkjit-mma/" + name).c_str(), BM_Lkjit, r, layout, train,
+                                                      lkjit::DWConvPath::kMma));
+        for (auto* b : runs) b->UseManualTime()->Unit(benchmark::kMillisecond)->MinWarmUpTime(0.02)->MinTime(0.2);
       }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -236,6 +236,57 @@ TEST_P(DWConvCompile, CubinHasNoSpillsAndTheEstimatedRegisters) {
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.in.name; }
 INSTANTIATE_TEST_SUITE_P(Pairwise, DWConvCompile, ::testing::ValuesIn(cases()), case_name);
 
+// The tensor-core kernels have a smaller domain (f16 and bf16, stride 1, dilation 1): their own pairwise sample
+// over kernel x dtype x (kh, kw) x arch x tile variant.
+const std::vector<Case>& mma_cases() {
+  static const std::vector<Case> all = [] {
+    constexpr DWKernel kMma[] = {DWKernel::kFwdMma, DWKernel::kDgradMma};
+    std::vector<Case> v;
+    std::set<std::string> names;
+    for (const auto& row : pairwise({2, 2, 10, 2, kVariants})) {
+      Case c{kMma[row[0]], row[1] ? DType::kBF16 : DType::kF16, row[2], 1, 1, kArchs[row[3]], {}};
+      const gd::SpecVals s{c.dtype, kSizes[c.size].first, kSizes[c.size].second, 1, 1, c.arch};
+      c.in = lkjit::test::dwconv::make_instance(c.kernel, s, reference_problem(s), row[4]);
+      if (c.in.ok && names.insert(c.in.name).second) v.push_back(c);
+    }
+    return v;
+  }();
+  return all;
+}
+
+class DWConvMmaCompile : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DWConvMmaCompile, CubinHasNoSpillsAndTheEstimatedRegisters) {
+  const Case& c = GetParam();
+  GeneratedSource src;
+  src.kernel_name = c.in.name;
+  src.source = c.in.source;
+  src.headers = &embedded_headers();
+  const std::string cubin = rt::nvrtc_compile(src, c.arch).cubin;
+  expect_cubin(cubin, c.arch, c.in.name);
+  const Resources res = cubin_resources(cubin, c.in.name);
+  ASSERT_GT(res.regs, 0) << "no EIATTR_REGCOUNT for " << c.in.name;
+  EXPECT_EQ(res.frame, 0) << "local memory (spills) in " << c.in.name << ": " << res.frame << " bytes, " << res.regs
+                          << " registers";
+  EXPECT_LE(res.regs, gd::detail::reg_cap(c.in.threads, c.in.blocks ? c.in.blocks : 1, DeviceLimits::for_arch(c.arch)));
+  EXPECT_LE(res.regs, c.in.regs_estimate * 3 / 2 + 16) << "estimate " << c.in.regs_estimate;
+  RecordProperty("registers", res.regs);
+  RecordProperty("estimate", c.in.regs_estimate);
+}
+INSTANTIATE_TEST_SUITE_P(Pairwise, DWConvMmaCompile, ::testing::ValuesIn(mma_cases()), case_name);
+
+TEST(DWConvMmaCompile, SampleMeetsEveryVariantAndSize) {
+  std::set<std::pair<int, int>> kernel_variant;
+  std::set<int> sizes;
+  for (const Case& c : mma_cases()) {
+    kernel_variant.emplace(int(c.kernel), c.in.variant);
+    sizes.insert(c.size);
+  }
+  EXPECT_EQ(kernel_variant.size(), 2u * kVariants);
+  EXPECT_EQ(sizes.size(), std::size(kSizes));
+  EXPECT_LE(mma_cases().size(), 40u) << "the sample grew: CI compiles each case";
+}
+
 TEST(DWConvCompile, ReduceCompilesForEachArch) {
   for (int arch : kArchs) {
     const gd::SpecVals s{DType::kF32, 3, 3, 1, 1, arch};

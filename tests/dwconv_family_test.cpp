@@ -64,7 +64,7 @@ std::vector<Sample> samples() {
 
 TEST(DWConvFamily, IsRegisteredAsData) {
   const FamilyInfo& f = family("dwconv");
-  ASSERT_EQ(f.kernels.size(), 7u);
+  ASSERT_EQ(f.kernels.size(), 9u);
   EXPECT_EQ(f.kernels.front(), kDWConvFwdDirect);
   EXPECT_EQ(f.kernels.back(), kDWConvWgradReduce);
   std::vector<std::string> names;
@@ -191,6 +191,62 @@ TEST(DWConvFamily, GeneratedUnitsAreTheTestedInstances) {
       ++checked;
     }
   EXPECT_GE(checked, 40);
+}
+
+// The tensor-core kernels: their spec domain (16-bit, stride 1, dilation 1) names the value; their defaults are
+// valid, their names round-trip, their spaces enumerate valid points, and the generated unit is the instance the
+// NVRTC and GPU tests run.
+TEST(DWConvFamily, MmaKernelsTakeTheirDomain) {
+  for (const Kernel& k : {kDWConvFwdMma, kDWConvDgradMma}) {
+    EXPECT_THAT(spec_error([&] { validate(spec(k, DType::kF32, 31, 31)); }),
+                AllOf(HasSubstr(k.name()), HasSubstr("dtype=f32"), HasSubstr("f16 or bf16")));
+    EXPECT_THAT(spec_error([&] { validate(spec(k, DType::kBF16, 31, 31, 2)); }), HasSubstr("stride=2"));
+    EXPECT_THAT(spec_error([&] { validate(spec(k, DType::kF16, 31, 31, 1, 3)); }), HasSubstr("dil=3"));
+    EXPECT_EQ(spec_error([&] { validate(spec(k, DType::kF16, 31, 31)); }), "(no error)");
+  }
+  const std::pair<int, int> ks[] = {{1, 1}, {3, 3}, {7, 7}, {13, 13}, {31, 31}, {5, 51}, {51, 5}, {2, 4}, {63, 63}};
+  const Shape shapes[] = {{1, 1, 1, 1, 1}, {64, 128, 56, 56, 1}, {2, 30, 7, 9, 1}, {64, 512, 14, 14, 1}, {1, 3, 200, 13, 1}};
+  int named = 0, units = 0;
+  for (const Kernel& k : {kDWConvFwdMma, kDWConvDgradMma})
+    for (size_t i = 0; i < std::size(ks); ++i)
+      for (int arch : {80, 90}) {
+        const DType t = (i + arch) % 2 ? DType::kBF16 : DType::kF16;
+        const Shape& sh = shapes[i % std::size(shapes)];
+        const OpSpec s = spec(k, t, ks[i].first, ks[i].second, 1, 1, arch);
+        const auto lim = DeviceLimits::for_arch(arch);
+        const Tile tile = default_tile(s, sh, lim);
+        const auto why = reject_reason(s, tile, lim, &sh);
+        ASSERT_FALSE(why) << s.to_string() << ": " << *why;
+        const auto back = parse_kernel_name(kernel_name(s, tile));
+        ASSERT_TRUE(back.has_value()) << kernel_name(s, tile);
+        EXPECT_EQ(back->spec, s);
+        EXPECT_EQ(back->tile, tile);
+        ++named;
+        gd::Problem p;
+        p.B = sh.B, p.C = sh.C, p.H = p.Ho = sh.H, p.W = p.Wo = sh.W;
+        const td::Instance in = td::make_instance(k == kDWConvFwdMma ? td::DWKernel::kFwdMma : td::DWKernel::kDgradMma,
+                                                  gd::SpecVals{t, ks[i].first, ks[i].second, 1, 1, arch}, p, 0);
+        ASSERT_TRUE(in.ok);
+        const auto g = generate(s, tile);
+        std::string src = in.source;
+        for (size_t at; (at = src.find(in.name)) != std::string::npos;) src.replace(at, in.name.size(), g.kernel_name);
+        EXPECT_EQ(g.source, src) << g.kernel_name;
+        const auto geo = launch_geometry(s, tile, sh);
+        EXPECT_EQ(geo.grid[0], in.launch.grid);
+        EXPECT_EQ(geo.block[0], in.launch.block);
+        EXPECT_EQ(geo.smem_bytes, in.launch.smem_bytes);
+        ++units;
+      }
+  EXPECT_EQ(named, 36);
+  EXPECT_EQ(units, 36);
+  const Shape sh{8, 64, 56, 56, 1};
+  const OpSpec s = spec(kDWConvFwdMma, DType::kBF16, 31, 31);
+  const auto all = enumerate(s, DeviceLimits::for_arch(90), &sh);
+  ASSERT_GT(all.size(), 10u);
+  for (const Tile& t : all) {
+    EXPECT_FALSE(reject_reason(s, t, DeviceLimits::for_arch(90), &sh)) << kernel_name(s, t);
+    EXPECT_EQ(parse_kernel_name(kernel_name(s, t))->tile, t);
+  }
 }
 
 // Grids against brute-force counts: a block per (b, c) plane tile (direct), per (b, channel group) tile (nhwc),

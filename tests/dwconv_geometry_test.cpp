@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <random>
 #include <set>
 #include <tuple>
 #include <string>
@@ -355,6 +357,155 @@ std::vector<gd::Problem> problems(const gd::SpecVals& s) {
   return v;
 }
 
+// ---- the tensor-core kernels' Toeplitz walk (dwconv/mma.cuh), emulated on the CPU ---------------------------
+
+// The kernel's walk of one (b, c) plane for a tile shape: the staged input tile (zero outside), the hi and lo
+// filter words, every lane's ldmatrix.x4 and B registers from the shared coordinates, each m16n8k16 product by
+// the PTX fragment definitions (A registers at mma_a_row/col, B at k = 2t + 8r + e, column g), and the stores
+// at mma_c_row/col. Weights are half-integers split hi = floor(w), lo = w - hi, so a dropped part shows; sums
+// are exact in double.
+struct MmaCase {
+  int kh, kw, hin, win, hout, wout, ph, pw;  // the walk's input and output extents and padding (already mirrored)
+  bool dgrad;
+  int tile_h, tile_w, warps_m, warps_n;
+  bool f16;  // lo parts scaled and summed apart (dwc::mma_lo_scale)
+};
+std::vector<double> mma_emulate(const MmaCase& c, const std::vector<double>& in, const std::vector<double>& w,
+                                double bias) {
+  const dwc::MmaLayout L{c.kh, c.kw, c.tile_h, c.tile_w};
+  const int S = L.ksteps(), mt = c.tile_h / (16 * c.warps_m), nt = c.tile_w / (16 * c.warps_n);
+  std::vector<double> out(size_t(c.hout) * c.wout, std::nan(""));
+  // Filter words: word e of row u holds taps e - kWOff and e - kWOff + 1.
+  auto tap = [&](int u, int v) { return v >= 0 && v < c.kw ? w[dwc::mma_filter_index(c.dgrad, c.kh, c.kw, u, v)] : 0.0; };
+  const double lo_scale = dwc::mma_lo_scale(c.f16);
+  auto word = [&](int u, int e, int half, bool lo) {
+    const double f = tap(u, e - dwc::MmaLayout::kWOff + half), hi = std::floor(f);
+    return lo ? (f - hi) * lo_scale : hi;
+  };
+  for (int t0 = 0; t0 < dwc::tiles(c.hout, c.tile_h) * dwc::tiles(c.wout, c.tile_w); ++t0) {
+    const int o0y = t0 / dwc::tiles(c.wout, c.tile_w) * c.tile_h, o0x = t0 % dwc::tiles(c.wout, c.tile_w) * c.tile_w;
+    std::vector<double> xs(size_t(L.rows()) * L.pitch(), 0.0);
+    for (int r = 0; r < L.rows(); ++r)
+      for (int cc = 0; cc < L.cols(); ++cc) {
+        const int gi = o0y - c.ph + r, gj = o0x - c.pw + cc;
+        if (gi >= 0 && gi < c.hin && gj >= 0 && gj < c.win) xs[size_t(r) * L.pitch() + cc] = in[size_t(gi) * c.win + gj];
+      }
+    for (int wy = 0; wy < c.warps_m; ++wy)
+      for (int wx = 0; wx < c.warps_n; ++wx) {
+        const int row0 = 16 * mt * wy, col0 = 16 * nt * wx;
+        std::vector<double> acc(size_t(mt) * nt * 2 * 16 * 8, bias);  // [m][n][h] 16 x 8 blocks
+        std::vector<double> acc_lo(acc.size(), 0.0);                    // fp16: the scaled lo products
+        for (int u = 0; u < c.kh; ++u)
+          for (int m = 0; m < mt; ++m)
+            for (int cb = 0; cb < nt + S - 1; ++cb) {
+              // ldmatrix.x4: matrix q row i from the address of lane 8q + i; lane l's register q gets its row l / 4,
+              // elements 2 (l % 4) and 2 (l % 4) + 1. Placed into A through the fragment definition.
+              double A[16][16];
+              for (int i = 0; i < 16; ++i)
+                for (int j = 0; j < 16; ++j) A[i][j] = std::nan("");
+              for (int l = 0; l < 32; ++l)
+                for (int q = 0; q < 4; ++q)
+                  for (int e = 0; e < 2; ++e) {
+                    const int src = 8 * q + l / 4;
+                    const int r = row0 + 16 * m + u + dwc::ldsm_row(src), col = col0 + 16 * cb + dwc::ldsm_col(src);
+                    A[dwc::mma_a_row(l, q)][dwc::mma_a_col(l, q, e)] = xs[size_t(r) * L.pitch() + col + 2 * (l % 4) + e];
+                  }
+              for (int n = 0; n < nt; ++n) {
+                const int s = cb - n;
+                if (s < 0 || s >= S) continue;
+                for (int h = 0; h < 2; ++h)
+                  for (bool lo : {true, false}) {
+                    double B[16][8];
+                    for (int l = 0; l < 32; ++l)
+                      for (int r = 0; r < 2; ++r)
+                        for (int e = 0; e < 2; ++e)
+                          B[2 * (l % 4) + 8 * r + e][l / 4] = word(u, dwc::mma_b_tap(s, h, l, r, 0) + dwc::MmaLayout::kWOff, e, lo);
+                    double* D = (lo && c.f16 ? acc_lo : acc).data() + ((size_t(m) * nt + n) * 2 + h) * 128;
+                    for (int i = 0; i < 16; ++i)
+                      for (int j = 0; j < 8; ++j)
+                        for (int k = 0; k < 16; ++k) D[i * 8 + j] += A[i][k] * B[k][j];
+                  }
+              }
+            }
+        for (int l = 0; l < 32; ++l)
+          for (int m = 0; m < mt; ++m)
+            for (int n = 0; n < nt; ++n)
+              for (int h = 0; h < 2; ++h)
+                for (int q = 0; q < 4; ++q) {
+                  const int oy = o0y + row0 + 16 * m + dwc::mma_c_row(l, q), ox = o0x + col0 + 16 * n + 8 * h + dwc::mma_c_col(l, q);
+                  const size_t at = ((size_t(m) * nt + n) * 2 + h) * 128 + dwc::mma_c_row(l, q) * 8 + dwc::mma_c_col(l, q);
+                  if (oy < c.hout && ox < c.wout) out[size_t(oy) * c.wout + ox] = acc[at] + acc_lo[at] / lo_scale;
+                }
+      }
+  }
+  return out;
+}
+
+TEST(DWConvGeometry, MmaToeplitzWalkIsTheCorrelation) {
+  std::mt19937 rng(11);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const std::array<int, 4> tiles[] = {{16, 16, 1, 1}, {16, 32, 1, 1}, {64, 32, 1, 2}, {32, 32, 2, 2}, {32, 64, 2, 1}};
+  const std::pair<int, int> ks[] = {{1, 1}, {2, 3}, {3, 3}, {7, 7}, {4, 6}, {13, 13}, {31, 31}, {5, 51}, {51, 5}, {63, 63}};
+  int checked = 0;
+  for (int it = 0; it < 40; ++it) {
+    const auto [kh, kw] = ks[it % std::size(ks)];
+    const auto& tl = tiles[it % std::size(tiles)];
+    const bool dgrad = it % 2 == 1;
+    // The forward problem: x (H, W), padding before/after, y (Ho, Wo); dgrad walks dy (Ho, Wo) into dx (H, W).
+    const int pt = uni(0, kh), pb = uni(0, kh), pl = uni(0, kw), pr = uni(0, kw);
+    const int H = std::max(1, kh - pt - pb) + uni(0, 40), W = std::max(1, kw - pl - pr) + uni(0, 40);
+    const int Ho = H + pt + pb - kh + 1, Wo = W + pl + pr - kw + 1;
+    ASSERT_GE(Ho, 1);
+    ASSERT_GE(Wo, 1);
+    MmaCase c{kh, kw, dgrad ? Ho : H, dgrad ? Wo : W, dgrad ? H : Ho, dgrad ? W : Wo,
+              dwc::mma_walk_pad(dgrad, kh, pt), dwc::mma_walk_pad(dgrad, kw, pl), dgrad, tl[0], tl[1], tl[2], tl[3],
+              it % 3 == 0};
+    std::vector<double> in(size_t(c.hin) * c.win), w(size_t(kh) * kw);
+    for (auto& v : in) v = uni(-8, 8);
+    for (auto& v : w) v = uni(-16, 16) / 2.0;  // half-integers: hi and lo both nonzero
+    const double bias = dgrad ? 0.0 : uni(-4, 4);
+    const auto got = mma_emulate(c, in, w, bias);
+    SCOPED_TRACE(fmt::format("{} k={}x{} in {}x{} pad {},{} tile {}x{} warps {}x{}", dgrad ? "dgrad" : "fwd", kh, kw, c.hin,
+                             c.win, pt, pl, tl[0], tl[1], tl[2], tl[3]));
+    for (int i = 0; i < c.hout; ++i)
+      for (int j = 0; j < c.wout; ++j) {
+        double want = bias;
+        for (int u = 0; u < kh; ++u)
+          for (int v = 0; v < kw; ++v) {
+            // forward: x[i + u - pt][j + v - pl]; dgrad (the op's equation): dy[i + pt - u][j + pl - v]
+            const int a = dgrad ? i + pt - u : i + u - pt, b = dgrad ? j + pl - v : j + v - pl;
+            if (a >= 0 && a < c.hin && b >= 0 && b < c.win) want += w[size_t(u) * kw + v] * in[size_t(a) * c.win + b];
+          }
+        ASSERT_EQ(got[size_t(i) * c.wout + j], want) << "output (" << i << ", " << j << ")";
+        ++checked;
+      }
+  }
+  EXPECT_GT(checked, 10000);
+}
+
+// The walk's shared-memory layout: conflict-free ldmatrix rows, every A block and B word inside its region.
+TEST(DWConvGeometry, MmaLayoutHoldsEveryRead) {
+  for (int kw = 1; kw <= 63; ++kw)
+    for (int tw : {16, 32, 64, 128}) {
+      const dwc::MmaLayout L{7, kw, 32, tw};
+      ASSERT_TRUE(L.valid());
+      EXPECT_EQ(L.pitch() * 2 / 16 % 2, 1) << "pitch " << L.pitch() << ": not an odd number of 16-byte units";
+      EXPECT_GE(16 * L.ksteps(), 16 + kw - 1);
+      EXPECT_LT(16 * (L.ksteps() - 1), 16 + kw - 1) << "a k-step more than the span needs";
+      // The last A block of the last column group ends at cols(); B words stay in [0, wrow()).
+      EXPECT_EQ(tw - 16 + 16 * (L.ksteps() - 1) + 16, L.cols());
+      for (int s = 0; s < L.ksteps(); ++s)
+        for (int h = 0; h < 2; ++h)
+          for (int lane = 0; lane < 32; ++lane)
+            for (int r = 0; r < 2; ++r) {
+              const int e = dwc::mma_b_tap(s, h, lane, r, 0) + dwc::MmaLayout::kWOff;
+              EXPECT_GE(e, 0);
+              EXPECT_LT(e, L.wrow());
+            }
+      EXPECT_EQ(L.xs_offset() % 16, 0);
+    }
+}
+
 TEST(DWConvGenerator, DefaultTilesAreAcceptedAndLaunchable) {
   for (int arch : {80, 90}) {
     const auto lim = lkjit::DeviceLimits::for_arch(arch);
@@ -378,6 +529,13 @@ TEST(DWConvGenerator, DefaultTilesAreAcceptedAndLaunchable) {
             EXPECT_FALSE(nwhy) << "nhwc: " << *nwhy;
           }
         }
+        if (!gd::mma_spec_error(s))
+          for (gd::Pass pass : {gd::Pass::kForward, gd::Pass::kDgrad}) {
+            const auto mt = gd::mma_default(s, pass, p, lim);
+            const auto mwhy = gd::mma_reject(s, mt, pass, lim, &p);
+            EXPECT_FALSE(mwhy) << "mma: " << *mwhy;
+            EXPECT_EQ(gd::mma_geometry(s, mt, pass, p).smem_bytes, unsigned(gd::mma_layout(s, mt).bytes()));
+          }
         const auto wt = gd::wgrad_direct_default(s, p, lim);
         const auto wwhy = gd::wgrad_direct_reject(s, wt, lim, &p);
         EXPECT_FALSE(wwhy) << "wgrad_direct: " << *wwhy;

@@ -16,7 +16,8 @@ namespace lkjit::test::dwconv {
 
 namespace gd = lkjit::gen::dwconv;
 
-enum class DWKernel { kFwdDirect, kDgradDirect, kFwdNhwc, kDgradNhwc, kWgradDirect, kWgradNhwc, kWgradReduce };
+enum class DWKernel { kFwdDirect, kDgradDirect, kFwdNhwc, kDgradNhwc, kWgradDirect, kWgradNhwc, kWgradReduce, kFwdMma,
+                      kDgradMma };
 inline const char* kernel_stem(DWKernel k) {
   switch (k) {
     case DWKernel::kFwdDirect: return "dwconv_fwd_direct";
@@ -26,6 +27,8 @@ inline const char* kernel_stem(DWKernel k) {
     case DWKernel::kWgradDirect: return "dwconv_wgrad_direct";
     case DWKernel::kWgradNhwc: return "dwconv_wgrad_nhwc";
     case DWKernel::kWgradReduce: return "dwconv_wgrad_reduce";
+    case DWKernel::kFwdMma: return "dwconv_fwd_mma";
+    case DWKernel::kDgradMma: return "dwconv_dgrad_mma";
   }
   return "?";
 }
@@ -46,7 +49,8 @@ inline std::string tokens(std::initializer_list<std::pair<const char*, int>> t) 
 }
 
 struct Instance {
-  bool ok = false;  // false: no tile of this kernel runs the spec (the nhwc filters of 63x63 at many channels)
+  bool ok = false;  // false: no tile of this kernel runs the spec (the nhwc filters of 63x63 at many channels; mma
+                    // outside 16-bit, stride 1, dilation 1)
   std::string name, source;
   gd::Launch launch;
   int threads = 0, blocks = 0, regs_estimate = 0;
@@ -69,6 +73,24 @@ inline Instance make_instance(DWKernel k, const gd::SpecVals& s, const gd::Probl
     return r;
   }
   for (int v = variant; v >= 0; v = v ? 0 : -1) {
+    if (k == DWKernel::kFwdMma || k == DWKernel::kDgradMma) {
+      if (gd::mma_spec_error(s)) return r;
+      const gd::Pass pass = k == DWKernel::kFwdMma ? gd::Pass::kForward : gd::Pass::kDgrad;
+      gd::MmaTile t = gd::mma_default(s, pass, p, lim);
+      if (v == 1) {  // one warp, one m16 block and two column groups
+        t.tile_h = 16, t.tile_w = 32, t.warps_m = 1, t.warps_n = 1;
+      } else if (v == 2) {  // four m16 blocks a warp, two warps along the columns
+        t.tile_h = 64, t.tile_w = 32, t.warps_m = 1, t.warps_n = 2;
+      }
+      if (v) t.blocks = gd::detail::default_blocks(gd::mma_threads(t), gd::mma_regs(s, t), gd::mma_smem_bytes(s, t), lim);
+      if (gd::mma_reject(s, t, pass, lim, &p)) continue;
+      r.ok = true, r.variant = v, r.threads = gd::mma_threads(t), r.blocks = t.blocks, r.regs_estimate = gd::mma_regs(s, t);
+      r.name = head + tokens({{"th", t.tile_h}, {"tw", t.tile_w}, {"mw", t.warps_m}, {"nw", t.warps_n}, {"w", r.threads},
+                              {"b", t.blocks}}) + arch;
+      r.source = instance_unit(r.name, "dwconv/mma.cuh", "dwconv_mma", gd::mma_cfg(s, t, pass), r.threads, t.blocks);
+      r.launch = gd::mma_geometry(s, t, pass, p);
+      return r;
+    }
     if (k == DWKernel::kFwdDirect || k == DWKernel::kDgradDirect) {
       const gd::Pass pass = k == DWKernel::kFwdDirect ? gd::Pass::kForward : gd::Pass::kDgrad;
       gd::DirectTile t = gd::direct_default(s, pass, p, lim);

@@ -124,6 +124,43 @@ TEST(DWConvLayer, PlanRunsThePassesKernelsOnTheirShapes) {
   EXPECT_EQ(dwconv_plan(opts(1, 3, 3), 2, 8, 8, lim, false, Layout::kNHWC)[0].spec.kernel, kDWConvFwdDirect);
 }
 
+// kMma: the tensor-core forward and dgrad with the layout's wgrad; outside 16-bit, stride 1, dilation 1, sm_80+ an
+// error naming the value.
+TEST(DWConvLayer, PlanOfTheTensorCorePath) {
+  const auto lim = DeviceLimits::for_arch(90);
+  DWConvOptions o = opts(128, 31, 31);
+  o.dtype = DType::kBF16, o.same = true;
+  const auto f = dwconv_plan(o, 64, 56, 56, lim, false, Layout::kNCHW, DWConvPath::kMma);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].spec.kernel, kDWConvFwdMma);
+  EXPECT_EQ(dwconv_plan_path(f), DWConvPath::kMma);
+  for (Layout act : {Layout::kNCHW, Layout::kNHWC}) {
+    const auto b = dwconv_plan(o, 64, 56, 56, lim, true, act, DWConvPath::kMma);
+    ASSERT_EQ(b.size(), 3u);
+    EXPECT_EQ(b[0].spec.kernel, kDWConvDgradMma);
+    EXPECT_EQ(b[1].spec.kernel, act == Layout::kNHWC ? kDWConvWgradNhwc : kDWConvWgradDirect);
+    for (const auto& pk : b) EXPECT_FALSE(reject_reason(pk.spec, pk.tile, lim, &pk.shape)) << pk.spec.to_string();
+  }
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(o, 64, 56, 56, lim)), DWConvPath::kDirect);
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(o, 64, 56, 56, lim, false, Layout::kNHWC)), DWConvPath::kNhwc);
+  EXPECT_STREQ(to_string(DWConvPath::kMma), "mma");
+  auto refused = [&](DWConvOptions x, const DeviceLimits& l) {
+    try {
+      dwconv_plan(x, 2, 40, 40, l, false, Layout::kNCHW, DWConvPath::kMma);
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  DWConvOptions f32 = o, s2 = o, d2 = o;
+  f32.dtype = DType::kF32;
+  s2.stride = 2, s2.same = false, s2.pad_h = s2.pad_w = 15;
+  d2.dil = 2;
+  EXPECT_THAT(refused(f32, lim), AllOf(HasSubstr("path=mma"), HasSubstr("dtype=f32"), HasSubstr("f16 and bf16")));
+  EXPECT_THAT(refused(s2, lim), AllOf(HasSubstr("stride=2"), HasSubstr("supported: 1")));
+  EXPECT_THAT(refused(d2, lim), AllOf(HasSubstr("dilation=2"), HasSubstr("supported: 1")));
+}
+
 // 63x63 filters of a channel group do not fit an SM twice: kAuto falls back to the direct kernels, a forced
 // kNhwc says why.
 TEST(DWConvLayer, PlanFallsBackWhenNhwcCannotRun) {

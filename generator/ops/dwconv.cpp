@@ -1,4 +1,4 @@
-// The depthwise-convolution family (docs/dwconv.md) as generator data: its spec fields, tile axes and seven
+// The depthwise-convolution family (docs/dwconv.md) as generator data: its spec fields, tile axes and nine
 // kernels, adapters from OpSpec / Tile / Shape to the plain values of generator/ops/dwconv_geometry.h, which
 // owns the math (Cfg members, launch geometry, rejects, default tiles). Generic kernel names, e.g.
 // lkjit_dwconv_fwd_direct_bf16_kh31_kw31_s1_d1_t32x64_b2_w128_ry4_rx4_sm90 (tile_h/tile_w, blocks and threads
@@ -20,7 +20,7 @@ namespace {
 
 namespace gd = dwconv;
 
-enum class Which { kFwdDirect, kDgradDirect, kFwdNhwc, kDgradNhwc, kWgradDirect, kWgradNhwc, kReduce };
+enum class Which { kFwdDirect, kDgradDirect, kFwdNhwc, kDgradNhwc, kFwdMma, kDgradMma, kWgradDirect, kWgradNhwc, kReduce };
 
 // The kernel a spec names (the KernelDef's function pointers are shared, so they ask).
 Which which(const OpSpec& s) {
@@ -29,12 +29,15 @@ Which which(const OpSpec& s) {
   if (n == "dwconv_dgrad_direct") return Which::kDgradDirect;
   if (n == "dwconv_fwd_nhwc") return Which::kFwdNhwc;
   if (n == "dwconv_dgrad_nhwc") return Which::kDgradNhwc;
+  if (n == "dwconv_fwd_mma") return Which::kFwdMma;
+  if (n == "dwconv_dgrad_mma") return Which::kDgradMma;
   if (n == "dwconv_wgrad_direct") return Which::kWgradDirect;
   if (n == "dwconv_wgrad_nhwc") return Which::kWgradNhwc;
   return Which::kReduce;
 }
 gd::Pass pass_of(Which w) {
-  return w == Which::kDgradDirect || w == Which::kDgradNhwc ? gd::Pass::kDgrad : gd::Pass::kForward;
+  return w == Which::kDgradDirect || w == Which::kDgradNhwc || w == Which::kDgradMma ? gd::Pass::kDgrad
+                                                                                     : gd::Pass::kForward;
 }
 
 gd::SpecVals vals(const OpSpec& s) {
@@ -57,6 +60,9 @@ gd::NhwcTile nhwc_tile(const Tile& t) {
   return {t.get("tile_h"), t.get("tile_w"), t.get("ry"), t.get("rx"), t.get("lanes"), t.get("cvec"), t.get("threads"),
           t.get("blocks")};
 }
+gd::MmaTile mma_tile(const Tile& t) {
+  return {t.get("tile_h"), t.get("tile_w"), t.get("mwarps"), t.get("nwarps"), t.get("blocks")};
+}
 gd::WgradDirectTile wgrad_direct_tile(const Tile& t) {
   return {t.get("tile_h"), t.get("tile_w"), t.get("tap_rows"), t.get("tap_cols"), t.get("kc"), t.get("threads"),
           t.get("blocks")};
@@ -72,6 +78,10 @@ Tile of(const gd::DirectTile& t) {
 Tile of(const gd::NhwcTile& t) {
   return Tile::of({{"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"ry", t.ry}, {"rx", t.rx}, {"lanes", t.lanes},
                    {"cvec", t.vec}, {"threads", t.threads}, {"blocks", t.blocks}});
+}
+Tile of(const gd::MmaTile& t) {
+  return Tile::of({{"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"mwarps", t.warps_m}, {"nwarps", t.warps_n},
+                   {"blocks", t.blocks}});
 }
 Tile of(const gd::WgradDirectTile& t) {
   return Tile::of({{"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"tap_rows", t.tap_rows}, {"tap_cols", t.tap_cols},
@@ -127,6 +137,13 @@ TileSpace space(const OpSpec& s) {
                {"cvec", cvec_values(s.dtype), "channels a lane (vector loads)"},
                {"threads", {64, 128, 256}, "threads a block"},
                {"blocks", kBlocks, "blocks an SM holds: registers capped to fit (0: no cap)"}}};
+    case Which::kFwdMma:
+    case Which::kDgradMma:
+      return {{{"tile_h", {16, 32, 64, 128}, "output rows of a block (whole 16-row blocks)"},
+               {"tile_w", {16, 32, 64, 128}, "output columns of a block (whole 16-column groups)"},
+               {"mwarps", {1, 2, 4}, "warps along output rows"},
+               {"nwarps", {1, 2, 4}, "warps along output columns"},
+               {"blocks", kBlocks, "blocks an SM holds: registers capped to fit (0: no cap)"}}};
     case Which::kWgradDirect:
       return {{{"tile_h", {8, 16, 32, 64}, "dy rows of a block"},
                {"tile_w", {16, 32, 64}, "dy columns of a block"},
@@ -170,6 +187,8 @@ std::optional<std::string> reject(const OpSpec& s, const Tile& t, const DeviceLi
     }
     case Which::kFwdNhwc:
     case Which::kDgradNhwc: return gd::nhwc_reject(v, nhwc_tile(t), pass_of(w), d, pp);
+    case Which::kFwdMma:
+    case Which::kDgradMma: return gd::mma_reject(v, mma_tile(t), pass_of(w), d, pp);
     case Which::kWgradDirect: {
       const auto wt = wgrad_direct_tile(t);
       if (wt.kc > 0 && wt.kc >= v.kh)
@@ -198,6 +217,8 @@ Tile default_tile(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
     case Which::kDgradDirect: return of(gd::direct_default(v, pass_of(which(s)), p, d));
     case Which::kFwdNhwc:
     case Which::kDgradNhwc: return of(gd::nhwc_default(v, pass_of(which(s)), p, d));
+    case Which::kFwdMma:
+    case Which::kDgradMma: return of(gd::mma_default(v, pass_of(which(s)), p, d));
     case Which::kWgradDirect: return of(gd::wgrad_direct_default(v, p, d));
     case Which::kWgradNhwc: return of(gd::wgrad_nhwc_default(v, p, d));
     case Which::kReduce: return Tile::of({{"threads", gd::ReduceTile{}.threads}});
@@ -216,6 +237,8 @@ LaunchGeometry geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
     case Which::kDgradDirect: l = gd::direct_geometry(v, direct_tile(t), pass_of(which(s)), p); break;
     case Which::kFwdNhwc:
     case Which::kDgradNhwc: l = gd::nhwc_geometry(v, nhwc_tile(t), pass_of(which(s)), p); break;
+    case Which::kFwdMma:
+    case Which::kDgradMma: l = gd::mma_geometry(v, mma_tile(t), pass_of(which(s)), p); break;
     case Which::kWgradDirect:
       l = gd::wgrad_direct_geometry(v, wgrad_direct_tile(t), p);
       part = gd::wgrad_direct_part_strides(v, p, l.chunks);
@@ -240,7 +263,9 @@ LaunchGeometry geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
   const int64_t tiles = int64_t(std::max(l.tiles_h, 1)) * std::max(l.tiles_w, 1);
   switch (which(s)) {
     case Which::kFwdDirect:
-    case Which::kDgradDirect: g.blocks = double(p.B) * double(p.C) * double(tiles); break;
+    case Which::kDgradDirect:
+    case Which::kFwdMma:
+    case Which::kDgradMma: g.blocks = double(p.B) * double(p.C) * double(tiles); break;
     case Which::kFwdNhwc:
     case Which::kDgradNhwc: {
       const auto nt = nhwc_tile(t);
@@ -274,6 +299,8 @@ std::string cfg(const OpSpec& s, const Tile& t) {
     case Which::kDgradDirect: return gd::direct_cfg(v, direct_tile(t), pass_of(which(s)));
     case Which::kFwdNhwc:
     case Which::kDgradNhwc: return gd::nhwc_cfg(v, nhwc_tile(t), pass_of(which(s)));
+    case Which::kFwdMma:
+    case Which::kDgradMma: return gd::mma_cfg(v, mma_tile(t), pass_of(which(s)));
     case Which::kWgradDirect: return gd::wgrad_direct_cfg(v, wgrad_direct_tile(t));
     case Which::kWgradNhwc: return gd::wgrad_nhwc_cfg(v, wgrad_nhwc_tile(t));
     case Which::kReduce: return gd::wgrad_reduce_cfg(gd::ReduceTile{t.get("threads")});
@@ -285,6 +312,12 @@ std::string describe(const OpSpec& s) {
   if (which(s) == Which::kReduce) return "";
   return fmt::format("kh={} kw={} stride={} dil={}", s.get("kh"), s.get("kw"), s.get("stride"), s.get("dil"));
 }
+
+// The tensor-core kernels' spec domain (16-bit, stride 1, dilation 1); threads from their warps.
+void validate_mma(const OpSpec& s, std::vector<std::string>& e) {
+  if (auto r = gd::mma_spec_error(vals(s))) e.push_back(*r);
+}
+int mma_threads(const OpSpec&, const Tile& t) { return gd::mma_threads(mma_tile(t)); }
 
 KernelDef kernel(const char* name, const char* header, const char* fn) {
   KernelDef k;
@@ -325,16 +358,23 @@ FamilyDef dwconv_family() {
       {"tap_rows", "tr", "wgrad_direct: tap rows a thread", 6},
       {"tap_cols", "tc", "wgrad_direct: tap columns a thread", 7},
       {"row_taps", "rt", "wgrad_nhwc: taps of one filter row a task", 8},
-      {"blocks", "b", "blocks an SM should hold: registers capped to fit them (__launch_bounds__); 0: no cap", 9},
-      {"threads", "w", "threads per block", 10, "", true},
+      {"mwarps", "mw", "mma kernels: warps along output rows (threads = 32 mwarps nwarps)", 9},
+      {"nwarps", "nw", "mma kernels: warps along output columns", 10},
+      {"blocks", "b", "blocks an SM should hold: registers capped to fit them (__launch_bounds__); 0: no cap", 11},
+      {"threads", "w", "threads per block", 12, "", true},
   };
   f.kernels = {kernel("dwconv_fwd_direct", "dwconv/direct.cuh", "dwconv_direct"),
                kernel("dwconv_dgrad_direct", "dwconv/direct.cuh", "dwconv_direct"),
                kernel("dwconv_fwd_nhwc", "dwconv/nhwc.cuh", "dwconv_nhwc"),
                kernel("dwconv_dgrad_nhwc", "dwconv/nhwc.cuh", "dwconv_nhwc"),
+               kernel("dwconv_fwd_mma", "dwconv/mma.cuh", "dwconv_mma"),
+               kernel("dwconv_dgrad_mma", "dwconv/mma.cuh", "dwconv_mma"),
                kernel("dwconv_wgrad_direct", "dwconv/wgrad_direct.cuh", "dwconv_wgrad_direct"),
                kernel("dwconv_wgrad_nhwc", "dwconv/wgrad_nhwc.cuh", "dwconv_wgrad_nhwc"),
                kernel("dwconv_wgrad_reduce", "dwconv/wgrad_reduce.cuh", "dwconv_wgrad_reduce")};
+  for (auto& k : f.kernels)
+    if (k.name == "dwconv_fwd_mma" || k.name == "dwconv_dgrad_mma")
+      k.validate = validate_mma, k.threads = mma_threads;
   auto& red = f.kernels.back();
   red.fields = {};
   red.has_dtype = false;  // fp32 partials whatever the activations' dtype: one binary

@@ -27,6 +27,8 @@
 //   tap_rows   tr  {1, 2, 4}              wgrad_direct: tap rows a thread
 //   tap_cols   tc  {4, 8}                 wgrad_direct: tap columns a thread
 //   vc         q   {2, 4, 8, 16}          wgrad_nhwc: taps of one row a task
+//   mwarps     mw  {1, 2, 4}              mma: warps along output rows (threads = 32 mwarps nwarps)
+//   nwarps     nw  {1, 2, 4}              mma: warps along output columns
 //   threads    w   {64, 128, 256, 512}    threads a block
 //   blocks     b   {0, 1, 2, 3, 4, 6, 8}  blocks an SM should hold: __launch_bounds__(threads, blocks) caps the
 //                                         registers to fit; 0: no cap (every kernel has the axis: with no cap
@@ -38,6 +40,8 @@
 //   dwconv_dgrad_direct  dwconv/direct.cuh        dwconv_direct        kh kw s d   T dgrad=true  (same members)
 //   dwconv_fwd_nhwc      dwconv/nhwc.cuh          dwconv_nhwc          kh kw s d   T dgrad=false kh kw stride dil tile_h tile_w ry rx cl cv threads
 //   dwconv_dgrad_nhwc    dwconv/nhwc.cuh          dwconv_nhwc          kh kw s d   T dgrad=true  (same members)
+//   dwconv_fwd_mma       dwconv/mma.cuh           dwconv_mma           kh kw s d   T dgrad=false kh kw stride dil tile_h tile_w warps_m warps_n mt nt threads
+//   dwconv_dgrad_mma     dwconv/mma.cuh           dwconv_mma           kh kw s d   T dgrad=true  (same members); both 16-bit, s = d = 1
 //   dwconv_wgrad_direct  dwconv/wgrad_direct.cuh  dwconv_wgrad_direct  kh kw s d   T kh kw stride dil tile_h tile_w ru rv kc threads
 //   dwconv_wgrad_nhwc    dwconv/wgrad_nhwc.cuh    dwconv_wgrad_nhwc    kh kw s d   T kh kw stride dil cl cv vc threads
 //   dwconv_wgrad_reduce  dwconv/wgrad_reduce.cuh  dwconv_wgrad_reduce  -           threads
@@ -61,6 +65,8 @@
 //     lanes). ry x rx = 2 x 4 (2 x 2 for the gather) on the first of 8x8 .. 32x32 that gives eight warps of
 //     register tiles: the block's filter copy is paid once per tile. Hot loop ~50-55 % FFMA (global loads,
 //     their widening and 64-bit addresses): the first thing to tune on the GPU.
+//   mma (fwd, dgrad): tiles of whole 16x16 blocks, 64 from 48 outputs on (32, 16 below), a warp 2 x 2 blocks:
+//     the 56x56 map in one 64x64 tile of four warps, 28x28 in 32x32 of one; not yet fitted on a GPU.
 //   wgrad_direct: tap tiles tr x tc = 4 x 8 (float4 windows at stride and dilation 1: 89 % FFMA in the SASS of
 //     7x7, 27x27 and 31x31), tile 16 x 64 (32 x 64 when one register tile holds every tap), 256 threads; kc = all
 //     rows unless the x region takes more than half an SM's shared memory.
@@ -529,6 +535,80 @@ inline NhwcTile nhwc_default(const SpecVals& s, Pass pass, const Problem& p, con
   }
   t.threads = std::max(32, std::min(256, t.lanes * nhwc_layout(s, t, pass).items()) / 32 * 32);
   t.blocks = detail::default_blocks(t.threads, nhwc_regs(s, t, pass), nhwc_smem_bytes(s, t, pass), d);
+  return t;
+}
+
+// ---- dwconv_fwd_mma / dwconv_dgrad_mma -----------------------------------------------------------------
+
+// The tensor-core kernels' domain: 16-bit activations, stride 1, dilation 1 (why not, or nullopt).
+inline std::optional<std::string> mma_spec_error(const SpecVals& s) {
+  if (s.dtype == DType::kF32)
+    return std::string("dtype=f32: the tensor-core kernels take f16 or bf16 activations");
+  if (s.stride != 1) return fmt::format("stride={}: the tensor-core kernels take stride 1", s.stride);
+  if (s.dil != 1) return fmt::format("dil={}: the tensor-core kernels take dilation 1", s.dil);
+  return std::nullopt;
+}
+
+struct MmaTile {
+  int tile_h = 64, tile_w = 64, warps_m = 2, warps_n = 2, blocks = 0;
+};
+inline dwc::MmaLayout mma_layout(const SpecVals& s, const MmaTile& t) { return {s.kh, s.kw, t.tile_h, t.tile_w}; }
+inline int mma_threads(const MmaTile& t) { return 32 * t.warps_m * t.warps_n; }
+inline int mma_mt(const MmaTile& t) { return t.warps_m > 0 ? t.tile_h / (16 * t.warps_m) : 0; }  // m16 blocks a warp
+inline int mma_nt(const MmaTile& t) { return t.warps_n > 0 ? t.tile_w / (16 * t.warps_n) : 0; }  // 16-column groups
+inline int64_t mma_smem_bytes(const SpecVals& s, const MmaTile& t) { return mma_layout(s, t).bytes(); }
+// Accumulators (8 a 16x16 block), two parts of B words for every k-step and their indices, A, addresses.
+inline int mma_regs(const SpecVals& s, const MmaTile& t) {
+  return 8 * mma_mt(t) * mma_nt(t) + 12 * dwc::mma_ksteps(s.kw) + 40;
+}
+inline std::string mma_cfg(const SpecVals& s, const MmaTile& t, Pass pass) {
+  return field_cfg(s) +
+         fmt::format("  static constexpr bool dgrad = {};\n"
+                     "  static constexpr int tile_h = {}, tile_w = {}, warps_m = {}, warps_n = {}, mt = {}, nt = {}, "
+                     "threads = {};\n",
+                     pass == Pass::kDgrad ? "true" : "false", t.tile_h, t.tile_w, t.warps_m, t.warps_n, mma_mt(t),
+                     mma_nt(t), mma_threads(t));
+}
+inline std::optional<std::string> mma_reject(const SpecVals& s, const MmaTile& t, Pass pass, const DeviceLimits& d,
+                                             const Problem* p = nullptr) {
+  if (auto r = mma_spec_error(s)) return r;
+  if (t.warps_m < 1 || t.warps_m > 8 || t.warps_n < 1 || t.warps_n > 8)
+    return fmt::format("mwarps={} nwarps={} is out of range; supported: [1, 8] each", t.warps_m, t.warps_n);
+  if (auto r = detail::reject_threads(mma_threads(t), d)) return r;
+  if (t.tile_h < 16 || t.tile_h > 256 || t.tile_w < 16 || t.tile_w > 256 || !mma_layout(s, t).valid())
+    return fmt::format("tile {}x{} is out of range; supported: multiples of 16 in [16, 256] each", t.tile_h, t.tile_w);
+  if (t.tile_h % (16 * t.warps_m) != 0 || t.tile_w % (16 * t.warps_n) != 0)
+    return fmt::format("tile {}x{} does not split into mwarps={} x nwarps={} warps of whole 16x16 blocks", t.tile_h,
+                       t.tile_w, t.warps_m, t.warps_n);
+  if (mma_mt(t) > 4 || mma_nt(t) > 4)
+    return fmt::format("tile {}x{} gives a warp {}x{} blocks of 16x16; supported: at most 4x4", t.tile_h, t.tile_w,
+                       mma_mt(t), mma_nt(t));
+  if (auto r = detail::reject_regs(mma_regs(s, t))) return r;
+  if (auto r = detail::reject_smem(mma_smem_bytes(s, t), d)) return r;
+  if (auto r = detail::reject_blocks(mma_threads(t), t.blocks, mma_regs(s, t), mma_smem_bytes(s, t), d)) return r;
+  if (p)
+    if (auto r = detail::reject_grid(p->B * p->C * dwc::tiles(detail::out_h(*p, pass), t.tile_h) *
+                                     dwc::tiles(detail::out_w(*p, pass), t.tile_w)))
+      return r;
+  return std::nullopt;
+}
+inline Launch mma_geometry(const SpecVals& s, const MmaTile& t, Pass pass, const Problem& p) {
+  Launch g;
+  g.tiles_h = dwc::tiles(detail::out_h(p, pass), t.tile_h);
+  g.tiles_w = dwc::tiles(detail::out_w(p, pass), t.tile_w);
+  g.grid = static_cast<unsigned>(p.B * p.C * g.tiles_h * g.tiles_w);
+  g.block = mma_threads(t);
+  g.smem_bytes = static_cast<unsigned>(mma_smem_bytes(s, t));
+  return g;
+}
+// Tiles of whole 16x16 blocks that cover the map with the least excess (64 from 48 outputs on, then 32, 16), a
+// warp 2 x 2 blocks where the tile has them; the register cap of the most blocks an SM holds.
+inline MmaTile mma_default(const SpecVals& s, Pass pass, const Problem& p, const DeviceLimits& d) {
+  const auto side = [](int64_t n) { return n >= 48 ? 64 : n >= 24 ? 32 : 16; };
+  MmaTile t;
+  t.tile_h = side(detail::out_h(p, pass)), t.tile_w = side(detail::out_w(p, pass));
+  t.warps_m = std::max(1, t.tile_h / 32), t.warps_n = std::max(1, t.tile_w / 32);
+  t.blocks = detail::default_blocks(mma_threads(t), mma_regs(s, t), mma_smem_bytes(s, t), d);
   return t;
 }
 

@@ -69,8 +69,14 @@ struct DWConvGradients {
 // channels_last activations (x's channel stride 1, C > 1) when their default tile fits the device (the filters
 // of a block's channels fit shared memory), else the direct kernels (a (b, c) plane tile a block, filter and
 // input rows streamed through shared memory), which take any strides. kDirect / kNhwc force one (SpecError
-// when kNhwc cannot run the spec).
-enum class DWConvPath { kAuto, kDirect, kNhwc };
+// when kNhwc cannot run the spec). kMma: the tensor-core forward and dgrad (mma.sync, each filter row a Toeplitz
+// product; fp32 weights as two 16-bit parts, so results match the fp32 weights to ~2^-16 relative) with the
+// direct wgrad (the NHWC one for channels_last activations); f16 and bf16 activations at stride 1, dilation 1 on
+// sm_80 and newer (SpecError otherwise; f16 also needs |w| < 65504).
+enum class DWConvPath { kAuto, kDirect, kNhwc, kMma };
+// The path a plan runs (its first kernel's strategy): kDirect, kNhwc or kMma.
+DWConvPath dwconv_plan_path(const std::vector<PlannedKernel>& plan);
+const char* to_string(DWConvPath p);  // "auto", "direct", "nhwc", "mma"
 
 // The padding and output extents of a call: SpecError naming the value and range for a bad shape (B, C, H, W
 // out of [1, 2^24], B*C*H*W >= 2^40, a map smaller than the dilated filter with its padding: no output).

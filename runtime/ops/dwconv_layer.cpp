@@ -98,9 +98,7 @@ const DepthwiseConv::Prepared& DepthwiseConv::prepared(int64_t B, int64_t H, int
   return impl_->plans.get({B, H, W, backward, int(act)}, call, "dwconv", what, [&] {
     auto pl = dwconv_plan(opt_, B, H, W, impl_->dev.limits, backward, act, impl_->path);
     impl_->policy.choose(pl, impl_->dev);
-    const DWConvPath path = pl.front().spec.kernel == kDWConvFwdNhwc || pl.front().spec.kernel == kDWConvDgradNhwc
-                                ? DWConvPath::kNhwc
-                                : DWConvPath::kDirect;
+    const DWConvPath path = dwconv_plan_path(pl);
     DWConvOptions ho = opt_;
     ho.layout = act;
     impl_->policy.tune_on_miss(pl, [&] { return make_dwconv_harness(ho, B, H, W, backward, path); });

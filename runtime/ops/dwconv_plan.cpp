@@ -82,15 +82,28 @@ std::vector<PlannedKernel> dwconv_plan(const DWConvOptions& o, int64_t B, int64_
     pk.bytes = bytes;
     return pk;
   };
-  // kAuto: the NHWC kernels for channels_last activations when their default tiles fit the device.
-  bool nhwc = path == DWConvPath::kNhwc || (path == DWConvPath::kAuto && act == Layout::kNHWC && o.C > 1);
+  if (path == DWConvPath::kMma) {
+    const auto why = [&]() -> std::string {
+      if (o.dtype == DType::kF32) return "dtype=f32; supported: f16 and bf16";
+      if (o.stride != 1) return fmt::format("stride={}; supported: 1", o.stride);
+      if (o.dil != 1) return fmt::format("dilation={}; supported: 1", o.dil);
+      if (lim.arch < 80) return fmt::format("{}; supported: sm_80 and newer", arch_name(lim.arch));
+      return "";
+    }();
+    if (!why.empty()) fail("path=mma (tensor cores) cannot run " + why);
+  }
+  // kAuto: the NHWC kernels for channels_last activations when their default tiles fit the device. kMma: its
+  // forward and dgrad, with the wgrad of the layout.
+  const bool mma = path == DWConvPath::kMma;
+  bool nhwc = path == DWConvPath::kNhwc || ((path == DWConvPath::kAuto || mma) && act == Layout::kNHWC && o.C > 1);
   std::vector<PlannedKernel> plan;
   for (int attempt = 0; attempt < 2; ++attempt, nhwc = false) {
     plan.clear();
     if (!backward) {
-      plan.push_back(entry(nhwc ? kDWConvFwdNhwc : kDWConvFwdDirect, out_shape, in + out + params));
+      plan.push_back(entry(mma ? kDWConvFwdMma : nhwc ? kDWConvFwdNhwc : kDWConvFwdDirect, out_shape, in + out + params));
     } else {
-      plan.push_back(entry(nhwc ? kDWConvDgradNhwc : kDWConvDgradDirect, in_shape, in + out + params));
+      plan.push_back(entry(mma ? kDWConvDgradMma : nhwc ? kDWConvDgradNhwc : kDWConvDgradDirect, in_shape,
+                           in + out + params));
       PlannedKernel wg = entry(nhwc ? kDWConvWgradNhwc : kDWConvWgradDirect, out_shape, in + out);
       const double part = double(launch_geometry(wg.spec, wg.tile, wg.shape).value("partial_floats")) * 4;
       wg.bytes += part;
@@ -107,6 +120,24 @@ std::vector<PlannedKernel> dwconv_plan(const DWConvOptions& o, int64_t B, int64_
     if (!nhwc || path == DWConvPath::kNhwc) fail(fmt::format("no tile of {} runs on {}", why, arch_name(lim.arch)));
   }
   return plan;
+}
+
+DWConvPath dwconv_plan_path(const std::vector<PlannedKernel>& plan) {
+  if (plan.empty()) return DWConvPath::kDirect;
+  const Kernel& k = plan.front().spec.kernel;
+  if (k == kDWConvFwdMma || k == kDWConvDgradMma) return DWConvPath::kMma;
+  if (k == kDWConvFwdNhwc || k == kDWConvDgradNhwc) return DWConvPath::kNhwc;
+  return DWConvPath::kDirect;
+}
+
+const char* to_string(DWConvPath p) {
+  switch (p) {
+    case DWConvPath::kAuto: return "auto";
+    case DWConvPath::kDirect: return "direct";
+    case DWConvPath::kNhwc: return "nhwc";
+    case DWConvPath::kMma: return "mma";
+  }
+  return "?";
 }
 
 void dwconv_check_weights(const DWConvOptions& o, const float* w, const float* bias) {

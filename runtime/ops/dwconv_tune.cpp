@@ -36,7 +36,7 @@ class DWConvHarness : public PassHarness {
     info_.flags = {{"bias", o.bias}, {"same", o.same}};
     info_.text = fmt::format("{} {} {} {}x{}x{}x{} k={}x{} s={} d={} pad={}x{} {}", backward ? "bwd" : "fwd",
                              to_string(o.dtype), to_string(o.layout), B, o.C, H, W, o.kh, o.kw, o.stride, o.dil,
-                             g.pad_top, g.pad_left, path == DWConvPath::kNhwc ? "nhwc" : "direct");
+                             g.pad_top, g.pad_left, to_string(path));
     layer_.set_path(path);
     TuneOptions off;
     off.mode = TuneMode::kOff;
@@ -198,15 +198,17 @@ std::pair<std::unique_ptr<PassHarness>, KernelSelector> harness_for(const OpSpec
   } else {
     o.kh = spec.get("kh"), o.kw = spec.get("kw"), o.stride = spec.get("stride"), o.dil = spec.get("dil");
     o.pad_h = o.dil * (o.kh - 1) / 2, o.pad_w = o.dil * (o.kw - 1) / 2;
-    if (k != kDWConvDgradDirect && k != kDWConvDgradNhwc) {  // sh is the output: the input that gives it
+    if (k != kDWConvDgradDirect && k != kDWConvDgradNhwc && k != kDWConvDgradMma) {  // sh: the output; H, W: its input
       H = input_for(sh.H, o.kh, o.stride, o.dil, o.pad_h);
       W = input_for(sh.W, o.kw, o.stride, o.dil, o.pad_w);
     }
   }
   const bool nhwc = k == kDWConvFwdNhwc || k == kDWConvDgradNhwc || k == kDWConvWgradNhwc;
+  const bool mma = k == kDWConvFwdMma || k == kDWConvDgradMma;
   o.layout = nhwc ? Layout::kNHWC : Layout::kNCHW;
-  const bool backward = k != kDWConvFwdDirect && k != kDWConvFwdNhwc;
-  auto h = std::make_unique<DWConvHarness>(o, B, H, W, backward, nhwc ? DWConvPath::kNhwc : DWConvPath::kDirect);
+  const bool backward = k != kDWConvFwdDirect && k != kDWConvFwdNhwc && k != kDWConvFwdMma;
+  const DWConvPath path = mma ? DWConvPath::kMma : nhwc ? DWConvPath::kNhwc : DWConvPath::kDirect;
+  auto h = std::make_unique<DWConvHarness>(o, B, H, W, backward, path);
   return {std::move(h), KernelSelector{k, 0}};
 }
 

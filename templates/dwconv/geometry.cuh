@@ -277,5 +277,82 @@ LKJIT_DWC_HD constexpr WgradNhwcLayout wgrad_nhwc_layout(int kh, int kw, int s, 
   return WgradNhwcLayout{AxisMap{kFwd, kw, s, d, 0}, kh, kw, cl, cv, vc, threads};
 }
 
+// ---- The tensor-core kernels (dwconv/mma.cuh) ------------------------------------------------------------
+// The Toeplitz form of a stride-1, dilation-1 correlation on mma.sync m16n8k16, the fragment coordinates and
+// the shared-memory layout.
+//
+// One filter row u at a time, 16 output rows i and a group of 16 output columns j (two n8 tiles) are a product
+//   Y[i, j] += sum_m X_u[i, m] T_u[m, j],   X_u[i, m] = in[i0 + i + u - ph, j0 + m - pw],   T_u[m, j] = w[u, m - j]
+// with T_u zero where m - j is outside [0, kw): (16 x K) times (K x 16), K = 16 + kw - 1 rounded up to whole
+// k16 steps (mma_ksteps; any 8 columns of the group need the same steps). Tensor-core MACs per output and
+// filter row: 16 ksteps against kw useful ones (48 / 31 = 1.55x at kw = 31; twice that for the two weight
+// parts below). dgrad at stride 1 is the same walk over dy with the filter rotated 180 degrees and the padding
+// mirrored (k - 1 - p).
+//
+// Weights: the fp32 filter split into two 16-bit parts, w = hi + lo (lo scaled for fp16: mma_lo_scale), and both
+// products taken. The activations are exact in their 16-bit dtype and each product is exact in fp32, so the
+// result carries the fp32 weights to within 2^-18 (bf16) or 2^-22 (fp16) of each tap, where a single 16-bit
+// copy of the weights would round each tap by 2^-9 / 2^-12.
+//
+// Fragments (PTX ISA, mma.m16n8k16, lane = 4g + t): A registers a0..a3 hold (row g, cols 2t, 2t+1),
+// (row g+8, same cols), (row g, cols 2t+8, 2t+9), (row g+8, cols 2t+8, 2t+9); B registers b0, b1 hold
+// (k rows 2t, 2t+1 of column g), (k rows 2t+8, 2t+9); the accumulators c0..c3 (row g, cols 2t, 2t+1),
+// (row g+8, cols 2t, 2t+1). Register halves: the lower 16 bits are the first element.
+
+// k16 steps of input columns a group of 16 output columns reads: ceil((16 + kw - 1) / 16).
+LKJIT_DWC_HD constexpr int mma_ksteps(int kw) { return (kw + 30) / 16; }
+
+// The filter tap v (filter column; T_u[m, j] = w[u, v], v = m - j) of element e (0, 1) of B register r (0, 1)
+// of `lane`, at k-step s, n-tile h (columns 8h .. 8h+7 of the group). e = 1 is always v + 1.
+LKJIT_DWC_HD constexpr int mma_b_tap(int s, int h, int lane, int r, int e) {
+  return 16 * s + 8 * r + 2 * (lane & 3) + e - 8 * h - (lane >> 2);
+}
+// Row and column within a 16 x 16 A block of element e of A register r (0..3) of `lane`.
+LKJIT_DWC_HD constexpr int mma_a_row(int lane, int r) { return (lane >> 2) + 8 * (r & 1); }
+LKJIT_DWC_HD constexpr int mma_a_col(int lane, int r, int e) { return 2 * (lane & 3) + 8 * (r >> 1) + e; }
+// Row and column within a 16 x 8 n-tile of accumulator q (0..3) of `lane`.
+LKJIT_DWC_HD constexpr int mma_c_row(int lane, int q) { return (lane >> 2) + 8 * (q >> 1); }
+LKJIT_DWC_HD constexpr int mma_c_col(int lane, int q) { return 2 * (lane & 3) + (q & 1); }
+// The A-block row and column whose address `lane` gives ldmatrix.x4 (matrix lane / 8: rows 8 (q & 1),
+// columns 8 (q >> 1)), so that its four registers are a0..a3 above.
+LKJIT_DWC_HD constexpr int ldsm_row(int lane) { return (lane & 7) + 8 * ((lane >> 3) & 1); }
+LKJIT_DWC_HD constexpr int ldsm_col(int lane) { return 8 * (lane >> 4); }
+
+// Where a block's weights and input tile live (bytes from the dynamic shared memory's start, 16-byte aligned):
+//   whi, wlo  kh x wrow() 32-bit words each: word e of row u packs taps e - kWOff and e - kWOff + 1 of the
+//             (rotated, for dgrad) filter row u, hi or lo parts, zero outside [0, kw): every B register is
+//             one word at index mma_b_tap(s, h, lane, r, 0) + kWOff
+//   xs        rows() x pitch() 16-bit elements: the input rows [row_lo, row_lo + rows()) and columns
+//             [col_lo, col_lo + cols()) of the tile, zero outside the input. pitch() * 2 bytes is an odd
+//             multiple of 16, so the eight 16-byte rows an ldmatrix phase reads fall in distinct bank groups.
+// The tile (tile_h x tile_w outputs) is warps_m x warps_n warps of (16 mt) x (16 nt) outputs each.
+struct MmaLayout {
+  enum { kWOff = 16 };
+  int kh, kw, tile_h, tile_w;
+  LKJIT_DWC_HD constexpr int ksteps() const { return mma_ksteps(kw); }
+  LKJIT_DWC_HD constexpr int rows() const { return tile_h + kh - 1; }
+  LKJIT_DWC_HD constexpr int cols() const { return tile_w + 16 * (ksteps() - 1); }
+  LKJIT_DWC_HD constexpr int pitch() const { return cols() + 8; }  // cols() is a multiple of 16
+  LKJIT_DWC_HD constexpr int wrow() const { return 16 * ksteps() + kWOff; }
+  LKJIT_DWC_HD constexpr int w_bytes() const { return 2 * kh * wrow() * 4; }
+  LKJIT_DWC_HD constexpr int xs_offset() const { return w_bytes(); }
+  LKJIT_DWC_HD constexpr int bytes() const { return w_bytes() + rows() * pitch() * 2; }
+  // A tile is whole 16 x 16 blocks of outputs.
+  LKJIT_DWC_HD constexpr bool valid() const { return tile_h % 16 == 0 && tile_w % 16 == 0 && tile_h > 0 && tile_w > 0; }
+};
+
+// The lo parts' scale: fp16's are multiplied by 2^11 into its normal range (a weight's remainder is about 2^-11 of
+// it, subnormal in fp16 for weights below ~0.03) and their products summed in accumulators of their own, which
+// the kernel scales back at the end; bf16 has fp32's exponent range, so its lo products share the accumulators.
+LKJIT_DWC_HD constexpr float mma_lo_scale(bool f16) { return f16 ? 2048.f : 1.f; }
+
+// Padding the walk sees: the forward's, or dgrad's mirrored k - 1 - p (stride 1, dilation 1; negative where the
+// padding exceeds the filter, which only shifts the input tile).
+LKJIT_DWC_HD constexpr int mma_walk_pad(bool dgrad, int k, int p) { return dgrad ? k - 1 - p : p; }
+// Filter tap (u, v) of the walk as an index into nn.Conv2d's (kh, kw) filter: itself, or rotated for dgrad.
+LKJIT_DWC_HD constexpr int mma_filter_index(bool dgrad, int kh, int kw, int u, int v) {
+  return dgrad ? (kh - 1 - u) * kw + (kw - 1 - v) : u * kw + v;
+}
+
 }  // namespace dwc
 }  // namespace lkjit

@@ -1,5 +1,5 @@
-// Tensor-core building blocks of the WBMM kernels (sm_80+): ldmatrix fragment loads, mma.sync for
-// 16-bit and TF32 operands, and the fp32 -> TF32 conversions. Fragment layouts (PTX ISA, "Matrix
+// Tensor-core building blocks of the WBMM kernels (sm_80+): mma.sync for TF32 operands and the fp32 -> TF32
+// conversions (ldmatrix and the 16-bit mma.sync are common/mma.cuh). Fragment layouts (PTX ISA, "Matrix
 // fragments for mma.m16n8k16 / m16n8k8"): lane = 4g + t holds A rows g and g+8, B column g, and the
 // accumulators of rows g and g+8 at columns 2t, 2t+1.
 //
@@ -10,52 +10,11 @@
 // 64-row warpgroup tiles and M_c in the canonical swizzled layout; it can win only where the products
 // approach the memory time (16x16 bf16, 3xTF32 at 14x14 and up). Left for measurement.
 #pragma once
-#include "common/dtype.cuh"
+#include "common/mma.cuh"
 #include "wbmm/geometry.cuh"
 
 namespace lkjit {
 namespace wbmm {
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  unsigned r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
-// Four / two 8x8 b16 matrices; lane l supplies the address of row l % 8 of matrix l / 8. A view of 32-bit
-// elements (TF32) reads 8 rows of 4 words the same way, each lane getting word (l / 4, l % 4).
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x2(unsigned (&r)[2], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x2_t(unsigned (&r)[2], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
-}
-
-// D += A B, m16n8k16, fp32 accumulators, A row-major 16x16, B column-major 16x8.
-template <class T>
-__device__ __forceinline__ void mma16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
-template <>
-__device__ __forceinline__ void mma16<bf16>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma16<f16>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // D += A B, m16n8k8 TF32 (operands: fp32 bit patterns rounded to TF32).
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {

@@ -138,10 +138,12 @@ Reference make_reference(const DWConvProblem& q, const ProblemSetup& u) {
   return r;
 }
 
-// |got - want| <= ulp(dtype) |want| + 4 * 2^-24 * sqrt(terms) * sum |terms|; NaN fails.
-void expect_close(const std::string& what, const std::vector<float>& got, const Checked& c, DType out, double terms) {
+// |got - want| <= ulp(dtype) |want| + (4 * 2^-24 * sqrt(terms) + weight_rel) * sum |terms|; NaN fails. weight_rel:
+// the relative error of the weights a kernel multiplies by (the tensor-core kernels' two 16-bit parts).
+void expect_close(const std::string& what, const std::vector<float>& got, const Checked& c, DType out, double terms,
+                  double weight_rel = 0) {
   const double ulp = out == DType::kF32 ? 0.0 : out == DType::kF16 ? 1.01 / 2048 : 1.01 / 256;
-  const double acc = 4.0 * std::ldexp(1.0, -24) * std::sqrt(std::max(1.0, terms));
+  const double acc = 4.0 * std::ldexp(1.0, -24) * std::sqrt(std::max(1.0, terms)) + weight_rel;
   int bad = 0;
   std::string first;
   for (size_t j = 0; j < c.idx.size(); ++j) {
@@ -156,7 +158,12 @@ void expect_close(const std::string& what, const std::vector<float>& got, const 
 // ---- kernels ----------------------------------------------------------------------------------------------
 
 constexpr DWKernel kRuns[] = {DWKernel::kFwdDirect, DWKernel::kFwdNhwc, DWKernel::kDgradDirect, DWKernel::kDgradNhwc,
-                              DWKernel::kWgradDirect, DWKernel::kWgradNhwc};
+                              DWKernel::kWgradDirect, DWKernel::kWgradNhwc, DWKernel::kFwdMma, DWKernel::kDgradMma};
+// The tensor-core kernels' weights: hi + lo parts within 2^-18 (bf16) / 2^-22 (fp16) of each tap; twice that here.
+double weight_rel(const Instance& in, DType t) {
+  if (in.name.find("_mma_") == std::string::npos) return 0;
+  return std::ldexp(1.0, t == DType::kBF16 ? -17 : -21);
+}
 
 // The instances a case runs: each kernel at its default tile and, on small problems, the variants that realise
 // (a variant that falls back to the default is left out: the default runs anyway); then the reduction.
@@ -268,8 +275,8 @@ TEST_P(DWConvKernels, MatchTheReference) {
       prm.tiles_h = in.launch.tiles_h, prm.tiles_w = in.launch.tiles_w;
       launch(kernel(in, arch), lkjit::test::dwconv::launch_geometry(in), &prm, sizeof(prm));
       synchronize();
-      if (fwd) expect_close("y", download(y, t, yst, B, C, Ho, Wo), r.y, t, double(KK));
-      else expect_close("dx", download(dx, t, xst, B, C, H, W), r.dx, t, double(KK));
+      if (fwd) expect_close("y", download(y, t, yst, B, C, Ho, Wo), r.y, t, double(KK), weight_rel(in, t));
+      else expect_close("dx", download(dx, t, xst, B, C, H, W), r.dx, t, double(KK), weight_rel(in, t));
     } else if (wgrad) {
       DWConvParams prm = base;
       prm.tiles_h = in.launch.tiles_h, prm.tiles_w = in.launch.tiles_w, prm.chunks = in.launch.chunks;

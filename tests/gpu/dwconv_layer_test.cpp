@@ -52,6 +52,12 @@ std::vector<LayerCase> layer_cases() {
     if (dwconv_is_layer(ps[i]) || !symmetric(ps[i])) continue;
     for (int p = 0; p < 3; ++p, ++n) v.push_back({i, kDWConvDTypes[(n + n / 3) % 3], kDWConvLayouts[(n + 2 * (n / 9)) % 3], paths[p]});
   }
+  // The tensor-core path on every problem of its domain (16-bit, stride 1, dilation 1), dtypes and layouts in turn.
+  int m = 0;
+  for (size_t i = 0; i < ps.size(); ++i, ++m) {
+    if (dwconv_is_layer(ps[i]) || !symmetric(ps[i]) || ps[i].stride != 1 || ps[i].dil != 1) continue;
+    v.push_back({i, m % 2 ? DType::kBF16 : DType::kF16, kDWConvLayouts[m % 3], DWConvPath::kMma});
+  }
   return v;
 }
 
@@ -66,11 +72,12 @@ DWConvOptions options_of(const DWConvProblem& q, DType t) {
 using lkjit::test::as_double;
 using lkjit::test::randn;
 
-// |got - want| <= ulp(dtype) |want| + 4 * 2^-24 * sqrt(terms) * sum |terms|; NaN fails.
+// |got - want| <= ulp(dtype) |want| + (4 * 2^-24 * sqrt(terms) + weight_rel) * sum |terms|; NaN fails. weight_rel:
+// the relative error of the weights the kernels multiply by (kMma's two 16-bit parts, dwconv/geometry.cuh).
 void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
-                  const std::vector<double>& scale, DType out, double terms) {
+                  const std::vector<double>& scale, DType out, double terms, double weight_rel = 0) {
   const double ulp = out == DType::kF32 ? 0.0 : out == DType::kF16 ? 1.01 / 2048 : 1.01 / 256;
-  const double acc = 4.0 * std::ldexp(1.0, -24) * std::sqrt(std::max(1.0, terms));
+  const double acc = 4.0 * std::ldexp(1.0, -24) * std::sqrt(std::max(1.0, terms)) + weight_rel;
   ASSERT_EQ(got.size(), want.size()) << what;
   int bad = 0;
   std::string first;
@@ -156,7 +163,8 @@ TEST_P(DWConvLayerGpu, MatchesTheReference) {
   st.x = arr(xst), st.out = arr(yst);
   layer.forward(xd.data(), yd.data(), B, H, W, nullptr, &st);
   synchronize();
-  expect_close("y", download(yd, t, yst, B, C, Ho, Wo), y_want, y_scale, t, double(KK));
+  const double wrel = cs.path != DWConvPath::kMma ? 0 : std::ldexp(1.0, t == DType::kBF16 ? -17 : -21);
+  expect_close("y", download(yd, t, yst, B, C, Ho, Wo), y_want, y_scale, t, double(KK), wrel);
   layer.forward(xd.data(), yd.data(), B, H, W, nullptr, &st);
   EXPECT_EQ(layer.last_origin(), "memory");  // the plan cache: nothing compiled or loaded again
 
@@ -174,7 +182,7 @@ TEST_P(DWConvLayerGpu, MatchesTheReference) {
     dwd.download(dwv.data(), dwv.size() * 4);
     dbd.download(dbv.data(), dbv.size() * 4);
     if (run == 0) {
-      expect_close("dx", download(dxd, t, xst, B, C, H, W), dx_want, dx_scale, t, double(KK));
+      expect_close("dx", download(dxd, t, xst, B, C, H, W), dx_want, dx_scale, t, double(KK), wrel);
       expect_close("dw", dwv, dw_want, dw_scale, DType::kF32, double(B) * Ho * Wo);
       if (q.bias) expect_close("dbias", dbv, db_want, db_scale, DType::kF32, double(B) * Ho * Wo);
       first_dw = dwv;
@@ -186,7 +194,7 @@ TEST_P(DWConvLayerGpu, MatchesTheReference) {
   dwd.fill_u32(0xffffffffu), dxd.fill_u32(0xffffffffu);
   layer.backward(xd.data(), dyd.data(), dxd.data(), DWConvGradients{}, B, H, W, nullptr, &bst);
   synchronize();
-  expect_close("dx alone", download(dxd, t, xst, B, C, H, W), dx_want, dx_scale, t, double(KK));
+  expect_close("dx alone", download(dxd, t, xst, B, C, H, W), dx_want, dx_scale, t, double(KK), wrel);
   std::vector<float> untouched(C * KK);
   dwd.download(untouched.data(), untouched.size() * 4);
   for (float v : untouched) ASSERT_TRUE(std::isnan(v)) << "dw written by a dx-only backward";
@@ -202,7 +210,7 @@ TEST_P(DWConvLayerGpu, MatchesTheReference) {
 
 std::string layer_case_name(const ::testing::TestParamInfo<LayerCase>& info) {
   const auto& c = info.param;
-  const char* path = c.path == DWConvPath::kAuto ? "auto" : c.path == DWConvPath::kDirect ? "direct" : "nhwc";
+  const char* path = to_string(c.path);
   return dwconv_problem_name(dwconv_problems()[c.problem], c.dtype, c.layout) + "_" + path;
 }
 INSTANTIATE_TEST_SUITE_P(Problems, DWConvLayerGpu, ::testing::ValuesIn(layer_cases()), layer_case_name);

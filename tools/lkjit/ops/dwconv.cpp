@@ -175,8 +175,7 @@ class DWConvCli final : public OpCli {
   std::unique_ptr<PassHarness> harness(const LayerProblem& p, DType dtype, bool backward) const override {
     const DWConvOptions o = options_of(p, dtype);
     const auto pl = dwconv_plan(o, p.B, p.H, p.W, device_info().limits, backward, o.layout);
-    const bool nhwc = pl.front().spec.kernel == kDWConvFwdNhwc || pl.front().spec.kernel == kDWConvDgradNhwc;
-    return make_dwconv_harness(o, p.B, p.H, p.W, backward, nhwc ? DWConvPath::kNhwc : DWConvPath::kDirect);
+    return make_dwconv_harness(o, p.B, p.H, p.W, backward, dwconv_plan_path(pl));
   }
   std::string reproduce(const LayerProblem& p, const std::string& shape, const std::string& dtype,
                         const std::string& pass) const override {
