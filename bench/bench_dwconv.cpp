@@ -5,7 +5,8 @@
 // step: 5 activation passes) and %copy of the measured copy bandwidth; TFLOP/s (2 B C Ho Wo kh kw a pass, three
 // passes a step) and %FFMA of the FP32 peak (SMs x 128 lanes x 2 x clock). Rows: ConvNeXt-T's 7x7 layers and
 // RepLKNet-31B's at batch 64, SLaK's 51x5 / 5x51, and the 51.4 M-element k = 5 / 13 / 27 anchors (fp32). Rows
-// "lkjit/" take the layer's automatic path; "lkjit-mma/" (16-bit rows) pin the tensor-core forward and dgrad.
+// "lkjit/" take the layer's automatic path; on 16-bit rows "lkjit-mma/" pin the tensor-core forward and dgrad and
+// "lkjit-ffma/" the layout's FFMA kernels (direct for NCHW, nhwc for NHWC).
 //
 //   bench_dwconv [--benchmark_filter=...]     (with $OUT set: JSON to $OUT/bench_dwconv.json as well)
 #include <benchmark/benchmark.h>
@@ -115,9 +116,12 @@ int main(int argc, char** argv) {
               time_cudnn_depthwise(st, r.dtype, int(r.B), int(r.C), int(r.H), r.kh, r.kw, nhwc, train,
                                    (train ? 3 : 1) * flops_of(r));
             })};
-        if (std::string(r.dtype) != "f32")
+        if (std::string(r.dtype) != "f32") {
           runs.push_back(benchmark::RegisterBenchmark(("lkjit-mma/" + name).c_str(), BM_Lkjit, r, layout, train,
                                                       lkjit::DWConvPath::kMma));
+          runs.push_back(benchmark::RegisterBenchmark(("lkjit-ffma/" + name).c_str(), BM_Lkjit, r, layout, train,
+                                                      nhwc ? lkjit::DWConvPath::kNhwc : lkjit::DWConvPath::kDirect));
+        }
         for (auto* b : runs) b->UseManualTime()->Unit(benchmark::kMillisecond)->MinWarmUpTime(0.02)->MinTime(0.2);
       }
   benchmark::RunSpecifiedBenchmarks();

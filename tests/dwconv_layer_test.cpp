@@ -141,8 +141,20 @@ TEST(DWConvLayer, PlanOfTheTensorCorePath) {
     EXPECT_EQ(b[1].spec.kernel, act == Layout::kNHWC ? kDWConvWgradNhwc : kDWConvWgradDirect);
     for (const auto& pk : b) EXPECT_FALSE(reject_reason(pk.spec, pk.tile, lim, &pk.shape)) << pk.spec.to_string();
   }
-  EXPECT_EQ(dwconv_plan_path(dwconv_plan(o, 64, 56, 56, lim)), DWConvPath::kDirect);
-  EXPECT_EQ(dwconv_plan_path(dwconv_plan(o, 64, 56, 56, lim, false, Layout::kNHWC)), DWConvPath::kNhwc);
+  // kAuto takes it for large filters on maps of 14 and more, in either layout; not in fp32, at k = 7 or on 7x7.
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(o, 64, 56, 56, lim)), DWConvPath::kMma);
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(o, 64, 56, 56, lim, true, Layout::kNHWC)), DWConvPath::kMma);
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(o, 64, 14, 14, lim)), DWConvPath::kMma);
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(o, 64, 13, 13, lim)), DWConvPath::kDirect);
+  DWConvOptions small = opts(96, 7, 7), k13 = opts(1024, 13, 13), wide = opts(96, 5, 51), fp32 = o;
+  small.dtype = k13.dtype = wide.dtype = DType::kBF16, small.same = k13.same = wide.same = true;
+  fp32.dtype = DType::kF32;
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(small, 64, 56, 56, lim)), DWConvPath::kDirect);
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(k13, 64, 7, 7, lim, false, Layout::kNHWC)), DWConvPath::kNhwc);
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(wide, 64, 56, 56, lim)), DWConvPath::kDirect);
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(fp32, 64, 56, 56, lim, false, Layout::kNHWC)), DWConvPath::kNhwc);
+  EXPECT_EQ(dwconv_plan_path(dwconv_plan(o, 64, 56, 56, DeviceLimits::for_arch(90), false, Layout::kNCHW,
+                                         DWConvPath::kDirect)), DWConvPath::kDirect);
   EXPECT_STREQ(to_string(DWConvPath::kMma), "mma");
   auto refused = [&](DWConvOptions x, const DeviceLimits& l) {
     try {

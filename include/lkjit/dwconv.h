@@ -65,15 +65,18 @@ struct DWConvGradients {
   float* dbias = nullptr;  // (C); written iff options.bias and dw is given (required then)
 };
 
-// Which kernels run a call. kAuto: the NHWC kernels (lanes x cvec channels a block, vector loads along C) for
-// channels_last activations (x's channel stride 1, C > 1) when their default tile fits the device (the filters
-// of a block's channels fit shared memory), else the direct kernels (a (b, c) plane tile a block, filter and
-// input rows streamed through shared memory), which take any strides. kDirect / kNhwc force one (SpecError
-// when kNhwc cannot run the spec). kMma: the tensor-core forward and dgrad (mma.sync, each filter row a Toeplitz
-// product; fp32 weights as two 16-bit parts, so results match the fp32 weights to ~2^-16 relative) with the
-// direct wgrad (the NHWC one for channels_last activations); f16 and bf16 activations at stride 1, dilation 1 on
-// sm_80 and newer (SpecError otherwise; f16 also needs |w| < 65504).
+// Which kernels run a call. kAuto: kMma's forward and dgrad where they run and pay (dwconv_mma_pays); otherwise
+// the NHWC kernels (lanes x cvec channels a block, vector loads along C) for channels_last activations (x's channel
+// stride 1, C > 1) when their default tile fits the device (the filters of a block's channels fit shared memory),
+// else the direct kernels (a (b, c) plane tile a block, filter and input rows streamed through shared memory),
+// which take any strides. kDirect / kNhwc / kMma force one (SpecError when it cannot run the spec). kMma: the
+// tensor-core forward and dgrad (mma.sync, each filter row a Toeplitz product; the fp32 weights as two 16-bit
+// parts, within 2^-18 (bf16) / 2^-22 (f16) of each tap) with the direct wgrad (the NHWC one for channels_last
+// activations); f16 and bf16 activations at stride 1, dilation 1, on sm_80 and newer (f16 also needs |w| < 65504).
 enum class DWConvPath { kAuto, kDirect, kNhwc, kMma };
+// kAuto's rule for the tensor-core kernels (where they run at all): a filter of 13 and more in both axes, an
+// output map of 14 x 14 and more.
+bool dwconv_mma_pays(int kh, int kw, int64_t Ho, int64_t Wo);
 // The path a plan runs (its first kernel's strategy): kDirect, kNhwc or kMma.
 DWConvPath dwconv_plan_path(const std::vector<PlannedKernel>& plan);
 const char* to_string(DWConvPath p);  // "auto", "direct", "nhwc", "mma"

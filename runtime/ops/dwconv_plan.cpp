@@ -82,19 +82,19 @@ std::vector<PlannedKernel> dwconv_plan(const DWConvOptions& o, int64_t B, int64_
     pk.bytes = bytes;
     return pk;
   };
-  if (path == DWConvPath::kMma) {
-    const auto why = [&]() -> std::string {
-      if (o.dtype == DType::kF32) return "dtype=f32; supported: f16 and bf16";
-      if (o.stride != 1) return fmt::format("stride={}; supported: 1", o.stride);
-      if (o.dil != 1) return fmt::format("dilation={}; supported: 1", o.dil);
-      if (lim.arch < 80) return fmt::format("{}; supported: sm_80 and newer", arch_name(lim.arch));
-      return "";
-    }();
-    if (!why.empty()) fail("path=mma (tensor cores) cannot run " + why);
-  }
-  // kAuto: the NHWC kernels for channels_last activations when their default tiles fit the device. kMma: its
-  // forward and dgrad, with the wgrad of the layout.
-  const bool mma = path == DWConvPath::kMma;
+  const std::string no_mma = o.dtype == DType::kF32 ? "dtype=f32; supported: f16 and bf16"
+                             : o.stride != 1        ? fmt::format("stride={}; supported: 1", o.stride)
+                             : o.dil != 1           ? fmt::format("dilation={}; supported: 1", o.dil)
+                             : lim.arch < 80        ? fmt::format("{}; supported: sm_80 and newer", arch_name(lim.arch))
+                                                    : "";
+  if (path == DWConvPath::kMma && !no_mma.empty()) fail("path=mma (tensor cores) cannot run " + no_mma);
+  // kAuto: the tensor-core forward and dgrad where they run and the filter is large in both axes on maps of 14
+  // and more (H200, bench_dwconv, 2026-12-02: 1.7-3.1x faster forwards at k = 27..31 on 14x14..56x56 maps, in
+  // both layouts; at k = 7 no faster, and a 16x16 block tile on a 7x7 map is 81 % idle); else the NHWC kernels for
+  // channels_last activations when their default tiles fit the device. kMma: its forward and dgrad, with the
+  // wgrad of the layout.
+  const bool mma = path == DWConvPath::kMma ||
+                   (path == DWConvPath::kAuto && no_mma.empty() && dwconv_mma_pays(o.kh, o.kw, g.Ho, g.Wo));
   bool nhwc = path == DWConvPath::kNhwc || ((path == DWConvPath::kAuto || mma) && act == Layout::kNHWC && o.C > 1);
   std::vector<PlannedKernel> plan;
   for (int attempt = 0; attempt < 2; ++attempt, nhwc = false) {
@@ -121,6 +121,8 @@ std::vector<PlannedKernel> dwconv_plan(const DWConvOptions& o, int64_t B, int64_
   }
   return plan;
 }
+
+bool dwconv_mma_pays(int kh, int kw, int64_t Ho, int64_t Wo) { return kh >= 13 && kw >= 13 && Ho >= 14 && Wo >= 14; }
 
 DWConvPath dwconv_plan_path(const std::vector<PlannedKernel>& plan) {
   if (plan.empty()) return DWConvPath::kDirect;

@@ -138,7 +138,8 @@ class DWConvCli final : public OpCli {
                                   PlanScope scope, std::set<std::string>* notes) const override {
     const DWConvOptions o = options_of(p, dtype);
     if (scope == PlanScope::kProblem) return dwconv_plan(o, p.B, p.H, p.W, lim, backward, o.layout);
-    // Every path a layer may take: direct always (any strides), NHWC where its tiles fit.
+    // Every path a layer may take: direct always (any strides), NHWC where its tiles fit, the tensor-core kernels
+    // where kAuto takes them.
     auto all = dwconv_plan(o, p.B, p.H, p.W, lim, backward, Layout::kNCHW, DWConvPath::kDirect);
     try {
       const auto n = dwconv_plan(o, p.B, p.H, p.W, lim, backward, Layout::kNHWC, DWConvPath::kNhwc);
@@ -147,6 +148,10 @@ class DWConvCli final : public OpCli {
       if (notes)
         notes->insert(fmt::format("dwconv NHWC kernels left out for C={} k={}x{} on {}: their filters do not fit", p.C,
                                   o.kh, o.kw, arch_name(lim.arch)));
+    }
+    for (Layout act : {Layout::kNCHW, Layout::kNHWC}) {
+      const auto a = dwconv_plan(o, p.B, p.H, p.W, lim, backward, act);
+      if (dwconv_plan_path(a) == DWConvPath::kMma) all.push_back(a.front());  // its wgrad is among the above
     }
     return all;
   }
