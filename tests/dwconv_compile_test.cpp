@@ -240,10 +240,10 @@ INSTANTIATE_TEST_SUITE_P(Pairwise, DWConvCompile, ::testing::ValuesIn(cases()), 
 // over kernel x dtype x (kh, kw) x arch x tile variant.
 const std::vector<Case>& mma_cases() {
   static const std::vector<Case> all = [] {
-    constexpr DWKernel kMma[] = {DWKernel::kFwdMma, DWKernel::kDgradMma};
+    constexpr DWKernel kMma[] = {DWKernel::kFwdMma, DWKernel::kDgradMma, DWKernel::kWgradMma};
     std::vector<Case> v;
     std::set<std::string> names;
-    for (const auto& row : pairwise({2, 2, 10, 2, kVariants})) {
+    for (const auto& row : pairwise({3, 2, 10, 2, kVariants})) {
       Case c{kMma[row[0]], row[1] ? DType::kBF16 : DType::kF16, row[2], 1, 1, kArchs[row[3]], {}};
       const gd::SpecVals s{c.dtype, kSizes[c.size].first, kSizes[c.size].second, 1, 1, c.arch};
       c.in = lkjit::test::dwconv::make_instance(c.kernel, s, reference_problem(s), row[4]);
@@ -282,9 +282,9 @@ TEST(DWConvMmaCompile, SampleMeetsEveryVariantAndSize) {
     kernel_variant.emplace(int(c.kernel), c.in.variant);
     sizes.insert(c.size);
   }
-  EXPECT_EQ(kernel_variant.size(), 2u * kVariants);
+  EXPECT_EQ(kernel_variant.size(), 3u * kVariants);
   EXPECT_EQ(sizes.size(), std::size(kSizes));
-  EXPECT_LE(mma_cases().size(), 40u) << "the sample grew: CI compiles each case";
+  EXPECT_LE(mma_cases().size(), 45u) << "the sample grew: CI compiles each case";
 }
 
 TEST(DWConvCompile, ReduceCompilesForEachArch) {

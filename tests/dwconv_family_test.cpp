@@ -64,7 +64,7 @@ std::vector<Sample> samples() {
 
 TEST(DWConvFamily, IsRegisteredAsData) {
   const FamilyInfo& f = family("dwconv");
-  ASSERT_EQ(f.kernels.size(), 9u);
+  ASSERT_EQ(f.kernels.size(), 10u);
   EXPECT_EQ(f.kernels.front(), kDWConvFwdDirect);
   EXPECT_EQ(f.kernels.back(), kDWConvWgradReduce);
   std::vector<std::string> names;

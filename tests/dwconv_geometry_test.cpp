@@ -483,6 +483,100 @@ TEST(DWConvGeometry, MmaToeplitzWalkIsTheCorrelation) {
   EXPECT_GT(checked, 10000);
 }
 
+// dwconv_wgrad_mma's walk of one (b, c) plane, emulated the same way: the staged dy tile with its zero rows, the x
+// rows and their one-element shift, every lane's B words (the even or the shifted copy by the parity of its
+// offset) and ldmatrix.x4 rows, the skipped blocks, the ksplit warps' sums added in order. Integer inputs: exact.
+std::vector<double> wgrad_mma_emulate(int kh, int kw, int H, int W, int Ho, int Wo, int ph, int pw, int th, int tw,
+                                      int wu, int wv, int wk, const std::vector<double>& x, const std::vector<double>& dy) {
+  const dwc::WgradMmaLayout L{kh, kw, th, tw, wk, 32 * wu * wv * wk};
+  const int MU = L.mu(), NV = L.nv(), MP = L.mp(), NP = L.np(), XR = L.xrows(), GP = L.gpitch(), XP = L.xpitch();
+  const int MUW = dwc::cdiv(MU, wu), NVW = dwc::cdiv(NV, wv);
+  std::vector<double> red(size_t(wk) * MP * NP, 0.0);
+  for (int o0y = 0; o0y < Ho; o0y += th)
+    for (int o0x = 0; o0x < Wo; o0x += tw) {
+      std::vector<double> gs(size_t(L.grows()) * GP, 0.0), xs(size_t(XR) * XP, 0.0), xo(size_t(XR) * XP, 0.0);
+      for (int i = 0; i < th; ++i)
+        for (int j = 0; j < tw; ++j)
+          if (o0y + i < Ho && o0x + j < Wo) gs[size_t(MP - 1 + i) * GP + j] = dy[size_t(o0y + i) * Wo + o0x + j];
+      auto xat = [&](int gi, int gj) { return gi >= 0 && gi < H && gj >= 0 && gj < W ? x[size_t(gi) * W + gj] : 0.0; };
+      for (int r = 0; r < XR; ++r)
+        for (int cc = 0; cc < XP; ++cc) {
+          xs[size_t(r) * XP + cc] = xat(o0y - ph + r, o0x - pw + cc);
+          xo[size_t(r) * XP + cc] = cc + 1 < XP ? xat(o0y - ph + r, o0x - pw + cc + 1) : 0.0;
+        }
+      for (int warp = 0; warp < wu * wv * wk; ++warp) {
+        const int kidx = warp % wk, grp = warp / wk, mu0 = grp / wv, nv0 = grp % wv;
+        for (int rr = kidx; rr < XR; rr += wk)
+          for (int jb = 0; jb < tw / 16; ++jb)
+            for (int a = 0; a < MUW; ++a) {
+              const int mu = mu0 + a * wu;
+              if (mu >= MU || !dwc::wgrad_mma_live(rr, mu, th)) continue;
+              double A[16][16];
+              for (int l = 0; l < 32; ++l)
+                for (int q = 0; q < 4; ++q)
+                  for (int e = 0; e < 2; ++e) {
+                    const int src = 8 * q + l / 4;  // the lane whose address gives matrix q's row l / 4
+                    const int row = rr - 16 * mu + MP - 1 - dwc::ldsm_row(src), col = 16 * jb + dwc::ldsm_col(src);
+                    A[dwc::mma_a_row(l, q)][dwc::mma_a_col(l, q, e)] = gs[size_t(row) * GP + col + 2 * (l % 4) + e];
+                  }
+              for (int bb = 0; bb < NVW; ++bb) {
+                const int nv = nv0 + bb * wv;
+                if (nv >= NV) continue;
+                double B[16][8];
+                for (int l = 0; l < 32; ++l)
+                  for (int r = 0; r < 2; ++r) {
+                    const bool odd = (l >> 2) & 1;
+                    const int o = dwc::wgrad_mma_b_offset(jb, nv, l, r) - (odd ? 1 : 0);
+                    EXPECT_EQ(o % 2, 0);
+                    const auto& src = odd ? xo : xs;
+                    for (int e = 0; e < 2; ++e) B[2 * (l % 4) + 8 * r + e][l / 4] = src[size_t(rr) * XP + o + e];
+                  }
+                for (int i = 0; i < 16; ++i)
+                  for (int j = 0; j < 8; ++j)
+                    for (int k = 0; k < 16; ++k)
+                      red[(size_t(kidx) * MP + 16 * mu + i) * NP + 8 * nv + j] += A[i][k] * B[k][j];
+              }
+            }
+      }
+    }
+  std::vector<double> dw(size_t(kh) * kw, 0.0);
+  for (int u = 0; u < kh; ++u)
+    for (int v = 0; v < kw; ++v)
+      for (int k = 0; k < wk; ++k) dw[size_t(u) * kw + v] += red[(size_t(k) * MP + u) * NP + v];
+  return dw;
+}
+
+TEST(DWConvGeometry, WgradMmaWalkIsTheWeightGradient) {
+  std::mt19937 rng(12);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const std::pair<int, int> ks[] = {{1, 1}, {3, 5}, {7, 7}, {13, 13}, {17, 9}, {31, 31}, {5, 51}, {51, 5}, {63, 63}};
+  const std::array<int, 5> tiles[] = {{16, 16, 1, 1, 1}, {7, 32, 1, 1, 4}, {64, 16, 2, 2, 1}, {33, 48, 1, 2, 2}, {20, 32, 2, 1, 8}};
+  for (int it = 0; it < 27; ++it) {
+    const auto [kh, kw] = ks[it % std::size(ks)];
+    auto tl = tiles[it % std::size(tiles)];
+    tl[2] = std::min(tl[2], dwc::cdiv(kh, 16)), tl[3] = std::min(tl[3], dwc::cdiv(kw, 8));
+    const int pt = uni(0, kh), pb = uni(0, kh), pl = uni(0, kw), pr = uni(0, kw);
+    const int H = std::max(1, kh - pt - pb) + uni(0, 36), W = std::max(1, kw - pl - pr) + uni(0, 36);
+    const int Ho = H + pt + pb - kh + 1, Wo = W + pl + pr - kw + 1;
+    std::vector<double> x(size_t(H) * W), dy(size_t(Ho) * Wo);
+    for (auto& v : x) v = uni(-8, 8);
+    for (auto& v : dy) v = uni(-8, 8);
+    SCOPED_TRACE(fmt::format("k={}x{} x {}x{} pad {},{} tile {}x{} warps {}x{}x{}", kh, kw, H, W, pt, pl, tl[0], tl[1],
+                             tl[2], tl[3], tl[4]));
+    const auto got = wgrad_mma_emulate(kh, kw, H, W, Ho, Wo, pt, pl, tl[0], tl[1], tl[2], tl[3], tl[4], x, dy);
+    for (int u = 0; u < kh; ++u)
+      for (int v = 0; v < kw; ++v) {
+        double want = 0;
+        for (int i = 0; i < Ho; ++i)
+          for (int j = 0; j < Wo; ++j) {
+            const int a = i + u - pt, b = j + v - pl;
+            if (a >= 0 && a < H && b >= 0 && b < W) want += dy[size_t(i) * Wo + j] * x[size_t(a) * W + b];
+          }
+        ASSERT_EQ(got[size_t(u) * kw + v], want) << "tap (" << u << ", " << v << ")";
+      }
+  }
+}
+
 // The walk's shared-memory layout: conflict-free ldmatrix rows, every A block and B word inside its region.
 TEST(DWConvGeometry, MmaLayoutHoldsEveryRead) {
   for (int kw = 1; kw <= 63; ++kw)

@@ -17,7 +17,7 @@ namespace lkjit::test::dwconv {
 namespace gd = lkjit::gen::dwconv;
 
 enum class DWKernel { kFwdDirect, kDgradDirect, kFwdNhwc, kDgradNhwc, kWgradDirect, kWgradNhwc, kWgradReduce, kFwdMma,
-                      kDgradMma };
+                      kDgradMma, kWgradMma };
 inline const char* kernel_stem(DWKernel k) {
   switch (k) {
     case DWKernel::kFwdDirect: return "dwconv_fwd_direct";
@@ -29,6 +29,7 @@ inline const char* kernel_stem(DWKernel k) {
     case DWKernel::kWgradReduce: return "dwconv_wgrad_reduce";
     case DWKernel::kFwdMma: return "dwconv_fwd_mma";
     case DWKernel::kDgradMma: return "dwconv_dgrad_mma";
+    case DWKernel::kWgradMma: return "dwconv_wgrad_mma";
   }
   return "?";
 }
@@ -89,6 +90,26 @@ inline Instance make_instance(DWKernel k, const gd::SpecVals& s, const gd::Probl
                               {"b", t.blocks}}) + arch;
       r.source = instance_unit(r.name, "dwconv/mma.cuh", "dwconv_mma", gd::mma_cfg(s, t, pass), r.threads, t.blocks);
       r.launch = gd::mma_geometry(s, t, pass, p);
+      return r;
+    }
+    if (k == DWKernel::kWgradMma) {
+      if (gd::mma_spec_error(s)) return r;
+      gd::WgradMmaTile t = gd::wgrad_mma_default(s, p, lim);
+      if (v == 1) {  // one warp holding one block of each kind where the filter has more, short tiles
+        t.tile_h = 16, t.tile_w = 16, t.warps_u = std::min(2, gd::wgrad_mma_layout(s, t).mu()), t.ksplit = 1;
+        t.warps_v = std::min(2, gd::wgrad_mma_layout(s, t).nv());
+      } else if (v == 2) {  // eight warps splitting the rows, a 32-column tile
+        t.tile_h = 32, t.tile_w = 32, t.warps_u = 1, t.warps_v = 1, t.ksplit = 8;
+      }
+      if (v)
+        t.blocks = gd::detail::default_blocks(gd::wgrad_mma_threads(t), gd::wgrad_mma_regs(s, t), gd::wgrad_mma_smem_bytes(s, t), lim);
+      if (gd::wgrad_mma_reject(s, t, lim, &p)) continue;
+      r.ok = true, r.variant = v, r.threads = gd::wgrad_mma_threads(t), r.blocks = t.blocks, r.regs_estimate = gd::wgrad_mma_regs(s, t);
+      r.name = head + tokens({{"th", t.tile_h}, {"tw", t.tile_w}, {"mw", t.warps_u}, {"nw", t.warps_v}, {"ks", t.ksplit},
+                              {"w", r.threads}, {"b", t.blocks}}) + arch;
+      r.source = instance_unit(r.name, "dwconv/wgrad_mma.cuh", "dwconv_wgrad_mma", gd::wgrad_mma_cfg(s, t), r.threads,
+                               t.blocks);
+      r.launch = gd::wgrad_mma_geometry(s, t, p);
       return r;
     }
     if (k == DWKernel::kFwdDirect || k == DWKernel::kDgradDirect) {

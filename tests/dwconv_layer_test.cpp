@@ -124,7 +124,7 @@ TEST(DWConvLayer, PlanRunsThePassesKernelsOnTheirShapes) {
   EXPECT_EQ(dwconv_plan(opts(1, 3, 3), 2, 8, 8, lim, false, Layout::kNHWC)[0].spec.kernel, kDWConvFwdDirect);
 }
 
-// kMma: the tensor-core forward and dgrad with the layout's wgrad; outside 16-bit, stride 1, dilation 1, sm_80+ an
+// kMma: the tensor-core forward, dgrad and wgrad (then the reduction); outside 16-bit, stride 1, dilation 1, sm_80+ an
 // error naming the value.
 TEST(DWConvLayer, PlanOfTheTensorCorePath) {
   const auto lim = DeviceLimits::for_arch(90);
@@ -138,7 +138,8 @@ TEST(DWConvLayer, PlanOfTheTensorCorePath) {
     const auto b = dwconv_plan(o, 64, 56, 56, lim, true, act, DWConvPath::kMma);
     ASSERT_EQ(b.size(), 3u);
     EXPECT_EQ(b[0].spec.kernel, kDWConvDgradMma);
-    EXPECT_EQ(b[1].spec.kernel, act == Layout::kNHWC ? kDWConvWgradNhwc : kDWConvWgradDirect);
+    EXPECT_EQ(b[1].spec.kernel, kDWConvWgradMma);
+    EXPECT_EQ(b[2].spec.kernel, kDWConvWgradReduce);
     for (const auto& pk : b) EXPECT_FALSE(reject_reason(pk.spec, pk.tile, lim, &pk.shape)) << pk.spec.to_string();
   }
   // kAuto takes it for large filters on maps of 14 and more, in either layout; not in fp32, at k = 7 or on 7x7.

@@ -1,4 +1,4 @@
-// The depthwise-convolution family (docs/dwconv.md) as generator data: its spec fields, tile axes and nine
+// The depthwise-convolution family (docs/dwconv.md) as generator data: its spec fields, tile axes and ten
 // kernels, adapters from OpSpec / Tile / Shape to the plain values of generator/ops/dwconv_geometry.h, which
 // owns the math (Cfg members, launch geometry, rejects, default tiles). Generic kernel names, e.g.
 // lkjit_dwconv_fwd_direct_bf16_kh31_kw31_s1_d1_t32x64_b2_w128_ry4_rx4_sm90 (tile_h/tile_w, blocks and threads
@@ -20,7 +20,8 @@ namespace {
 
 namespace gd = dwconv;
 
-enum class Which { kFwdDirect, kDgradDirect, kFwdNhwc, kDgradNhwc, kFwdMma, kDgradMma, kWgradDirect, kWgradNhwc, kReduce };
+enum class Which { kFwdDirect, kDgradDirect, kFwdNhwc, kDgradNhwc, kFwdMma, kDgradMma, kWgradDirect, kWgradNhwc, kWgradMma,
+                   kReduce };
 
 // The kernel a spec names (the KernelDef's function pointers are shared, so they ask).
 Which which(const OpSpec& s) {
@@ -33,6 +34,7 @@ Which which(const OpSpec& s) {
   if (n == "dwconv_dgrad_mma") return Which::kDgradMma;
   if (n == "dwconv_wgrad_direct") return Which::kWgradDirect;
   if (n == "dwconv_wgrad_nhwc") return Which::kWgradNhwc;
+  if (n == "dwconv_wgrad_mma") return Which::kWgradMma;
   return Which::kReduce;
 }
 gd::Pass pass_of(Which w) {
@@ -63,6 +65,9 @@ gd::NhwcTile nhwc_tile(const Tile& t) {
 gd::MmaTile mma_tile(const Tile& t) {
   return {t.get("tile_h"), t.get("tile_w"), t.get("mwarps"), t.get("nwarps"), t.get("blocks")};
 }
+gd::WgradMmaTile wgrad_mma_tile(const Tile& t) {
+  return {t.get("tile_h"), t.get("tile_w"), t.get("mwarps"), t.get("nwarps"), t.get("ksplit"), t.get("blocks")};
+}
 gd::WgradDirectTile wgrad_direct_tile(const Tile& t) {
   return {t.get("tile_h"), t.get("tile_w"), t.get("tap_rows"), t.get("tap_cols"), t.get("kc"), t.get("threads"),
           t.get("blocks")};
@@ -82,6 +87,10 @@ Tile of(const gd::NhwcTile& t) {
 Tile of(const gd::MmaTile& t) {
   return Tile::of({{"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"mwarps", t.warps_m}, {"nwarps", t.warps_n},
                    {"blocks", t.blocks}});
+}
+Tile of(const gd::WgradMmaTile& t) {
+  return Tile::of({{"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"mwarps", t.warps_u}, {"nwarps", t.warps_v},
+                   {"ksplit", t.ksplit}, {"blocks", t.blocks}});
 }
 Tile of(const gd::WgradDirectTile& t) {
   return Tile::of({{"tile_h", t.tile_h}, {"tile_w", t.tile_w}, {"tap_rows", t.tap_rows}, {"tap_cols", t.tap_cols},
@@ -163,6 +172,13 @@ TileSpace space(const OpSpec& s) {
                {"threads", {32, 64, 96, 128, 160, 192, 224, 256}, "threads a block (lanes x thread groups)"},
                {"blocks", kBlocks, "blocks an SM holds: registers capped to fit (0: no cap)"}}};
     }
+    case Which::kWgradMma:
+      return {{{"tile_h", {16, 32, 64}, "dy rows of a block"},
+               {"tile_w", {16, 32, 64}, "dy columns of a block (whole 16-column groups)"},
+               {"mwarps", {1, 2, 4}, "warps along the filter's 16-row blocks"},
+               {"nwarps", {1, 2, 4, 8}, "warps along the filter's 8-column blocks"},
+               {"ksplit", {1, 2, 4, 8}, "warps splitting the x rows"},
+               {"blocks", kBlocks, "blocks an SM holds: registers capped to fit (0: no cap)"}}};
     case Which::kReduce: return {{{"threads", {64, 128, 256, 512}, "threads a block"}}};
   }
   return {};
@@ -200,6 +216,7 @@ std::optional<std::string> reject(const OpSpec& s, const Tile& t, const DeviceLi
       if (wt.vc > v.kw) return fmt::format("row_taps={} exceeds kw={}; supported: [1, {}]", wt.vc, v.kw, std::min(16, v.kw));
       return gd::wgrad_nhwc_reject(v, wt, d, pp);
     }
+    case Which::kWgradMma: return gd::wgrad_mma_reject(v, wgrad_mma_tile(t), d, pp);
     case Which::kReduce: {
       if (sh && sh->C * sh->H > INT32_MAX)
         return fmt::format("C x (kh*kw + 1) = {} values exceed 2^31-1", sh->C * sh->H);
@@ -221,6 +238,7 @@ Tile default_tile(const OpSpec& s, const Shape& sh, const DeviceLimits& d) {
     case Which::kDgradMma: return of(gd::mma_default(v, pass_of(which(s)), p, d));
     case Which::kWgradDirect: return of(gd::wgrad_direct_default(v, p, d));
     case Which::kWgradNhwc: return of(gd::wgrad_nhwc_default(v, p, d));
+    case Which::kWgradMma: return of(gd::wgrad_mma_default(v, p, d));
     case Which::kReduce: return Tile::of({{"threads", gd::ReduceTile{}.threads}});
   }
   return {};
@@ -247,6 +265,10 @@ LaunchGeometry geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
       l = gd::wgrad_nhwc_geometry(v, wgrad_nhwc_tile(t), p);
       part = gd::wgrad_nhwc_part_strides(v, p, l.chunks);
       break;
+    case Which::kWgradMma:
+      l = gd::wgrad_mma_geometry(v, wgrad_mma_tile(t), p);
+      part = gd::wgrad_mma_part_strides(v, p, l.chunks);
+      break;
     case Which::kReduce: {
       const int threads = t.get("threads");
       const int64_t blocks = (sh.C * sh.H + threads - 1) / threads;
@@ -272,7 +294,8 @@ LaunchGeometry geometry(const OpSpec& s, const Tile& t, const Shape& sh) {
       g.blocks = double(p.B) * double((p.C + nt.lanes * nt.vec - 1) / (nt.lanes * nt.vec)) * double(tiles);
       break;
     }
-    case Which::kWgradDirect: g.blocks = double(p.C) * l.chunks; break;
+    case Which::kWgradDirect:
+    case Which::kWgradMma: g.blocks = double(p.C) * l.chunks; break;
     case Which::kWgradNhwc: {
       const auto nt = wgrad_nhwc_tile(t);
       g.blocks = double((p.C + nt.lanes * nt.vec - 1) / (nt.lanes * nt.vec)) * l.chunks;
@@ -303,6 +326,7 @@ std::string cfg(const OpSpec& s, const Tile& t) {
     case Which::kDgradMma: return gd::mma_cfg(v, mma_tile(t), pass_of(which(s)));
     case Which::kWgradDirect: return gd::wgrad_direct_cfg(v, wgrad_direct_tile(t));
     case Which::kWgradNhwc: return gd::wgrad_nhwc_cfg(v, wgrad_nhwc_tile(t));
+    case Which::kWgradMma: return gd::wgrad_mma_cfg(v, wgrad_mma_tile(t));
     case Which::kReduce: return gd::wgrad_reduce_cfg(gd::ReduceTile{t.get("threads")});
   }
   return {};
@@ -317,7 +341,9 @@ std::string describe(const OpSpec& s) {
 void validate_mma(const OpSpec& s, std::vector<std::string>& e) {
   if (auto r = gd::mma_spec_error(vals(s))) e.push_back(*r);
 }
-int mma_threads(const OpSpec&, const Tile& t) { return gd::mma_threads(mma_tile(t)); }
+int mma_threads(const OpSpec& s, const Tile& t) {
+  return which(s) == Which::kWgradMma ? gd::wgrad_mma_threads(wgrad_mma_tile(t)) : gd::mma_threads(mma_tile(t));
+}
 
 KernelDef kernel(const char* name, const char* header, const char* fn) {
   KernelDef k;
@@ -359,9 +385,10 @@ FamilyDef dwconv_family() {
       {"tap_cols", "tc", "wgrad_direct: tap columns a thread", 7},
       {"row_taps", "rt", "wgrad_nhwc: taps of one filter row a task", 8},
       {"mwarps", "mw", "mma kernels: warps along output rows (threads = 32 mwarps nwarps)", 9},
-      {"nwarps", "nw", "mma kernels: warps along output columns", 10},
-      {"blocks", "b", "blocks an SM should hold: registers capped to fit them (__launch_bounds__); 0: no cap", 11},
-      {"threads", "w", "threads per block", 12, "", true},
+      {"nwarps", "nw", "mma kernels: warps along output columns (wgrad_mma: along the filter's 8-column blocks)", 10},
+      {"ksplit", "ks", "wgrad_mma: warps splitting the x rows, their sums added in order", 11},
+      {"blocks", "b", "blocks an SM should hold: registers capped to fit them (__launch_bounds__); 0: no cap", 12},
+      {"threads", "w", "threads per block", 13, "", true},
   };
   f.kernels = {kernel("dwconv_fwd_direct", "dwconv/direct.cuh", "dwconv_direct"),
                kernel("dwconv_dgrad_direct", "dwconv/direct.cuh", "dwconv_direct"),
@@ -371,9 +398,10 @@ FamilyDef dwconv_family() {
                kernel("dwconv_dgrad_mma", "dwconv/mma.cuh", "dwconv_mma"),
                kernel("dwconv_wgrad_direct", "dwconv/wgrad_direct.cuh", "dwconv_wgrad_direct"),
                kernel("dwconv_wgrad_nhwc", "dwconv/wgrad_nhwc.cuh", "dwconv_wgrad_nhwc"),
+               kernel("dwconv_wgrad_mma", "dwconv/wgrad_mma.cuh", "dwconv_wgrad_mma"),
                kernel("dwconv_wgrad_reduce", "dwconv/wgrad_reduce.cuh", "dwconv_wgrad_reduce")};
   for (auto& k : f.kernels)
-    if (k.name == "dwconv_fwd_mma" || k.name == "dwconv_dgrad_mma")
+    if (k.name == "dwconv_fwd_mma" || k.name == "dwconv_dgrad_mma" || k.name == "dwconv_wgrad_mma")
       k.validate = validate_mma, k.threads = mma_threads;
   auto& red = f.kernels.back();
   red.fields = {};

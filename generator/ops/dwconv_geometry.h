@@ -28,7 +28,8 @@
 //   tap_cols   tc  {4, 8}                 wgrad_direct: tap columns a thread
 //   vc         q   {2, 4, 8, 16}          wgrad_nhwc: taps of one row a task
 //   mwarps     mw  {1, 2, 4}              mma: warps along output rows (threads = 32 mwarps nwarps)
-//   nwarps     nw  {1, 2, 4}              mma: warps along output columns
+//   nwarps     nw  {1, 2, 4}              mma: warps along output columns (wgrad_mma: along filter blocks)
+//   ksplit     ks  {1, 2, 4, 8}           wgrad_mma: warps splitting the x rows (their sums added in order)
 //   threads    w   {64, 128, 256, 512}    threads a block
 //   blocks     b   {0, 1, 2, 3, 4, 6, 8}  blocks an SM should hold: __launch_bounds__(threads, blocks) caps the
 //                                         registers to fit; 0: no cap (every kernel has the axis: with no cap
@@ -42,6 +43,7 @@
 //   dwconv_dgrad_nhwc    dwconv/nhwc.cuh          dwconv_nhwc          kh kw s d   T dgrad=true  (same members)
 //   dwconv_fwd_mma       dwconv/mma.cuh           dwconv_mma           kh kw s d   T dgrad=false kh kw stride dil tile_h tile_w warps_m warps_n mt nt threads
 //   dwconv_dgrad_mma     dwconv/mma.cuh           dwconv_mma           kh kw s d   T dgrad=true  (same members); both 16-bit, s = d = 1
+//   dwconv_wgrad_mma     dwconv/wgrad_mma.cuh     dwconv_wgrad_mma     kh kw s d   T kh kw stride dil tile_h tile_w warps_u warps_v ksplit threads
 //   dwconv_wgrad_direct  dwconv/wgrad_direct.cuh  dwconv_wgrad_direct  kh kw s d   T kh kw stride dil tile_h tile_w ru rv kc threads
 //   dwconv_wgrad_nhwc    dwconv/wgrad_nhwc.cuh    dwconv_wgrad_nhwc    kh kw s d   T kh kw stride dil cl cv vc threads
 //   dwconv_wgrad_reduce  dwconv/wgrad_reduce.cuh  dwconv_wgrad_reduce  -           threads
@@ -609,6 +611,80 @@ inline MmaTile mma_default(const SpecVals& s, Pass pass, const Problem& p, const
   t.tile_h = side(detail::out_h(p, pass)), t.tile_w = side(detail::out_w(p, pass));
   t.warps_m = std::max(1, t.tile_h / 32), t.warps_n = std::max(1, t.tile_w / 32);
   t.blocks = detail::default_blocks(mma_threads(t), mma_regs(s, t), mma_smem_bytes(s, t), d);
+  return t;
+}
+
+// ---- dwconv_wgrad_mma ----------------------------------------------------------------------------------
+
+struct WgradMmaTile {
+  int tile_h = 64, tile_w = 64, warps_u = 1, warps_v = 1, ksplit = 4, blocks = 0;
+};
+inline dwc::WgradMmaLayout wgrad_mma_layout(const SpecVals& s, const WgradMmaTile& t) {
+  return {s.kh, s.kw, t.tile_h, t.tile_w, t.ksplit, 32 * t.warps_u * t.warps_v * t.ksplit};
+}
+inline int wgrad_mma_threads(const WgradMmaTile& t) { return 32 * t.warps_u * t.warps_v * t.ksplit; }
+inline int64_t wgrad_mma_smem_bytes(const SpecVals& s, const WgradMmaTile& t) { return wgrad_mma_layout(s, t).bytes(); }
+// Accumulators (4 a 16x8 block), the B words, A, addresses.
+inline int wgrad_mma_regs(const SpecVals& s, const WgradMmaTile& t) {
+  const auto L = wgrad_mma_layout(s, t);
+  const int muw = dwc::cdiv(L.mu(), std::max(1, t.warps_u)), nvw = dwc::cdiv(L.nv(), std::max(1, t.warps_v));
+  return 4 * muw * nvw + 2 * nvw + 48;
+}
+inline std::string wgrad_mma_cfg(const SpecVals& s, const WgradMmaTile& t) {
+  return field_cfg(s) + fmt::format("  static constexpr int tile_h = {}, tile_w = {}, warps_u = {}, warps_v = {}, ksplit = {}, "
+                                    "threads = {};\n",
+                                    t.tile_h, t.tile_w, t.warps_u, t.warps_v, t.ksplit, wgrad_mma_threads(t));
+}
+inline std::optional<std::string> wgrad_mma_reject(const SpecVals& s, const WgradMmaTile& t, const DeviceLimits& d,
+                                                   const Problem* p = nullptr) {
+  if (auto r = mma_spec_error(s)) return r;
+  const auto L = wgrad_mma_layout(s, t);
+  if (t.warps_u < 1 || t.warps_u > L.mu() || t.warps_v < 1 || t.warps_v > L.nv())
+    return fmt::format("mwarps={} nwarps={} is out of range; supported: [1, {}] and [1, {}] (the filter's 16-row and "
+                       "8-column blocks)", t.warps_u, t.warps_v, L.mu(), L.nv());
+  if (t.ksplit < 1 || t.ksplit > 8) return fmt::format("ksplit={} is out of range; supported: [1, 8]", t.ksplit);
+  if (auto r = detail::reject_threads(wgrad_mma_threads(t), d)) return r;
+  if (t.tile_h < 1 || t.tile_h > 128 || t.tile_w < 16 || t.tile_w > 128 || t.tile_w % 16 != 0)
+    return fmt::format("tile {}x{} is out of range; supported: tile_h in [1, 128], tile_w a multiple of 16 in [16, 128]",
+                       t.tile_h, t.tile_w);
+  if (t.ksplit > L.xrows())
+    return fmt::format("ksplit={} exceeds the {} x rows of a {}-row tile: idle warps", t.ksplit, L.xrows(), t.tile_h);
+  if (auto r = detail::reject_regs(wgrad_mma_regs(s, t))) return r;
+  if (auto r = detail::reject_smem(wgrad_mma_smem_bytes(s, t), d)) return r;
+  if (auto r = detail::reject_blocks(wgrad_mma_threads(t), t.blocks, wgrad_mma_regs(s, t), wgrad_mma_smem_bytes(s, t), d))
+    return r;
+  if (p && p->B * dwc::tiles(p->Ho, t.tile_h) * dwc::tiles(p->Wo, t.tile_w) > INT32_MAX)
+    return fmt::format("B x tiles = {} work units a channel exceed 2^31-1",
+                       p->B * dwc::tiles(p->Ho, t.tile_h) * dwc::tiles(p->Wo, t.tile_w));
+  return std::nullopt;
+}
+// Work units and chunks as wgrad_direct's: (b, dy tile) pairs, chunks from the shape only.
+inline Launch wgrad_mma_geometry(const SpecVals& s, const WgradMmaTile& t, const Problem& p) {
+  Launch g;
+  g.tiles_h = dwc::tiles(p.Ho, t.tile_h);
+  g.tiles_w = dwc::tiles(p.Wo, t.tile_w);
+  g.chunks = detail::chunks_for(p.B * g.tiles_h * g.tiles_w, p.C);
+  g.grid = static_cast<unsigned>(p.C * g.chunks);
+  g.block = wgrad_mma_threads(t);
+  g.smem_bytes = static_cast<unsigned>(wgrad_mma_smem_bytes(s, t));
+  return g;
+}
+inline dwc::PartStrides wgrad_mma_part_strides(const SpecVals& s, const Problem& p, int chunks) {
+  return dwc::part_strides_direct(int(p.C), chunks, s.kh * s.kw);
+}
+// dy tiles of whole 16-column groups (64 from 48 columns on, then 32, 16) and up to 64 rows (each filter-row block
+// meets th + 15 x rows, so taller tiles waste less); a warp up to 2 x 4 filter blocks (32 x 32 taps), the rest of
+// four warps splitting the x rows.
+inline WgradMmaTile wgrad_mma_default(const SpecVals& s, const Problem& p, const DeviceLimits& d) {
+  WgradMmaTile t;
+  const auto side = [](int64_t n) { return n >= 48 ? 64 : n >= 24 ? 32 : 16; };
+  t.tile_w = side(p.Wo);
+  t.tile_h = int(std::min<int64_t>(side(p.Ho), p.Ho));
+  const auto L = wgrad_mma_layout(s, t);
+  t.warps_u = dwc::cdiv(L.mu(), 2), t.warps_v = dwc::cdiv(L.nv(), 4);
+  t.ksplit = std::max(1, 4 / (t.warps_u * t.warps_v));
+  t.ksplit = std::min(t.ksplit, wgrad_mma_layout(s, t).xrows());
+  t.blocks = detail::default_blocks(wgrad_mma_threads(t), wgrad_mma_regs(s, t), wgrad_mma_smem_bytes(s, t), d);
   return t;
 }
 

@@ -71,8 +71,8 @@ struct DWConvGradients {
 // else the direct kernels (a (b, c) plane tile a block, filter and input rows streamed through shared memory),
 // which take any strides. kDirect / kNhwc / kMma force one (SpecError when it cannot run the spec). kMma: the
 // tensor-core forward and dgrad (mma.sync, each filter row a Toeplitz product; the fp32 weights as two 16-bit
-// parts, within 2^-18 (bf16) / 2^-22 (f16) of each tap) with the direct wgrad (the NHWC one for channels_last
-// activations); f16 and bf16 activations at stride 1, dilation 1, on sm_80 and newer (f16 also needs |w| < 65504).
+// parts, within 2^-18 (bf16) / 2^-22 (f16) of each tap) and wgrad (dy rows against x rows: exact 16-bit products,
+// fp32 sums); f16 and bf16 activations at stride 1, dilation 1, on sm_80 and newer (f16 also needs |w| < 65504).
 enum class DWConvPath { kAuto, kDirect, kNhwc, kMma };
 // kAuto's rule for the tensor-core kernels (where they run at all): a filter of 13 and more in both axes, an
 // output map of 14 x 14 and more.

@@ -17,6 +17,7 @@ inline const Kernel kDWConvFwdMma{"dwconv_fwd_mma"};
 inline const Kernel kDWConvDgradMma{"dwconv_dgrad_mma"};
 inline const Kernel kDWConvWgradDirect{"dwconv_wgrad_direct"};
 inline const Kernel kDWConvWgradNhwc{"dwconv_wgrad_nhwc"};
+inline const Kernel kDWConvWgradMma{"dwconv_wgrad_mma"};
 inline const Kernel kDWConvWgradReduce{"dwconv_wgrad_reduce"};
 
 }  // namespace lkjit

@@ -91,8 +91,7 @@ std::vector<PlannedKernel> dwconv_plan(const DWConvOptions& o, int64_t B, int64_
   // kAuto: the tensor-core forward and dgrad where they run and the filter is large in both axes on maps of 14
   // and more (H200, bench_dwconv, 2026-12-02: 1.7-3.1x faster forwards at k = 27..31 on 14x14..56x56 maps, in
   // both layouts; at k = 7 no faster, and a 16x16 block tile on a 7x7 map is 81 % idle); else the NHWC kernels for
-  // channels_last activations when their default tiles fit the device. kMma: its forward and dgrad, with the
-  // wgrad of the layout.
+  // channels_last activations when their default tiles fit the device. kMma: its forward, dgrad and wgrad.
   const bool mma = path == DWConvPath::kMma ||
                    (path == DWConvPath::kAuto && no_mma.empty() && dwconv_mma_pays(o.kh, o.kw, g.Ho, g.Wo));
   bool nhwc = path == DWConvPath::kNhwc || ((path == DWConvPath::kAuto || mma) && act == Layout::kNHWC && o.C > 1);
@@ -104,7 +103,7 @@ std::vector<PlannedKernel> dwconv_plan(const DWConvOptions& o, int64_t B, int64_
     } else {
       plan.push_back(entry(mma ? kDWConvDgradMma : nhwc ? kDWConvDgradNhwc : kDWConvDgradDirect, in_shape,
                            in + out + params));
-      PlannedKernel wg = entry(nhwc ? kDWConvWgradNhwc : kDWConvWgradDirect, out_shape, in + out);
+      PlannedKernel wg = entry(mma ? kDWConvWgradMma : nhwc ? kDWConvWgradNhwc : kDWConvWgradDirect, out_shape, in + out);
       const double part = double(launch_geometry(wg.spec, wg.tile, wg.shape).value("partial_floats")) * 4;
       wg.bytes += part;
       plan.push_back(wg);

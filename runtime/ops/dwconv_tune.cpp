@@ -204,7 +204,7 @@ std::pair<std::unique_ptr<PassHarness>, KernelSelector> harness_for(const OpSpec
     }
   }
   const bool nhwc = k == kDWConvFwdNhwc || k == kDWConvDgradNhwc || k == kDWConvWgradNhwc;
-  const bool mma = k == kDWConvFwdMma || k == kDWConvDgradMma;
+  const bool mma = k == kDWConvFwdMma || k == kDWConvDgradMma || k == kDWConvWgradMma;
   o.layout = nhwc ? Layout::kNHWC : Layout::kNCHW;
   const bool backward = k != kDWConvFwdDirect && k != kDWConvFwdNhwc && k != kDWConvFwdMma;
   const DWConvPath path = mma ? DWConvPath::kMma : nhwc ? DWConvPath::kNhwc : DWConvPath::kDirect;

@@ -354,5 +354,48 @@ LKJIT_DWC_HD constexpr int mma_filter_index(bool dgrad, int kh, int kw, int u, i
   return dgrad ? (kh - 1 - u) * kw + (kw - 1 - v) : u * kw + v;
 }
 
+// dwconv_wgrad_mma (templates/dwconv/wgrad_mma.cuh): the weight gradient of a stride-1, dilation-1 correlation on
+// mma.sync m16n8k16. For a dy tile (rows [o0y, o0y + th), columns [o0x, o0x + tw)) and each x row r of the rows it
+// meets, rr = r - (o0y - ph) in [0, th + kh - 1):
+//   dW[u, v] += sum_j A_r[u, j] B_r[j, v],   A_r[u, j] = dy[r + ph - u, o0x + j] (zero outside the tile),
+//                                             B_r[j, v] = x[r, o0x + j + v - pw]
+// with M = 16 filter rows u, N = 8 filter columns v, K = 16 dy columns j. Every product is a term of the op except
+// the padding taps u >= kh, v >= kw and the zero rows outside the tile, and a product of two 16-bit values is exact
+// in fp32: the sums are fp32 sums of exact terms, as in the FFMA kernels.
+// Regions (each 16-byte aligned): gs, grows() x gpitch() 16-bit: the dy tile at rows mp() - 1 .. (zero above and
+// below, so that A row u of block mu is gs row rr - 16 mu - u + mp() - 1); xs and xo, xrows() x xpitch() 16-bit:
+// the x rows of the tile (zero outside x) and the same shifted by one element (xo[k] = xs[k + 1]), so that every B
+// register, an element pair at an offset of either parity, is one aligned word; red, over the same bytes once the
+// chunk is done: ksplit x mp() x np() floats, the K-split warps' sums; then threads floats of dbias sums.
+struct WgradMmaLayout {
+  int kh, kw, th, tw, ksplit, threads;
+  LKJIT_DWC_HD constexpr int mu() const { return cdiv(kh, 16); }  // m16 blocks of filter rows
+  LKJIT_DWC_HD constexpr int nv() const { return cdiv(kw, 8); }   // n8 blocks of filter columns
+  LKJIT_DWC_HD constexpr int mp() const { return 16 * mu(); }
+  LKJIT_DWC_HD constexpr int np() const { return 8 * nv(); }
+  LKJIT_DWC_HD constexpr int xrows() const { return th + kh - 1; }
+  LKJIT_DWC_HD constexpr int grows() const { return xrows() + mp() - 1; }
+  LKJIT_DWC_HD constexpr int gpitch() const { return tw + 8; }  // an odd number of 16-byte units (tw % 16 == 0)
+  LKJIT_DWC_HD constexpr int xpitch() const { return tw + np() + 8; }
+  LKJIT_DWC_HD constexpr int gs_bytes() const { return round_up(grows() * gpitch() * 2, 16); }
+  LKJIT_DWC_HD constexpr int xs_bytes() const { return round_up(xrows() * xpitch() * 2, 16); }
+  LKJIT_DWC_HD constexpr int red_bytes() const { return ksplit * mp() * np() * 4; }
+  LKJIT_DWC_HD constexpr int xs_offset() const { return gs_bytes(); }
+  LKJIT_DWC_HD constexpr int xo_offset() const { return gs_bytes() + xs_bytes(); }
+  LKJIT_DWC_HD constexpr int dbias_offset() const { return imax(gs_bytes() + 2 * xs_bytes(), red_bytes()); }
+  LKJIT_DWC_HD constexpr int bytes() const { return dbias_offset() + threads * 4; }
+  LKJIT_DWC_HD constexpr bool valid() const { return th >= 1 && tw >= 16 && tw % 16 == 0 && ksplit >= 1; }
+};
+// The xs element offset of element 0 of B register r (0, 1) of `lane` for dy column block jb, filter column block nv
+// (B[k][n] = xs[rr][16 jb + k + 8 nv + n], k = 2t + 8r + e, n = g).
+LKJIT_DWC_HD constexpr int wgrad_mma_b_offset(int jb, int nv, int lane, int r) {
+  return 16 * jb + 8 * nv + 2 * (lane & 3) + 8 * r + (lane >> 2);
+}
+// The gs row of A row u (within block mu) at x region row rr.
+LKJIT_DWC_HD constexpr int wgrad_mma_a_row(int rr, int mu, int u, int mp) { return rr - 16 * mu - u + mp - 1; }
+// Whether filter-row block mu meets the dy tile at x region row rr (some u of the block has 0 <= rr - u < th): the
+// others multiply zeros only, and are skipped.
+LKJIT_DWC_HD constexpr bool wgrad_mma_live(int rr, int mu, int th) { return rr >= 16 * mu && rr < th + 16 * mu + 15; }
+
 }  // namespace dwc
 }  // namespace lkjit

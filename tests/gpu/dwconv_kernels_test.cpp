@@ -158,10 +158,12 @@ void expect_close(const std::string& what, const std::vector<float>& got, const 
 // ---- kernels ----------------------------------------------------------------------------------------------
 
 constexpr DWKernel kRuns[] = {DWKernel::kFwdDirect, DWKernel::kFwdNhwc, DWKernel::kDgradDirect, DWKernel::kDgradNhwc,
-                              DWKernel::kWgradDirect, DWKernel::kWgradNhwc, DWKernel::kFwdMma, DWKernel::kDgradMma};
-// The tensor-core kernels' weights: hi + lo parts within 2^-18 (bf16) / 2^-22 (fp16) of each tap; twice that here.
+                              DWKernel::kWgradDirect, DWKernel::kWgradNhwc, DWKernel::kFwdMma, DWKernel::kDgradMma,
+                              DWKernel::kWgradMma};
+// The tensor-core forward and dgrad's weights: hi + lo parts within 2^-18 (bf16) / 2^-22 (fp16) of each tap; twice
+// that here. (wgrad_mma multiplies the activations themselves, exactly.)
 double weight_rel(const Instance& in, DType t) {
-  if (in.name.find("_mma_") == std::string::npos) return 0;
+  if (in.name.find("_mma_") == std::string::npos || in.name.find("_wgrad_") != std::string::npos) return 0;
   return std::ldexp(1.0, t == DType::kBF16 ? -17 : -21);
 }
 
@@ -267,7 +269,8 @@ TEST_P(DWConvKernels, MatchTheReference) {
   for (const Instance& in : instances(cs, arch)) {
     SCOPED_TRACE(in.name);
     const bool fwd = in.name.rfind("lkjit_dwconv_fwd_", 0) == 0, dgrad = in.name.rfind("lkjit_dwconv_dgrad_", 0) == 0;
-    const bool wgrad = in.name.rfind("lkjit_dwconv_wgrad_direct", 0) == 0 || in.name.rfind("lkjit_dwconv_wgrad_nhwc", 0) == 0;
+    const bool wgrad = in.name.rfind("lkjit_dwconv_wgrad_direct", 0) == 0 || in.name.rfind("lkjit_dwconv_wgrad_nhwc", 0) == 0 ||
+                       in.name.rfind("lkjit_dwconv_wgrad_mma", 0) == 0;
     if (fwd || dgrad) {
       DeviceBuffer& out = fwd ? y : dx;
       out.fill_u32(0xffffffffu);
@@ -281,7 +284,9 @@ TEST_P(DWConvKernels, MatchTheReference) {
       DWConvParams prm = base;
       prm.tiles_h = in.launch.tiles_h, prm.tiles_w = in.launch.tiles_w, prm.chunks = in.launch.chunks;
       const bool direct = in.name.rfind("lkjit_dwconv_wgrad_direct", 0) == 0;
+      const bool mma = in.name.rfind("lkjit_dwconv_wgrad_mma", 0) == 0;
       const auto st = direct ? gd::wgrad_direct_part_strides(u.spec, p, in.launch.chunks)
+                      : mma  ? gd::wgrad_mma_part_strides(u.spec, p, in.launch.chunks)
                              : gd::wgrad_nhwc_part_strides(u.spec, p, in.launch.chunks);
       for (int i = 0; i < 3; ++i) prm.part_st[i] = st.st[i];
       DeviceBuffer part = poisoned(size_t(dwc::part_floats(int(C), in.launch.chunks, int(KK))) * 4);

@@ -151,7 +151,7 @@ class DWConvCli final : public OpCli {
     }
     for (Layout act : {Layout::kNCHW, Layout::kNHWC}) {
       const auto a = dwconv_plan(o, p.B, p.H, p.W, lim, backward, act);
-      if (dwconv_plan_path(a) == DWConvPath::kMma) all.push_back(a.front());  // its wgrad is among the above
+      if (dwconv_plan_path(a) == DWConvPath::kMma) all.insert(all.end(), a.begin(), a.end());
     }
     return all;
   }
