@@ -201,7 +201,7 @@ class _DWConvFunction(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         stride, dil, pad_h, pad_w, same, x, weight, *rest = inputs
         ctx.args = (stride, dil, pad_h, pad_w, same)
-        ctx.has_bias = bool(rest) and rest[0] is not None
+        ctx.has_bias = len(rest) > 0 and rest[0] is not None  # (dynamo traces len, not bool, of a tuple)
         ctx.save_for_backward(x, weight)
 
     @staticmethod

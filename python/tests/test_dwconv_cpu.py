@@ -214,3 +214,23 @@ def test_library_refusals_through_ctypes():
     assert [ln.split()[0].split("_bf16")[0] for ln in lines[:2]] == ["lkjit_dwconv_dgrad_direct", "lkjit_dwconv_wgrad_direct"]
     assert lines[2].startswith("lkjit_dwconv_wgrad_reduce_w")
     assert layer.workspace_bytes() == 0
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_autograd_function_compiles_as_one_graph(bias):
+    # torch.compile traces the layer's autograd.Function (its setup_context takes len(), not bool(), of the packed
+    # inputs: dynamo cannot trace the latter); the ops' CPU kernels run the compiled graph, forward and backward.
+    from lkjit.dwconv import _DWConvFunction
+    x = torch.randn(2, 4, 9, 11, requires_grad=True)
+    w, b = torch.randn(4, 1, 5, 5), torch.randn(4) if bias else None
+    args = (1, 1, 2, 2, False)
+
+    def f(x):
+        return _DWConvFunction.apply(*args, x, w, b) if bias else _DWConvFunction.apply(*args, x, w)
+
+    y = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    want = torch.nn.functional.conv2d(x.detach().double(), w.double(), None if b is None else b.double(), 1, 2, 1, 4)
+    assert (y.double() - want).abs().max() < 1e-4
+    y.sum().backward()
+    dx = torch.nn.grad.conv2d_input(x.shape, w.double(), torch.ones_like(want), 1, 2, 1, 4)
+    assert (x.grad.double() - dx).abs().max() < 1e-4
