@@ -15,6 +15,7 @@ Prints markdown tables; with $OUT set (or --json) writes the rows as JSON too.
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -65,6 +66,8 @@ def layer_rows(args):
     print("| layer | dtype | pass | lkjit NCHW | lkjit NHWC | torch NCHW | torch NHWC | best torch / best lkjit |")
     print("|---|---|---|---|---|---|---|---|")
     for tag, dt, B, C, HW, kh, kw in ROWS:
+        if args.rows and not re.search(args.rows, f"{tag}/{dt}/k{kh}x{kw}"):
+            continue
         dtype = DT[dt]
         conv = nn.Conv2d(C, C, (kh, kw), padding=(kh // 2, kw // 2), groups=C).cuda()
         ours = lt.DepthwiseConv2d.from_conv(conv)  # fp32 parameters; the input in dtype
@@ -154,6 +157,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="5 + 10 iterations per layer, 3 + 5 network steps")
     ap.add_argument("--only", default="layers,network", help="comma-separated: layers, network")
+    ap.add_argument("--rows", help="layers whose tag/dtype/kKHxKW matches this regex (e.g. 'replknet-31b/bf16')")
     ap.add_argument("--json", help="write the results to this JSON file (default: $OUT/bench_torch_dwconv.json)")
     args = ap.parse_args()
     args.warmup, args.iters = (5, 10) if args.quick else (10, 30)
