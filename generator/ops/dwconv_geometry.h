@@ -304,6 +304,39 @@ inline int chunks_for(int64_t units, int64_t groups, int64_t target = 1024) {
   const int64_t want = (target + groups - 1) / groups;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({want, units, 65536})));
 }
+// The kernels with a block per (b, c) plane tile of the pass's output (direct, mma): their grid's bound, and
+// their launch.
+inline std::optional<std::string> reject_plane_tiles(const Problem* p, Pass pass, int tile_h, int tile_w) {
+  if (!p) return std::nullopt;
+  return reject_grid(p->B * p->C * dwc::tiles(out_h(*p, pass), tile_h) * dwc::tiles(out_w(*p, pass), tile_w));
+}
+inline Launch plane_tile_launch(const Problem& p, Pass pass, int tile_h, int tile_w, int threads, int64_t smem_bytes) {
+  Launch g;
+  g.tiles_h = dwc::tiles(out_h(p, pass), tile_h);
+  g.tiles_w = dwc::tiles(out_w(p, pass), tile_w);
+  g.grid = static_cast<unsigned>(p.B * p.C * g.tiles_h * g.tiles_w);
+  g.block = threads;
+  g.smem_bytes = static_cast<unsigned>(smem_bytes);
+  return g;
+}
+// The tiled wgrad kernels (wgrad_direct, wgrad_mma): work units of a channel are (b, dy tile) pairs, below 2^31; a
+// block per (c, chunk), chunks from the shape only (see the header comment).
+inline std::optional<std::string> reject_wgrad_units(const Problem* p, int tile_h, int tile_w) {
+  if (!p) return std::nullopt;
+  const int64_t units = p->B * dwc::tiles(p->Ho, std::max(1, tile_h)) * dwc::tiles(p->Wo, std::max(1, tile_w));
+  if (units > INT32_MAX) return fmt::format("B x tiles = {} work units a channel exceed 2^31-1", units);
+  return std::nullopt;
+}
+inline Launch wgrad_tile_launch(const Problem& p, int tile_h, int tile_w, int threads, int64_t smem_bytes) {
+  Launch g;
+  g.tiles_h = dwc::tiles(p.Ho, tile_h);
+  g.tiles_w = dwc::tiles(p.Wo, tile_w);
+  g.chunks = chunks_for(p.B * g.tiles_h * g.tiles_w, p.C);
+  g.grid = static_cast<unsigned>(p.C * g.chunks);
+  g.block = threads;
+  g.smem_bytes = static_cast<unsigned>(smem_bytes);
+  return g;
+}
 }  // namespace detail
 
 // ---- dwconv_fwd_direct / dwconv_dgrad_direct ------------------------------------------------------------
@@ -357,20 +390,10 @@ inline std::optional<std::string> direct_reject(const SpecVals& s, const DirectT
   if (auto r = detail::reject_smem(direct_smem_bytes(s, t, pass), d)) return r;
   if (auto r = detail::reject_blocks(t.threads, t.blocks, direct_regs(s, t, pass), direct_smem_bytes(s, t, pass), d))
     return r;
-  if (p)
-    if (auto r = detail::reject_grid(p->B * p->C * dwc::tiles(detail::out_h(*p, pass), t.tile_h) *
-                                     dwc::tiles(detail::out_w(*p, pass), t.tile_w)))
-      return r;
-  return std::nullopt;
+  return detail::reject_plane_tiles(p, pass, t.tile_h, t.tile_w);
 }
 inline Launch direct_geometry(const SpecVals& s, const DirectTile& t, Pass pass, const Problem& p) {
-  Launch g;
-  g.tiles_h = dwc::tiles(detail::out_h(p, pass), t.tile_h);
-  g.tiles_w = dwc::tiles(detail::out_w(p, pass), t.tile_w);
-  g.grid = static_cast<unsigned>(p.B * p.C * g.tiles_h * g.tiles_w);
-  g.block = t.threads;
-  g.smem_bytes = static_cast<unsigned>(direct_smem_bytes(s, t, pass));
-  return g;
+  return detail::plane_tile_launch(p, pass, t.tile_h, t.tile_w, t.threads, direct_smem_bytes(s, t, pass));
 }
 inline DirectTile direct_default(const SpecVals& s, Pass pass, const Problem& p, const DeviceLimits& d) {
   const dwc::AxisMap ay{axis_mode(pass, s.stride), s.kh, s.stride, s.dil, 0};
@@ -588,20 +611,10 @@ inline std::optional<std::string> mma_reject(const SpecVals& s, const MmaTile& t
   if (auto r = detail::reject_regs(mma_regs(s, t))) return r;
   if (auto r = detail::reject_smem(mma_smem_bytes(s, t), d)) return r;
   if (auto r = detail::reject_blocks(mma_threads(t), t.blocks, mma_regs(s, t), mma_smem_bytes(s, t), d)) return r;
-  if (p)
-    if (auto r = detail::reject_grid(p->B * p->C * dwc::tiles(detail::out_h(*p, pass), t.tile_h) *
-                                     dwc::tiles(detail::out_w(*p, pass), t.tile_w)))
-      return r;
-  return std::nullopt;
+  return detail::reject_plane_tiles(p, pass, t.tile_h, t.tile_w);
 }
 inline Launch mma_geometry(const SpecVals& s, const MmaTile& t, Pass pass, const Problem& p) {
-  Launch g;
-  g.tiles_h = dwc::tiles(detail::out_h(p, pass), t.tile_h);
-  g.tiles_w = dwc::tiles(detail::out_w(p, pass), t.tile_w);
-  g.grid = static_cast<unsigned>(p.B * p.C * g.tiles_h * g.tiles_w);
-  g.block = mma_threads(t);
-  g.smem_bytes = static_cast<unsigned>(mma_smem_bytes(s, t));
-  return g;
+  return detail::plane_tile_launch(p, pass, t.tile_h, t.tile_w, mma_threads(t), mma_smem_bytes(s, t));
 }
 // Tiles of whole 16x16 blocks that cover the map with the least excess (64 from 48 outputs on, then 32, 16), a
 // warp 2 x 2 blocks where the tile has them; the register cap of the most blocks an SM holds.
@@ -653,21 +666,10 @@ inline std::optional<std::string> wgrad_mma_reject(const SpecVals& s, const Wgra
   if (auto r = detail::reject_smem(wgrad_mma_smem_bytes(s, t), d)) return r;
   if (auto r = detail::reject_blocks(wgrad_mma_threads(t), t.blocks, wgrad_mma_regs(s, t), wgrad_mma_smem_bytes(s, t), d))
     return r;
-  if (p && p->B * dwc::tiles(p->Ho, t.tile_h) * dwc::tiles(p->Wo, t.tile_w) > INT32_MAX)
-    return fmt::format("B x tiles = {} work units a channel exceed 2^31-1",
-                       p->B * dwc::tiles(p->Ho, t.tile_h) * dwc::tiles(p->Wo, t.tile_w));
-  return std::nullopt;
+  return detail::reject_wgrad_units(p, t.tile_h, t.tile_w);
 }
-// Work units and chunks as wgrad_direct's: (b, dy tile) pairs, chunks from the shape only.
 inline Launch wgrad_mma_geometry(const SpecVals& s, const WgradMmaTile& t, const Problem& p) {
-  Launch g;
-  g.tiles_h = dwc::tiles(p.Ho, t.tile_h);
-  g.tiles_w = dwc::tiles(p.Wo, t.tile_w);
-  g.chunks = detail::chunks_for(p.B * g.tiles_h * g.tiles_w, p.C);
-  g.grid = static_cast<unsigned>(p.C * g.chunks);
-  g.block = wgrad_mma_threads(t);
-  g.smem_bytes = static_cast<unsigned>(wgrad_mma_smem_bytes(s, t));
-  return g;
+  return detail::wgrad_tile_launch(p, t.tile_h, t.tile_w, wgrad_mma_threads(t), wgrad_mma_smem_bytes(s, t));
 }
 inline dwc::PartStrides wgrad_mma_part_strides(const SpecVals& s, const Problem& p, int chunks) {
   return dwc::part_strides_direct(int(p.C), chunks, s.kh * s.kw);
@@ -710,9 +712,7 @@ inline std::string wgrad_direct_cfg(const SpecVals& s, const WgradDirectTile& t)
 }
 inline std::optional<std::string> wgrad_direct_reject(const SpecVals& s, const WgradDirectTile& t, const DeviceLimits& d,
                                                       const Problem* p = nullptr) {
-  if (p && p->B * dwc::tiles(p->Ho, std::max(1, t.tile_h)) * dwc::tiles(p->Wo, std::max(1, t.tile_w)) > INT32_MAX)
-    return fmt::format("B x tiles = {} work units a channel exceed 2^31-1", p->B * dwc::tiles(p->Ho, t.tile_h) *
-                                                                                dwc::tiles(p->Wo, t.tile_w));
+  if (auto r = detail::reject_wgrad_units(p, t.tile_h, t.tile_w)) return r;
   if (auto r = detail::reject_threads(t.threads, d)) return r;
   if (t.tile_h < 1 || t.tile_h > 128 || t.tile_w < 4 || t.tile_w > 256 || t.tile_w % 4 != 0)
     return fmt::format("tile {}x{} is out of range; supported: tile_h in [1, 128], tile_w a multiple of 4 in [4, 256]",
@@ -730,16 +730,8 @@ inline std::optional<std::string> wgrad_direct_reject(const SpecVals& s, const W
   if (auto r = detail::reject_smem(wgrad_direct_smem_bytes(s, t), d)) return r;
   return detail::reject_blocks(t.threads, t.blocks, wgrad_direct_regs(s, t), wgrad_direct_smem_bytes(s, t), d);
 }
-// Work units of a channel: (b, dy tile) pairs; chunks from the shape only (see the header comment).
 inline Launch wgrad_direct_geometry(const SpecVals& s, const WgradDirectTile& t, const Problem& p) {
-  Launch g;
-  g.tiles_h = dwc::tiles(p.Ho, t.tile_h);
-  g.tiles_w = dwc::tiles(p.Wo, t.tile_w);
-  g.chunks = detail::chunks_for(p.B * g.tiles_h * g.tiles_w, p.C);
-  g.grid = static_cast<unsigned>(p.C * g.chunks);
-  g.block = t.threads;
-  g.smem_bytes = static_cast<unsigned>(wgrad_direct_smem_bytes(s, t));
-  return g;
+  return detail::wgrad_tile_launch(p, t.tile_h, t.tile_w, t.threads, wgrad_direct_smem_bytes(s, t));
 }
 inline WgradDirectTile wgrad_direct_default(const SpecVals& s, const Problem& p, const DeviceLimits& d) {
   WgradDirectTile t;

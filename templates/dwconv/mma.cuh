@@ -84,19 +84,16 @@ __device__ __forceinline__ void dwconv_mma(const DWConvParams& p) {
   }
 
   const float bias = (!kDgrad && p.bias) ? __ldg(p.bias + c) : 0.f;
+  constexpr int NACC = MT * NT * 8;  // accumulators a thread, seen flat where each is treated alike
   float acc[MT][NT][2][4];
   float acc_lo[kF16 ? MT : 1][kF16 ? NT : 1][2][4];  // fp16: the scaled lo products
+  float* const accf = &acc[0][0][0][0];
+  float* const lof = &acc_lo[0][0][0][0];
 #pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          acc[m][n][h][q] = bias;
-          if constexpr (kF16) acc_lo[m][n][h][q] = 0.f;
-        }
+  for (int i = 0; i < NACC; ++i) {
+    accf[i] = bias;
+    if constexpr (kF16) lof[i] = 0.f;
+  }
   __syncthreads();
 
   const int warp = tid >> 5, lane = tid & 31, wy = warp / WN, wx = warp - wy * WN;
@@ -145,13 +142,7 @@ __device__ __forceinline__ void dwconv_mma(const DWConvParams& p) {
 
   if constexpr (kF16) {
 #pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) acc[m][n][h][q] = fmaf(acc_lo[m][n][h][q], 1.f / kLoScale, acc[m][n][h][q]);
+    for (int i = 0; i < NACC; ++i) accf[i] = fmaf(lof[i], 1.f / kLoScale, accf[i]);
   }
 
   // Outputs: each accumulator pair is two adjacent columns, one 32-bit store where dense and aligned.
