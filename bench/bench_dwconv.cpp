@@ -5,7 +5,7 @@
 // step: 5 activation passes) and %copy of the measured copy bandwidth; TFLOP/s (2 B C Ho Wo kh kw a pass, three
 // passes a step) and %FFMA of the FP32 peak (SMs x 128 lanes x 2 x clock). Rows: ConvNeXt-T's 7x7 layers and
 // RepLKNet-31B's at batch 64, SLaK's 51x5 / 5x51, and the 51.4 M-element k = 5 / 13 / 27 anchors (fp32). Rows
-// "lkjit/" take the layer's automatic path; on 16-bit rows "lkjit-mma/" pin the tensor-core forward and dgrad and
+// "lkjit/" take the layer's automatic path; on 16-bit rows "lkjit-mma/" pin the tensor-core kernels and
 // "lkjit-ffma/" the layout's FFMA kernels (direct for NCHW, nhwc for NHWC).
 //
 //   bench_dwconv [--benchmark_filter=...]     (with $OUT set: JSON to $OUT/bench_dwconv.json as well)

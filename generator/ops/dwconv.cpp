@@ -24,8 +24,7 @@ enum class Which { kFwdDirect, kDgradDirect, kFwdNhwc, kDgradNhwc, kFwdMma, kDgr
                    kReduce };
 
 // The kernel a spec names (the KernelDef's function pointers are shared, so they ask).
-Which which(const OpSpec& s) {
-  const std::string& n = s.kernel.name();
+Which which(const std::string& n) {
   if (n == "dwconv_fwd_direct") return Which::kFwdDirect;
   if (n == "dwconv_dgrad_direct") return Which::kDgradDirect;
   if (n == "dwconv_fwd_nhwc") return Which::kFwdNhwc;
@@ -37,6 +36,7 @@ Which which(const OpSpec& s) {
   if (n == "dwconv_wgrad_mma") return Which::kWgradMma;
   return Which::kReduce;
 }
+Which which(const OpSpec& s) { return which(s.kernel.name()); }
 gd::Pass pass_of(Which w) {
   return w == Which::kDgradDirect || w == Which::kDgradNhwc || w == Which::kDgradMma ? gd::Pass::kDgrad
                                                                                      : gd::Pass::kForward;
@@ -337,6 +337,8 @@ std::string describe(const OpSpec& s) {
   return fmt::format("kh={} kw={} stride={} dil={}", s.get("kh"), s.get("kw"), s.get("stride"), s.get("dil"));
 }
 
+bool is_mma(Which w) { return w == Which::kFwdMma || w == Which::kDgradMma || w == Which::kWgradMma; }
+
 // The tensor-core kernels' spec domain (16-bit, stride 1, dilation 1); threads from their warps.
 void validate_mma(const OpSpec& s, std::vector<std::string>& e) {
   if (auto r = gd::mma_spec_error(vals(s))) e.push_back(*r);
@@ -401,8 +403,7 @@ FamilyDef dwconv_family() {
                kernel("dwconv_wgrad_mma", "dwconv/wgrad_mma.cuh", "dwconv_wgrad_mma"),
                kernel("dwconv_wgrad_reduce", "dwconv/wgrad_reduce.cuh", "dwconv_wgrad_reduce")};
   for (auto& k : f.kernels)
-    if (k.name == "dwconv_fwd_mma" || k.name == "dwconv_dgrad_mma" || k.name == "dwconv_wgrad_mma")
-      k.validate = validate_mma, k.threads = mma_threads;
+    if (is_mma(which(k.name))) k.validate = validate_mma, k.threads = mma_threads;
   auto& red = f.kernels.back();
   red.fields = {};
   red.has_dtype = false;  // fp32 partials whatever the activations' dtype: one binary

@@ -68,7 +68,8 @@
 //     register tiles: the block's filter copy is paid once per tile. Hot loop ~50-55 % FFMA (global loads,
 //     their widening and 64-bit addresses): the first thing to tune on the GPU.
 //   mma (fwd, dgrad): tiles of whole 16x16 blocks, 64 from 48 outputs on (32, 16 below), a warp 2 x 2 blocks:
-//     the 56x56 map in one 64x64 tile of four warps, 28x28 in 32x32 of one; not yet fitted on a GPU.
+//     the 56x56 map in one 64x64 tile of four warps, 28x28 in 32x32 of one. wgrad_mma: dy tiles of up to 64 x 64, a
+//     warp up to 32 x 32 taps, four warps splitting the x rows. Measured on the H200, not yet tuned there.
 //   wgrad_direct: tap tiles tr x tc = 4 x 8 (float4 windows at stride and dilation 1: 89 % FFMA in the SASS of
 //     7x7, 27x27 and 31x31), tile 16 x 64 (32 x 64 when one register tile holds every tap), 256 threads; kc = all
 //     rows unless the x region takes more than half an SM's shared memory.

@@ -65,7 +65,7 @@ struct DWConvGradients {
   float* dbias = nullptr;  // (C); written iff options.bias and dw is given (required then)
 };
 
-// Which kernels run a call. kAuto: kMma's forward and dgrad where they run and pay (dwconv_mma_pays); otherwise
+// Which kernels run a call. kAuto: kMma's kernels where they run and pay (dwconv_mma_pays); otherwise
 // the NHWC kernels (lanes x cvec channels a block, vector loads along C) for channels_last activations (x's channel
 // stride 1, C > 1) when their default tile fits the device (the filters of a block's channels fit shared memory),
 // else the direct kernels (a (b, c) plane tile a block, filter and input rows streamed through shared memory),

@@ -88,13 +88,13 @@ std::vector<PlannedKernel> dwconv_plan(const DWConvOptions& o, int64_t B, int64_
                              : lim.arch < 80        ? fmt::format("{}; supported: sm_80 and newer", arch_name(lim.arch))
                                                     : "";
   if (path == DWConvPath::kMma && !no_mma.empty()) fail("path=mma (tensor cores) cannot run " + no_mma);
-  // kAuto: the tensor-core forward and dgrad where they run and the filter is large in both axes on maps of 14
+  // kAuto: the tensor-core kernels where they run and the filter is large in both axes on maps of 14
   // and more (H200, bench_dwconv, 2026-12-02: 1.7-3.1x faster forwards at k = 27..31 on 14x14..56x56 maps, in
   // both layouts; at k = 7 no faster, and a 16x16 block tile on a 7x7 map is 81 % idle); else the NHWC kernels for
   // channels_last activations when their default tiles fit the device. kMma: its forward, dgrad and wgrad.
   const bool mma = path == DWConvPath::kMma ||
                    (path == DWConvPath::kAuto && no_mma.empty() && dwconv_mma_pays(o.kh, o.kw, g.Ho, g.Wo));
-  bool nhwc = path == DWConvPath::kNhwc || ((path == DWConvPath::kAuto || mma) && act == Layout::kNHWC && o.C > 1);
+  bool nhwc = !mma && (path == DWConvPath::kNhwc || (path == DWConvPath::kAuto && act == Layout::kNHWC && o.C > 1));
   std::vector<PlannedKernel> plan;
   for (int attempt = 0; attempt < 2; ++attempt, nhwc = false) {
     plan.clear();
