@@ -82,6 +82,20 @@ void TilePolicy::tune_on_miss(std::vector<PlannedKernel>& plan, const HarnessFac
   }
 }
 
+PathChoice TilePolicy::choose_path(const PassPaths& p, const DeviceInfo& dev) const {
+  TuneOptions o = tune_;
+  o.mode = mode();
+  PathChoice c = lookup_path(p, device_class(dev), o);
+  const bool measure = (*o.mode == TuneMode::kTune && c.tier != LookupTier::kExact) || *o.mode == TuneMode::kRetune;
+  if (!measure || p.options.size() < 2) return c;
+  const PathTuneReport rep = tune_paths(p, o);
+  if (!rep.save_error.empty()) log_line("warning: " + rep.save_error);
+  if (!rep.check_failure.empty()) log_line("warning: tune: " + rep.check_failure);
+  for (const auto& r : rep.paths)
+    if (!r.failure.empty()) log_line(fmt::format("warning: tune: path {} of {} failed: {}", r.path.name, p.key, r.failure));
+  return rep.chosen;
+}
+
 // ---- prepared kernels -----------------------------------------------------------------------------
 const std::string& worse_origin(const std::string& a, const std::string& b) {
   auto rank = [](const std::string& s) { return s == "compiled" ? 2 : s == "disk" ? 1 : 0; };

@@ -44,6 +44,10 @@ class TilePolicy {
   // In tune/retune mode, tunes the entries without an exact record (retune: all but overrides) as one pass
   // of `make()`, and sets their tiles. Otherwise, or with nothing to tune, does nothing.
   void tune_on_miss(std::vector<PlannedKernel>& plan, const HarnessFactory& make) const;
+  // The pass's path (lkjit/tuning.h, "paths"): the lookup the mode allows; in tune mode without an exact record,
+  // or in retune mode, measured through p.harness and recorded (tune_paths; its tiles' decisions too). A path
+  // whose output disagreed is logged and the heuristic's kept.
+  PathChoice choose_path(const PassPaths& p, const DeviceInfo& dev) const;
 
  private:
   struct Override {

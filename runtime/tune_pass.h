@@ -1,4 +1,4 @@
-// Internal to the tuner: tune_pass with its device calls injected (compiles, the resource query of a loaded
+// Internal to the tuner: tune_pass and tune_paths with their device calls injected (compiles, the resource query of a loaded
 // candidate, the device check after a failure), so that its handling of candidates, winners and output
 // checks is testable on a CPU with a fake PassHarness (tests/tuner_test.cpp).
 #pragma once
@@ -21,5 +21,7 @@ PassDeviceFns device_fns();  // the real ones
 
 TuneReport tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, const TuneOptions& o,
                      const PassDeviceFns& fns);
+// tune_paths (runtime/tune_paths.cpp) with the same injected device calls.
+PathTuneReport tune_paths(const PassPaths& p, const TuneOptions& o, const PassDeviceFns& fns);
 
 }  // namespace lkjit::detail

@@ -104,10 +104,29 @@ bool tile_of(const cache::TuningRecord& r, Tile* t) {
   return true;
 }
 
+std::shared_ptr<const cache::TuningDb> usable_db(const std::string& path) {
+  try {
+    return db_snapshot(path);
+  } catch (const Error& e) {
+    // A layer must not fail because of the database: warn once per path and use the default.
+    static std::mutex mu;
+    static std::set<std::string> warned;
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(path).second) rt::log_line(std::string("warning: tuning database ignored: ") + e.what());
+    return nullptr;
+  }
+}
+
+std::string now_utc() { return utc_now(); }
+
 void record_decisions(const std::string& path, const DeviceClass& dev, const std::vector<KernelTuneResult>& results) {
   std::vector<cache::TuningRecord> add;
   for (const auto& r : results)
     if (r.chosen != Tile{}) add.push_back(to_record(dev, r));
+  save_records(path, add);
+}
+
+void save_records(const std::string& path, const std::vector<cache::TuningRecord>& add) {
   if (add.empty()) return;
   cache::TuningDb::save_merged(path, add);
   {
@@ -141,16 +160,8 @@ TileChoice Tuner::lookup(const OpSpec& spec, const Shape& shape, const DeviceCla
                          const DeviceLimits& limits) const {
   TileChoice c{default_tile(spec, shape, limits), LookupTier::kDefault, "heuristic default"};
   if (mode() == TuneMode::kOff) return c;
-  const std::string path = db_path();
-  std::shared_ptr<const cache::TuningDb> db;
-  try {
-    db = detail::db_snapshot(path);
-  } catch (const Error& e) {
-    // A layer must not fail because of the database: warn once per path and use the default.
-    static std::mutex mu;
-    static std::set<std::string> warned;
-    std::lock_guard<std::mutex> lock(mu);
-    if (warned.insert(path).second) rt::log_line(std::string("warning: tuning database ignored: ") + e.what());
+  const auto db = detail::usable_db(db_path());
+  if (!db) {
     c.detail = "database unreadable";
     return c;
   }

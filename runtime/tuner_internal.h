@@ -15,6 +15,13 @@ namespace lkjit::detail {
 // is an empty database; a corrupt one throws CacheError.
 std::shared_ptr<const cache::TuningDb> db_snapshot(const std::string& path);
 
+// db_snapshot, or null (logged once per path) where the file cannot be used: layers never fail on it.
+std::shared_ptr<const cache::TuningDb> usable_db(const std::string& path);
+
+// Merges records into the file atomically, forgets its snapshot, and publishes them to the cluster tier.
+void save_records(const std::string& path, const std::vector<cache::TuningRecord>& add);
+std::string now_utc();  // "2026-01-02T03:04:05Z", a record's tuned_at
+
 // One record per decided result (chosen tile set), merged into the file atomically.
 void record_decisions(const std::string& path, const DeviceClass& dev, const std::vector<KernelTuneResult>& results);
 

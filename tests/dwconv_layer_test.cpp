@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "lkjit/dwconv.h"
 #include "lkjit/error.h"
@@ -172,6 +175,60 @@ TEST(DWConvLayer, PlanOfTheTensorCorePath) {
   EXPECT_THAT(refused(f32, lim), AllOf(HasSubstr("path=mma"), HasSubstr("dtype=f32"), HasSubstr("f16 and bf16")));
   EXPECT_THAT(refused(s2, lim), AllOf(HasSubstr("stride=2"), HasSubstr("supported: 1")));
   EXPECT_THAT(refused(d2, lim), AllOf(HasSubstr("dilation=2"), HasSubstr("supported: 1")));
+}
+
+std::vector<std::string> path_names(const PassPaths& p) {
+  std::vector<std::string> v;
+  for (const auto& o : p.options) {
+    EXPECT_STREQ(to_string(DWConvPath(o.id)), o.name.c_str()) << "ids are DWConvPath values";
+    v.push_back(o.name);
+  }
+  return v;
+}
+
+// The path decision a kAuto layer looks up (and measures in tune mode): kAuto's rule first, then every other path
+// that can run the call; the key tells apart everything but the shape, which the record's bucket holds.
+TEST(DWConvLayer, PathDecisionsOfACall) {
+  using ::testing::ElementsAre;
+  const auto lim = DeviceLimits::for_arch(90);
+  DWConvOptions big = opts(128, 31, 31), f32 = opts(96, 7, 7);
+  big.dtype = DType::kBF16, big.same = f32.same = true;
+  EXPECT_THAT(path_names(dwconv_pass_paths(big, 64, 56, 56, lim, true, Layout::kNCHW)), ElementsAre("mma", "direct"));
+  EXPECT_THAT(path_names(dwconv_pass_paths(big, 64, 56, 56, lim, true, Layout::kNHWC)),
+              ElementsAre("mma", "direct", "nhwc"));
+  EXPECT_THAT(path_names(dwconv_pass_paths(big, 64, 13, 13, lim, false, Layout::kNCHW)), ElementsAre("direct", "mma"));
+  // fp32 never runs on tensor cores; NHWC kernels only for channels_last activations.
+  EXPECT_THAT(path_names(dwconv_pass_paths(f32, 64, 56, 56, lim, false, Layout::kNCHW)), ElementsAre("direct"));
+  EXPECT_THAT(path_names(dwconv_pass_paths(f32, 64, 56, 56, lim, false, Layout::kNHWC)), ElementsAre("nhwc", "direct"));
+  // On sm_80 the NHWC filters of 63x63 at dilation 4 may not fit: then the path is not offered.
+  DWConvOptions huge = opts(1024, 63, 63, 1, 4);
+  huge.same = true;
+  const auto h = path_names(dwconv_pass_paths(huge, 2, 64, 64, DeviceLimits::for_arch(80), false, Layout::kNHWC));
+  EXPECT_EQ(h.front(), to_string(dwconv_plan_path(dwconv_plan(huge, 2, 64, 64, DeviceLimits::for_arch(80), false,
+                                                              Layout::kNHWC))));
+
+  const PassPaths p = dwconv_pass_paths(big, 64, 56, 56, lim, true, Layout::kNHWC);
+  EXPECT_EQ(p.key, "lkjit_pass_dwconv_bwd_bf16_nhwc_k31x31_s1_d1_p15x15_bias_sm90");
+  EXPECT_EQ(bucket_key(p.shape), bucket_key(Shape{64, 128, 56, 56, 1}));
+  EXPECT_EQ(p.shape.B * p.shape.C * p.shape.H * p.shape.W, int64_t(64) * 128 * 56 * 56);
+  EXPECT_FALSE(p.harness) << "pure: the layer sets the harness";
+  std::set<std::string> keys{p.key};
+  auto key = [&](DWConvOptions o, bool bwd, Layout act, int arch) {
+    return dwconv_pass_paths(o, 64, 56, 56, DeviceLimits::for_arch(arch), bwd, act).key;
+  };
+  DWConvOptions f16 = big, nobias = big, rect = big, s2 = big, d2 = big, pad = big;
+  f16.dtype = DType::kF16, nobias.bias = false, rect.kw = 29;
+  s2.same = false, s2.stride = 2, s2.pad_h = s2.pad_w = 15;
+  d2.dil = 2;
+  pad.same = false, pad.pad_h = 3, pad.pad_w = 15;
+  for (const std::string& k : {key(big, false, Layout::kNHWC, 90), key(big, true, Layout::kNCHW, 90), key(f16, true, Layout::kNHWC, 90),
+                               key(nobias, true, Layout::kNHWC, 90), key(rect, true, Layout::kNHWC, 90),
+                               key(s2, true, Layout::kNHWC, 90), key(d2, true, Layout::kNHWC, 90),
+                               key(pad, true, Layout::kNHWC, 90), key(big, true, Layout::kNHWC, 80)})
+    EXPECT_TRUE(keys.insert(k).second) << k << " is another problem's key";
+  // Bad input is the planner's error.
+  EXPECT_THAT(spec_error([&] { dwconv_pass_paths(opts(128, 31, 31), 64, 5, 56, lim, false, Layout::kNCHW); }),
+              AllOf(HasSubstr("H=5"), HasSubstr("no output")));
 }
 
 // 63x63 filters of a channel group do not fit an SM twice: kAuto falls back to the direct kernels, a forced

@@ -97,6 +97,12 @@ std::vector<PlannedKernel> dwconv_plan(const DWConvOptions& o, int64_t B, int64_
                                        const DeviceLimits& limits, bool backward = false, Layout act = Layout::kNCHW,
                                        DWConvPath path = DWConvPath::kAuto);
 
+// Pure: the path decision of a call (lkjit/tuning.h, "paths"): its key (pass, dtype, `act` layout, kh, kw, stride,
+// dilation, padding, bias, arch), its input shape, and the paths that can run it on `limits`, kAuto's choice first
+// (ids: DWConvPath values; NHWC only for channels_last activations). kAuto layers look it up, and in tune mode measure it (the harness is left unset here).
+PassPaths dwconv_pass_paths(const DWConvOptions& o, int64_t B, int64_t H, int64_t W, const DeviceLimits& limits,
+                            bool backward, Layout act);
+
 // The checks a call makes before it touches the device (pure), for bindings: weights (bias iff options.bias),
 // gradients, activation pointers (dout: backward; dx or grads.dw needed), and the resolved strides of a call.
 void dwconv_check_weights(const DWConvOptions& o, const float* w, const float* bias);
@@ -106,7 +112,7 @@ DWConvStrides dwconv_resolve_strides(const DWConvOptions& o, int64_t B, int64_t 
                                      bool backward);
 
 // The family's pass harness (the tuner's PassHarness; runtime/ops/dwconv_tune.cpp): a layer with `path`
-// pinned (kDirect or kNhwc) timing a forward or a whole backward of (B, C, H, W) with o.layout activations on
+// pinned (kDirect, kNhwc or kMma) timing a forward or a whole backward of (B, C, H, W) with o.layout activations on
 // rotating buffers. DriverError without a GPU.
 std::unique_ptr<PassHarness> make_dwconv_harness(const DWConvOptions& o, int64_t B, int64_t H, int64_t W,
                                                  bool backward, DWConvPath path);
@@ -149,6 +155,9 @@ class DepthwiseConv {
   // The plan a shape runs with (kernel names and tiles) for activations in options().layout. Needs a GPU.
   std::vector<PlannedKernel> plan(int64_t B, int64_t H, int64_t W, bool backward = false) const;
 
+  // kAuto (the default) takes each call's path from the tuning database (dwconv_pass_paths' key: a recorded
+  // decision, else kAuto's rule); in tune mode a shape without an exact record times every path that runs it,
+  // each with its tiles tuned, and records the fastest (lkjit/tuning.h, tune_paths). Another value pins the path.
   void set_path(DWConvPath p);
   // Tile choice (lkjit/tuning.h): cached by default (a tuning-database lookup, never a measurement); LKJIT_TUNE
   // or TuneOptions::mode = tune makes the first call of a shape time the pass's candidates (dwconv_tune.cpp).
@@ -159,6 +168,8 @@ class DepthwiseConv {
   void clear_tile_overrides();
   // "compiled", "disk" or "memory": where the last prepare/call found its kernels (the worst of them).
   const std::string& last_origin() const { return last_origin_; }
+  // The path the last prepare/call ran and how it was chosen (tier kOverride: pinned by set_path).
+  const PathChoice& last_path() const { return last_path_; }
   size_t workspace_bytes() const;  // device memory the layer owns now (wgrad partials), bytes
 
  private:
@@ -169,6 +180,7 @@ class DepthwiseConv {
            const DWConvStrides& st, int64_t B, int64_t H, int64_t W, Stream s, std::vector<KernelTiming>* timings);
   DWConvOptions opt_;
   std::string last_origin_;
+  PathChoice last_path_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <string>
@@ -220,6 +221,13 @@ class PassHarness {
   // (set them again). tune_pass calls it before it accepts a winner other than the default.
   virtual std::optional<std::string> check_outputs(const std::vector<PlannedKernel>& reference,
                                                    const std::vector<PlannedKernel>& candidate) = 0;
+  // As check_outputs, across paths: runs `reference` (a pass of the same problem and memory layout on another
+  // path) with its `reference_tiles` and this pass with `tiles` on the same random inputs, and compares what
+  // they wrote. tune_paths calls it before it accepts a path other than the heuristic's. The default throws
+  // SpecError (a family without paths has nothing to compare), which keeps the heuristic's path.
+  virtual std::optional<std::string> check_against(PassHarness& reference,
+                                                   const std::vector<PlannedKernel>& reference_tiles,
+                                                   const std::vector<PlannedKernel>& tiles);
 };
 
 // What tuning a pass found.
@@ -247,6 +255,58 @@ TuneReport tune_pass(PassHarness& h, const std::vector<KernelSelector>& which, c
 
 // The plan entries of a plan worth tuning: not fixed, more than one candidate for their shape.
 std::vector<PlannedKernel> tunable(const std::vector<PlannedKernel>& plan, const DeviceLimits& limits);
+
+// ---- paths ----------------------------------------------------------------------------------------
+// A pass that several kernel sets can run (a family's paths, e.g. the depthwise direct, NHWC and tensor-core
+// kernels) has a decision besides its tiles: which path runs. It is measured and kept like a tile decision: a
+// database record under the pass's key (the problem without its shape) and its input's shape bucket, whose one
+// axis "path" holds the chosen path's id; lookups take the same tiers (exact, nearest shape, same arch, the
+// cluster tier's published decisions) and skip a record naming a path that cannot run here.
+struct PathOption {
+  int id = 0;        // stable, recorded: the family's enum value (DWConvPath)
+  std::string name;  // "mma"
+};
+struct PassPaths {
+  // "lkjit_pass_dwconv_bwd_bf16_nhwc_k31x31_s1_d1_p15x15_bias_sm90": op, pass, dtype, activation layout and
+  // every parameter that changes which path is fastest; a family's paths share one key per problem.
+  std::string key;
+  Shape shape;                      // the pass's input (B, C, H, W, stride): the record's bucket
+  std::vector<PathOption> options;  // the paths that run the pass on this device; the first is the heuristic's
+  // The pass pinned to path `id`, for tuning (needs a GPU). Unset where only lookups are made (prewarm, plans).
+  std::function<std::unique_ptr<PassHarness>(int id)> harness;
+};
+struct PathChoice {
+  PathOption path;
+  LookupTier tier = LookupTier::kDefault;  // kTuned, kExact, kNearestShape, kSameArch or kDefault
+  std::string detail;                      // which record matched, or why none did
+};
+// The path by the lookup tiers, without measuring (no GPU): mode off (o.mode, else LKJIT_TUNE, else cached),
+// or no record naming one of the options: the first option. SpecError when options is empty.
+PathChoice lookup_path(const PassPaths& p, const DeviceClass& dev, const TuneOptions& o);
+
+struct PathTuneResult {
+  PathOption path;
+  TuneReport tiles;     // its kernels' tile tuning (recorded as tune_pass records; empty if it failed)
+  Summary pass;         // the whole pass with its chosen tiles, from the interleaved rounds (n = 0: failed)
+  std::string failure;  // why it could not be tuned or timed ("" when it was)
+};
+struct PathTuneReport {
+  std::vector<PathTuneResult> paths;  // in options order
+  PathChoice chosen;                  // tier kTuned; the first option when nothing ran
+  // A faster path whose output disagreed with the first path's (check_against): named and why; not chosen.
+  std::string check_failure;
+  double seconds = 0;
+  std::string db_path;     // where the decision was recorded ("" if not saved)
+  std::string save_error;  // why recording failed
+};
+// Tunes each option's tiles (tune_pass with o, kernel by kernel), then times every tuned pass in 3 interleaved
+// rounds of o.final_reps / 3 runs (at least 1) and takes the fastest by select_best (ties go to the earlier
+// option, so to the heuristic's). A winner other than the first is checked against the first path's output
+// first; one that disagrees, or whose check throws, is not chosen and nothing is recorded. With o.save the
+// decision is recorded (and published to the cluster tier where it takes writes). A path that fails to build,
+// tune or run is a result with its reason, never an exception; a device left unusable is a DriverError;
+// SpecError when options is empty or harness is unset.
+PathTuneReport tune_paths(const PassPaths& p, const TuneOptions& o);
 
 class Tuner {
  public:

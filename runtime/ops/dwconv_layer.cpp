@@ -18,6 +18,7 @@ struct DepthwiseConv::Prepared {
   std::vector<rt::PreparedKernel> kernels;  // forward: [fwd]; backward: [dgrad, wgrad, reduce]
   size_t partial_bytes = 0;
   std::string origin;
+  PathChoice path;
 };
 
 struct DepthwiseConv::Impl {
@@ -81,9 +82,23 @@ void DepthwiseConv::clear_tile_overrides() {
 }
 size_t DepthwiseConv::workspace_bytes() const { return impl_->scratch.bytes(); }
 
+namespace {
+
+// A pinned path, or kAuto's: the tuning database's decision for the call's key, else the rule.
+PathChoice pinned_or_looked_up(DWConvPath pinned, const PassPaths& p, const DeviceInfo& dev, const rt::TilePolicy& policy) {
+  if (pinned != DWConvPath::kAuto) return {{int(pinned), to_string(pinned)}, LookupTier::kOverride, "set_path"};
+  TuneOptions o = policy.tune_options();
+  o.mode = policy.mode();
+  return lookup_path(p, device_class(dev), o);
+}
+
+}  // namespace
+
 std::vector<PlannedKernel> DepthwiseConv::plan(int64_t B, int64_t H, int64_t W, bool backward) const {
   const DeviceInfo dev = impl_->have_device ? impl_->dev : device_info(opt_.device);
-  auto pl = dwconv_plan(opt_, B, H, W, dev.limits, backward, opt_.layout, impl_->path);
+  const PathChoice path =
+      pinned_or_looked_up(impl_->path, dwconv_pass_paths(opt_, B, H, W, dev.limits, backward, opt_.layout), dev, impl_->policy);
+  auto pl = dwconv_plan(opt_, B, H, W, dev.limits, backward, opt_.layout, DWConvPath(path.path.id));
   impl_->policy.choose(pl, dev);
   return pl;
 }
@@ -96,13 +111,20 @@ const DepthwiseConv::Prepared& DepthwiseConv::prepared(int64_t B, int64_t H, int
   }
   const auto what = fmt::format("the first {} of B={} H={} W={}", backward ? "backward" : "forward", B, H, W);
   return impl_->plans.get({B, H, W, backward, int(act)}, call, "dwconv", what, [&] {
-    auto pl = dwconv_plan(opt_, B, H, W, impl_->dev.limits, backward, act, impl_->path);
-    impl_->policy.choose(pl, impl_->dev);
-    const DWConvPath path = dwconv_plan_path(pl);
     DWConvOptions ho = opt_;
     ho.layout = act;
-    impl_->policy.tune_on_miss(pl, [&] { return make_dwconv_harness(ho, B, H, W, backward, path); });
     Prepared p;
+    if (impl_->path == DWConvPath::kAuto) {
+      PassPaths paths = dwconv_pass_paths(opt_, B, H, W, impl_->dev.limits, backward, act);
+      paths.harness = [&](int id) { return make_dwconv_harness(ho, B, H, W, backward, DWConvPath(id)); };
+      p.path = impl_->policy.choose_path(paths, impl_->dev);
+    } else {
+      p.path = {{int(impl_->path), to_string(impl_->path)}, LookupTier::kOverride, "set_path"};
+    }
+    auto pl = dwconv_plan(opt_, B, H, W, impl_->dev.limits, backward, act, DWConvPath(p.path.path.id));
+    impl_->policy.choose(pl, impl_->dev);
+    const DWConvPath path = dwconv_plan_path(pl);
+    impl_->policy.tune_on_miss(pl, [&] { return make_dwconv_harness(ho, B, H, W, backward, path); });
     p.kernels = rt::prepare_kernels(pl, opt_.device, "dwconv");
     for (const auto& k : p.kernels) {
       p.origin = p.origin.empty() ? k.origin : rt::worse_origin(p.origin, k.origin);
@@ -116,9 +138,11 @@ const DepthwiseConv::Prepared& DepthwiseConv::prepared(int64_t B, int64_t H, int
 void DepthwiseConv::prepare(int64_t B, int64_t H, int64_t W, bool backward) {
   const Prepared& f = prepared(B, H, W, false, opt_.layout, std::nullopt);
   last_origin_ = f.origin;
+  last_path_ = f.path;
   if (backward) {
     const Prepared& b = prepared(B, H, W, true, opt_.layout, std::nullopt);
     last_origin_ = rt::worse_origin(last_origin_, b.origin);
+    last_path_ = b.path;
     impl_->scratch.ensure(b.partial_bytes, opt_.device, nullptr, "dwconv");
   }
 }
@@ -178,6 +202,7 @@ void DepthwiseConv::forward(const void* x, void* y, int64_t B, int64_t H, int64_
   const DWConvStrides st = dwconv_resolve_strides(opt_, B, H, W, strides, false);
   const Prepared& p = prepared(B, H, W, false, act_layout(opt_, st.x), s);
   last_origin_ = p.origin;
+  last_path_ = p.path;
   run(p, x, nullptr, y, nullptr, st, B, H, W, s, nullptr);
 }
 
@@ -189,6 +214,7 @@ void DepthwiseConv::backward(const void* x, const void* dout, void* dx, const DW
   const DWConvStrides st = dwconv_resolve_strides(opt_, B, H, W, strides, true);
   const Prepared& p = prepared(B, H, W, true, act_layout(opt_, st.x), s);
   last_origin_ = p.origin;
+  last_path_ = p.path;
   run(p, x, dout, dx, &grads, st, B, H, W, s, nullptr);
 }
 

@@ -121,6 +121,28 @@ std::vector<PlannedKernel> dwconv_plan(const DWConvOptions& o, int64_t B, int64_
   return plan;
 }
 
+PassPaths dwconv_pass_paths(const DWConvOptions& o, int64_t B, int64_t H, int64_t W, const DeviceLimits& lim,
+                            bool backward, Layout act) {
+  const DWConvGeometry g = dwconv_geometry(o, B, H, W);
+  PassPaths p;
+  p.key = fmt::format("lkjit_pass_dwconv_{}_{}_{}_k{}x{}_s{}_d{}_p{}x{}{}_sm{}", backward ? "bwd" : "fwd",
+                      to_string(o.dtype), act == Layout::kNHWC ? "nhwc" : "nchw", o.kh, o.kw, o.stride, o.dil, g.pad_top,
+                      g.pad_left, o.bias ? "_bias" : "", lim.arch);
+  p.shape = Shape{B, o.C, H, W, o.stride};
+  const DWConvPath first = dwconv_plan_path(dwconv_plan(o, B, H, W, lim, backward, act, DWConvPath::kAuto));
+  p.options.push_back({int(first), to_string(first)});
+  for (DWConvPath q : {DWConvPath::kDirect, DWConvPath::kNhwc, DWConvPath::kMma}) {
+    // The NHWC kernels' vector loads along C are no gain on NCHW activations: not a candidate there.
+    if (q == first || (q == DWConvPath::kNhwc && act != Layout::kNHWC)) continue;
+    try {
+      dwconv_plan(o, B, H, W, lim, backward, act, q);
+      p.options.push_back({int(q), to_string(q)});
+    } catch (const SpecError&) {  // cannot run here (f32 on tensor cores, NHWC filters beyond shared memory)
+    }
+  }
+  return p;
+}
+
 bool dwconv_mma_pays(int kh, int kw, int64_t Ho, int64_t Wo) { return kh >= 13 && kw >= 13 && Ho >= 14 && Wo >= 14; }
 
 DWConvPath dwconv_plan_path(const std::vector<PlannedKernel>& plan) {

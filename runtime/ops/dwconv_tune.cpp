@@ -84,6 +84,28 @@ class DWConvHarness : public PassHarness {
   // NaN-poisoned, guarded buffers: y, or dx, dw and dbias.
   std::optional<std::string> check_outputs(const std::vector<PlannedKernel>& reference,
                                            const std::vector<PlannedKernel>& candidate) override {
+    const testing::PassOutputs want = outputs(reference);
+    const testing::PassOutputs got = outputs(candidate);
+    return testing::compare_outputs(want, got, opt_.dtype);
+  }
+  // Another path's pass of the same problem: the same seeds give both harnesses the same inputs, and the same
+  // options the same memory layout of what they write.
+  std::optional<std::string> check_against(PassHarness& reference, const std::vector<PlannedKernel>& reference_tiles,
+                                           const std::vector<PlannedKernel>& tiles) override {
+    auto* r = dynamic_cast<DWConvHarness*>(&reference);
+    if (!r || r->info_.params != info_.params || r->info_.flags != info_.flags || r->B_ != B_ || r->H_ != H_ ||
+        r->W_ != W_ || r->backward_ != backward_ || r->opt_.C != opt_.C || r->opt_.dtype != opt_.dtype ||
+        r->opt_.layout != opt_.layout)
+      throw SpecError(fmt::format("lkjit: error: tune: {} and {} are not passes of one problem",
+                                  reference.info().text, info_.text));
+    const testing::PassOutputs want = r->outputs(reference_tiles);
+    const testing::PassOutputs got = outputs(tiles);
+    return testing::compare_outputs(want, got, opt_.dtype);
+  }
+
+ private:
+  // One run with `tiles` on the check inputs (made on first use), outputs NaN-poisoned and guarded first.
+  testing::PassOutputs outputs(const std::vector<PlannedKernel>& tiles) {
     const DWConvGeometry g = dwconv_geometry(opt_, B_, H_, W_);
     const size_t n_in = size_t(B_ * opt_.C * H_ * W_), n_out = size_t(B_ * opt_.C * g.Ho * g.Wo);
     const size_t taps = size_t(opt_.C) * opt_.kh * opt_.kw, eb = dtype_bytes(opt_.dtype);
@@ -109,40 +131,34 @@ class DWConvHarness : public PassHarness {
       for (size_t i = 0; i < n; ++i) out.v[i] = decode_one(t, raw.data(), i);
       return out;
     };
-    auto run_with = [&](const std::vector<PlannedKernel>& tiles) {
-      set_tiles(tiles);
-      cy_.poison(), cdw_.poison(), cdb_.poison();
-      DepthwiseConv& l = layer_;
-      l.set_weights(static_cast<const float*>(cw_.data()), opt_.bias ? static_cast<const float*>(cb_.data()) : nullptr);
-      testing::PassOutputs o;
-      if (!backward_) {
-        l.forward(cx_.data(), cy_.data(), B_, H_, W_);
-        synchronize();
-        o.tensors.push_back(download(cy_, n_out, opt_.dtype, "y", false));
-      } else {
-        DWConvGradients gr;
-        gr.dw = static_cast<float*>(cdw_.data());
-        gr.dbias = opt_.bias ? static_cast<float*>(cdb_.data()) : nullptr;
-        l.backward(cx_.data(), cg_.data(), cy_.data(), gr, B_, H_, W_);
-        synchronize();
-        o.tensors.push_back(download(cy_, n_in, opt_.dtype, "dx", false));
-        o.tensors.push_back(download(cdw_, taps, DType::kF32, "dw", true));
-        if (opt_.bias) o.tensors.push_back(download(cdb_, size_t(opt_.C), DType::kF32, "dbias", true));
-      }
-      for (auto [name, b] : {std::pair<const char*, const testing::GuardedBuffer*>{backward_ ? "dx" : "y", &cy_},
-                             {"dw", &cdw_}, {"dbias", &cdb_}})
-        if (const int64_t bad = b->guard_bytes_changed())
-          o.guard_damage += fmt::format("{}{}: {} guard bytes changed", o.guard_damage.empty() ? "" : "; ", name, bad);
-      // The timed buffers' weights again (the harness's own, constant ones).
-      l.set_weights(static_cast<const float*>(w_.data()), opt_.bias ? static_cast<const float*>(b_.data()) : nullptr);
-      return o;
-    };
-    const testing::PassOutputs want = run_with(reference);
-    const testing::PassOutputs got = run_with(candidate);
-    return testing::compare_outputs(want, got, opt_.dtype);
+    set_tiles(tiles);
+    cy_.poison(), cdw_.poison(), cdb_.poison();
+    DepthwiseConv& l = layer_;
+    l.set_weights(static_cast<const float*>(cw_.data()), opt_.bias ? static_cast<const float*>(cb_.data()) : nullptr);
+    testing::PassOutputs o;
+    if (!backward_) {
+      l.forward(cx_.data(), cy_.data(), B_, H_, W_);
+      synchronize();
+      o.tensors.push_back(download(cy_, n_out, opt_.dtype, "y", false));
+    } else {
+      DWConvGradients gr;
+      gr.dw = static_cast<float*>(cdw_.data());
+      gr.dbias = opt_.bias ? static_cast<float*>(cdb_.data()) : nullptr;
+      l.backward(cx_.data(), cg_.data(), cy_.data(), gr, B_, H_, W_);
+      synchronize();
+      o.tensors.push_back(download(cy_, n_in, opt_.dtype, "dx", false));
+      o.tensors.push_back(download(cdw_, taps, DType::kF32, "dw", true));
+      if (opt_.bias) o.tensors.push_back(download(cdb_, size_t(opt_.C), DType::kF32, "dbias", true));
+    }
+    for (auto [name, b] : {std::pair<const char*, const testing::GuardedBuffer*>{backward_ ? "dx" : "y", &cy_},
+                           {"dw", &cdw_}, {"dbias", &cdb_}})
+      if (const int64_t bad = b->guard_bytes_changed())
+        o.guard_damage += fmt::format("{}{}: {} guard bytes changed", o.guard_damage.empty() ? "" : "; ", name, bad);
+    // The timed buffers' weights again (the harness's own, constant ones).
+    l.set_weights(static_cast<const float*>(w_.data()), opt_.bias ? static_cast<const float*>(b_.data()) : nullptr);
+    return o;
   }
 
- private:
   void run(size_t s) {
     if (!backward_) {
       layer_.forward(x_[s].data(), y_[s].data(), B_, H_, W_);

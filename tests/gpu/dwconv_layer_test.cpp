@@ -250,4 +250,88 @@ TEST_F(DWConvTuneGpu, TuneOnMissRecordsAndRunsTheTunedTiles) {
   std::remove(db.c_str());
 }
 
+// Tune mode on a path miss: a kAuto layer times every path that runs the call (bf16 k15 on channels_last: mma,
+// direct and nhwc), each with its tiles tuned, records the fastest, runs it correctly, and a fresh layer in cached
+// mode takes the recorded path. Forward and backward are separate decisions.
+TEST_F(DWConvTuneGpu, TuneModeChoosesAPathRecordsItAndRunsIt) {
+  const std::string db = ::testing::TempDir() + "/lkjit_dwconv_paths.json";
+  std::remove(db.c_str());
+  DWConvOptions o;
+  o.C = 32, o.kh = o.kw = 15, o.same = true, o.dtype = DType::kBF16, o.layout = Layout::kNHWC;
+  const int64_t B = 2, H = 20, W = 21, C = o.C, KK = 225;
+  const auto paths = dwconv_pass_paths(o, B, H, W, device_info().limits, false, Layout::kNHWC);
+  ASSERT_EQ(paths.options.size(), 3u) << paths.key;
+  TuneOptions to;
+  to.mode = TuneMode::kTune;
+  to.budget_s = 1;
+  to.db_path = db;
+  const auto x = randn(B * C * H * W, o.dtype, 31), dy = randn(B * C * H * W, o.dtype, 32);
+  auto w = randn(C * KK, DType::kF32, 33);
+  for (float& e : w) e /= 15.0f;
+  const auto bias = randn(C, DType::kF32, 34);
+  const auto st = dwconv_strides(DWConvLayout::kNHWC, C, H, W);
+  DeviceBuffer xd = upload(x, o.dtype, st, B, C, H, W), dyd = upload(dy, o.dtype, st, B, C, H, W);
+  DeviceBuffer wd(w.size() * 4), bd(bias.size() * 4);
+  wd.upload(w.data(), w.size() * 4), bd.upload(bias.data(), bias.size() * 4);
+  const size_t bytes = extent(st, B, C, H, W) * 2;
+  DeviceBuffer yd = poisoned(bytes), dxd = poisoned(bytes), dwd = poisoned(C * KK * 4), dbd = poisoned(C * 4);
+  ref::DWConvArgs a;
+  a.kh = a.kw = 15, a.pad_top = a.pad_bottom = a.pad_left = a.pad_right = 7;
+  const ref::DWConvShape sh{B, C, H, W};
+  auto wrel = [](const PathChoice& c) { return c.path.id == int(DWConvPath::kMma) ? std::ldexp(1.0, -17) : 0.0; };
+
+  DepthwiseConv layer(o);
+  layer.set_tune_options(to);
+  layer.set_weights(static_cast<const float*>(wd.data()), static_cast<const float*>(bd.data()));
+  layer.forward(xd.data(), yd.data(), B, H, W);
+  synchronize();
+  const PathChoice fwd = layer.last_path();
+  EXPECT_EQ(fwd.tier, LookupTier::kTuned) << fwd.detail;
+  expect_close("y (tuned path " + fwd.path.name + ")", download(yd, o.dtype, st, B, C, H, W),
+               ref::dwconv_forward(as_double(x), sh, as_double(w), as_double(bias), a),
+               ref::dwconv_forward(as_double(x, true), sh, as_double(w, true), as_double(bias, true), a), o.dtype,
+               double(KK), wrel(fwd));
+  DWConvGradients gr;
+  gr.dw = static_cast<float*>(dwd.data()), gr.dbias = static_cast<float*>(dbd.data());
+  layer.backward(xd.data(), dyd.data(), dxd.data(), gr, B, H, W);
+  synchronize();
+  const PathChoice bwd = layer.last_path();
+  EXPECT_EQ(bwd.tier, LookupTier::kTuned) << bwd.detail;
+  expect_close("dx (tuned path " + bwd.path.name + ")", download(dxd, o.dtype, st, B, C, H, W),
+               ref::dwconv_dgrad(as_double(dy), sh, as_double(w), a),
+               ref::dwconv_dgrad(as_double(dy, true), sh, as_double(w, true), a), o.dtype, double(KK), wrel(bwd));
+  std::vector<float> dwv(C * KK);
+  dwd.download(dwv.data(), dwv.size() * 4);
+  expect_close("dw (tuned path " + bwd.path.name + ")", dwv, ref::dwconv_wgrad(as_double(x), sh, as_double(dy), a),
+               ref::dwconv_wgrad(as_double(x, true), sh, as_double(dy, true), a), DType::kF32, double(B) * H * W);
+
+  // A fresh layer reads both decisions back.
+  TuneOptions cached = to;
+  cached.mode = TuneMode::kCached;
+  DepthwiseConv again(o);
+  again.set_tune_options(cached);
+  again.set_weights(static_cast<const float*>(wd.data()), static_cast<const float*>(bd.data()));
+  again.forward(xd.data(), yd.data(), B, H, W);
+  EXPECT_EQ(again.last_path().tier, LookupTier::kExact) << again.last_path().detail;
+  EXPECT_EQ(again.last_path().path.id, fwd.path.id);
+  again.backward(xd.data(), dyd.data(), dxd.data(), gr, B, H, W);
+  synchronize();
+  EXPECT_EQ(again.last_path().tier, LookupTier::kExact);
+  EXPECT_EQ(again.last_path().path.id, bwd.path.id);
+  // Mode off and a pinned path ignore the record.
+  TuneOptions off = to;
+  off.mode = TuneMode::kOff;
+  DepthwiseConv pinned(o);
+  pinned.set_tune_options(off);
+  pinned.set_weights(static_cast<const float*>(wd.data()), static_cast<const float*>(bd.data()));
+  pinned.forward(xd.data(), yd.data(), B, H, W);
+  EXPECT_EQ(pinned.last_path().tier, LookupTier::kDefault);
+  EXPECT_EQ(pinned.last_path().path.id, paths.options[0].id);
+  pinned.set_path(DWConvPath::kDirect);
+  pinned.forward(xd.data(), yd.data(), B, H, W);
+  synchronize();
+  EXPECT_EQ(pinned.last_path().tier, LookupTier::kOverride);
+  std::remove(db.c_str());
+}
+
 }  // namespace

@@ -127,6 +127,11 @@ class OpCli {
   virtual KernelSelector main_kernel(const std::vector<PlannedKernel>& plan) const = 0;
   // The pass to time (needs a GPU: DriverError without one).
   virtual std::unique_ptr<PassHarness> harness(const LayerProblem& p, DType dtype, bool backward) const = 0;
+  // The problem's path decision (lkjit/tuning.h, "paths") with its harness set, for `tune --paths`; nullopt
+  // for a family whose layers have one path per problem (the default).
+  virtual std::optional<PassPaths> paths(const LayerProblem&, DType, bool /*backward*/, const DeviceLimits&) const {
+    return std::nullopt;
+  }
   // The problem part of tune's `reproduce:` line, e.g. "--shape 64:96:56:56 --k 5 --L 3 --dtype f32 --pass
   // fwd" (shape: --shape as given).
   virtual std::string reproduce(const LayerProblem& p, const std::string& shape, const std::string& dtype,

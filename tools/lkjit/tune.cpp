@@ -57,6 +57,11 @@ UnsignedOption<0, kIntMax> kJobs("j", cl::desc("parallel compiles (default: hard
 cl::opt<std::string> kCsv("csv", cl::value_desc("file"), cl::desc("write the ranked candidates as CSV"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kJson("json", cl::value_desc("file"), cl::desc("write the report as JSON (SI units)"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kPlot("plot", cl::value_desc("file.svg"), cl::desc("plot time against each tile axis (SVG)"), cl::init(""), cl::sub(kCmd), cl::cat(kCat));
+cl::opt<bool> kPaths("paths",
+                     cl::desc("also choose the op's path (dwconv: direct, nhwc, mma): every path that runs the problem "
+                              "has its tiles tuned, the tuned passes are timed against each other and the fastest is "
+                              "recorded; the reports that follow are the chosen path's"),
+                     cl::sub(kCmd), cl::cat(kCat));
 cl::opt<bool> kNoSave("no-save", cl::desc("do not record the decisions in the tuning database"), cl::sub(kCmd), cl::cat(kCat));
 cl::opt<std::string> kDb("db", cl::value_desc("file.json"), cl::desc("tuning database (default: LKJIT_TUNING_DB or <cache>/tuning.json)"),
                          cl::init(""), cl::sub(kCmd), cl::cat(kCat));
@@ -278,7 +283,41 @@ std::string reproduce_line(const Problem& p) {
                    int(kFinalReps), int(kWarmup), double(kMinNoise), unsigned(kSeed));
   if (!kDb.empty()) s += " --db " + kDb;
   if (kNoSave) s += " --no-save";
+  if (kPaths) s += " --paths";
   return s;
+}
+
+// --paths: every path's tiles tuned and the tuned passes timed against each other (tune_paths), a table of
+// them, and the chosen path's report for what follows.
+TuneReport tune_path_choice(const Problem& p, const DeviceInfo& dev, const TuneOptions& o) {
+  if (kKernel != "all")
+    throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: tune: --paths tunes every kernel of every path, and "
+                                               "--kernel {} picks some; drop one of them", std::string(kKernel)));
+  const auto pp = p.op->paths(p.layer, p.dtype, p.backward, dev.limits);
+  if (!pp)
+    throw SpecError(fmt::format("lkjit: error: tune: --paths: {} runs one path per problem; supported: an op with "
+                                "several (dwconv)", p.op->name()));
+  const PathTuneReport pr = tune_paths(*pp, o);
+  std::cout << fmt::format("\npaths of {} (whole pass, tuned tiles, median of {} interleaved runs):\n", pp->key,
+                           3 * std::max(1, (o.final_reps + 2) / 3));
+  std::cout << fmt::format("  {:<8} {:>10} {:>10} {:>9}  {}\n", "path", "ms", "default ms", "GB/s", "");
+  for (const auto& r : pr.paths) {
+    const bool ok = r.failure.empty() && r.pass.n > 0;
+    const double gbs = ok ? r.tiles.traffic_bytes / (r.pass.median_ms * 1e-3) / 1e9 : 0;
+    std::cout << fmt::format("  {:<8} {:>10} {:>10} {:>9}  {}\n", r.path.name, ok ? fmt::format("{:.4f}", r.pass.median_ms) : "-",
+                             r.tiles.default_pass.n ? fmt::format("{:.4f}", r.tiles.default_pass.median_ms) : "-",
+                             ok ? fmt::format("{:.0f}", gbs) : "-",
+                             !r.failure.empty() ? "failed: " + r.failure
+                             : r.path.id == pr.chosen.path.id ? (pr.chosen.tier == LookupTier::kTuned ? "chosen" : "kept")
+                                                              : "");
+  }
+  if (!pr.check_failure.empty()) std::cout << "  not chosen: " << pr.check_failure << "\n";
+  std::cout << fmt::format("chosen: {} ({}){}\n", pr.chosen.path.name, pr.chosen.detail,
+                           pr.db_path.empty() ? "" : ", recorded in " + pr.db_path);
+  if (!pr.save_error.empty()) std::cout << "warning: " << pr.save_error << "\n";
+  for (const auto& r : pr.paths)
+    if (r.path.id == pr.chosen.path.id) return r.tiles;
+  return {};
 }
 
 }  // namespace
@@ -329,8 +368,13 @@ int tune_main() {
   std::cout << fmt::format("lkjit tune: {}, strategy {}, cache {}\n", p.to_string(), to_string(o.strategy), cache_dir());
   print_device(std::cout, dev);
   std::cout << std::flush;
-  const std::unique_ptr<PassHarness> harness = p.op->harness(p.layer, p.dtype, p.backward);
-  const TuneReport rep = tune_pass(*harness, sel, o);
+  TuneReport rep;
+  if (kPaths) {
+    rep = tune_path_choice(p, dev, o);
+  } else {
+    const std::unique_ptr<PassHarness> harness = p.op->harness(p.layer, p.dtype, p.backward);
+    rep = tune_pass(*harness, sel, o);
+  }
   bar.finish();
   if (rep.kernels.empty()) std::cout << "\nnothing to tune: every selected kernel has a single candidate for this shape\n";
   for (const auto& k : rep.kernels) print_ranked(std::cout, k, rep.traffic_bytes);

@@ -182,6 +182,12 @@ class DWConvCli final : public OpCli {
     const auto pl = dwconv_plan(o, p.B, p.H, p.W, device_info().limits, backward, o.layout);
     return make_dwconv_harness(o, p.B, p.H, p.W, backward, dwconv_plan_path(pl));
   }
+  std::optional<PassPaths> paths(const LayerProblem& p, DType dtype, bool backward, const DeviceLimits& lim) const override {
+    const DWConvOptions o = options_of(p, dtype);
+    PassPaths pp = dwconv_pass_paths(o, p.B, p.H, p.W, lim, backward, o.layout);
+    pp.harness = [o, p, backward](int id) { return make_dwconv_harness(o, p.B, p.H, p.W, backward, DWConvPath(id)); };
+    return pp;
+  }
   std::string reproduce(const LayerProblem& p, const std::string& shape, const std::string& dtype,
                         const std::string& pass) const override {
     const DWConvOptions o = options_of(p, DType::kF32);
