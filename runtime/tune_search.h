@@ -14,8 +14,8 @@
 
 namespace lkjit::detail {
 
-// The candidates of a kernel for a shape in the fixed order: the default first (if it is valid for
-// the shape), then the rest of enumerate(spec, limits, &shape).
+// The candidates of a kernel for a shape in the fixed order: the default first (if it runs the shape, whether
+// or not it is a point of the space), then the rest of enumerate(spec, limits, &shape).
 std::vector<Tile> candidate_order(const OpSpec& spec, const Shape& shape, const DeviceLimits& limits);
 
 // Measures tiles: one result per tile (same order) with status, reason and `reps` samples if ok.

@@ -59,6 +59,10 @@ LookupTier tier_of(cache::MatchTier t) {
 
 }  // namespace
 
+bool fits(const OpSpec& spec, const Tile& t, const DeviceLimits& limits, const Shape& shape) {
+  return in_space(spec, t, limits, &shape) || t == default_tile(spec, shape, limits);
+}
+
 std::shared_ptr<const cache::TuningDb> db_snapshot(const std::string& path) {
   static const auto empty = std::make_shared<const cache::TuningDb>();
   std::error_code ec;
@@ -172,7 +176,7 @@ TileChoice Tuner::lookup(const OpSpec& spec, const Shape& shape, const DeviceCla
   for (const auto& m : matches) {
     const auto& r = db->records()[m.index];
     Tile t;
-    if (!detail::tile_of(r, &t) || !in_space(spec, t, limits, &shape)) continue;
+    if (!detail::tile_of(r, &t) || !detail::fits(spec, t, limits, shape)) continue;
     c.tile = t;
     c.tier = detail::tier_of(m.tier);
     c.detail = fmt::format("record of {} (sm_{}, {} SMs) for {}x{}x{}x{}", r.device, r.arch, r.sm_count, r.B, r.C,
@@ -183,7 +187,7 @@ TileChoice Tuner::lookup(const OpSpec& spec, const Shape& shape, const DeviceCla
   // No exact local record: another node's decision for exactly this key (the cluster tier), if it fits.
   if (auto r = rt::remote_decision(q)) {
     Tile t;
-    if (detail::tile_of(*r, &t) && in_space(spec, t, limits, &shape))
+    if (detail::tile_of(*r, &t) && detail::fits(spec, t, limits, shape))
       return {t, LookupTier::kExact,
               fmt::format("remote decision of {} (sm_{}, {} SMs) for {}x{}x{}x{}", r->device, r->arch, r->sm_count, r->B,
                           r->C, r->H, r->W)};
@@ -213,7 +217,7 @@ TunedKernel Tuner::get(const OpSpec& spec, const Shape& shape, int device) {
   if (wants_tuning && m == TuneMode::kTune) {
     claim = rt::claim_tuning(detail::query_of(spec, shape, device_class(dev)));
     Tile t;
-    if (claim.decision && detail::tile_of(*claim.decision, &t) && in_space(spec, t, dev.limits, &shape))
+    if (claim.decision && detail::tile_of(*claim.decision, &t) && detail::fits(spec, t, dev.limits, shape))
       c = {t, LookupTier::kExact, fmt::format("remote decision of {} (published while this process waited)", claim.decision->device)};
   }
   if (wants_tuning && c.tier != LookupTier::kExact) {

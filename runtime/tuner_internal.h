@@ -25,6 +25,10 @@ std::string now_utc();  // "2026-01-02T03:04:05Z", a record's tuned_at
 // One record per decided result (chosen tile set), merged into the file atomically.
 void record_decisions(const std::string& path, const DeviceClass& dev, const std::vector<KernelTuneResult>& results);
 
+// Whether a recorded tile may run `shape`: a point of its space there, or its default (which the tuner measures
+// and may record even where it is not a point of the space: candidate_order).
+bool fits(const OpSpec& spec, const Tile& t, const DeviceLimits& limits, const Shape& shape);
+
 // The record a decision becomes; the tile of a record (false if an axis name is unknown).
 cache::TuningRecord to_record(const DeviceClass& dev, const KernelTuneResult& r);
 bool tile_of(const cache::TuningRecord& r, Tile* t);

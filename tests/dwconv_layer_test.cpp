@@ -13,7 +13,10 @@
 #include "lkjit/dwconv.h"
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
+#include "cache/tuning_db.h"
+#include "lkjit/tuning.h"
 #include "runtime/op_registry.h"
+#include "tests/test_support.h"
 
 namespace {
 
@@ -229,6 +232,37 @@ TEST(DWConvLayer, PathDecisionsOfACall) {
   // Bad input is the planner's error.
   EXPECT_THAT(spec_error([&] { dwconv_pass_paths(opts(128, 31, 31), 64, 5, 56, lim, false, Layout::kNCHW); }),
               AllOf(HasSubstr("H=5"), HasSubstr("no output")));
+}
+
+// Some depthwise defaults fit the map and are no point of the tile space (a wgrad tile of 56 rows on a 56x56 map):
+// the tuner still measures the default first, and a recorded default is an exact hit, not a miss to retune.
+TEST(DWConvLayer, TheTunerMeasuresAndKeepsADefaultFittedToTheMap) {
+  const auto lim = DeviceLimits::for_arch(90);
+  DWConvOptions o = opts(128, 31, 31);
+  o.dtype = DType::kBF16, o.same = true;
+  const PlannedKernel wg = dwconv_plan(o, 64, 56, 56, lim, true, Layout::kNHWC, DWConvPath::kMma).at(1);
+  ASSERT_EQ(wg.spec.kernel, kDWConvWgradMma);
+  const Tile def = default_tile(wg.spec, wg.shape, lim);
+  ASSERT_FALSE(in_space(wg.spec, def, lim, &wg.shape)) << def.to_string() << " became a point of the space: pick another case";
+  const auto c = tune_candidates(wg.spec, wg.shape, lim);
+  ASSERT_FALSE(c.empty());
+  EXPECT_EQ(c[0], def);
+  EXPECT_EQ(c.size(), enumerate(wg.spec, lim, &wg.shape).size() + 1);
+
+  const lkjit::test::TempDir dir("lkjit-dwconv-default");
+  const DeviceClass cls{"Fake GPU", 90, lim.sm_count};
+  cache::TuningRecord r;
+  r.device = cls.name, r.arch = 90, r.sm_count = cls.sm_count;
+  r.spec = spec_key(wg.spec), r.bucket = bucket_key(wg.shape);
+  r.B = wg.shape.B, r.C = wg.shape.C, r.H = wg.shape.H, r.W = wg.shape.W;
+  for (const auto& [axis, v] : def.axes.entries()) r.tile[axis] = v;
+  cache::TuningDb::save_merged(dir.path() + "/tuning.json", {r});
+  TuneOptions to;
+  to.mode = TuneMode::kCached;
+  to.db_path = dir.path() + "/tuning.json";
+  const TileChoice got = Tuner(to).lookup(wg.spec, wg.shape, cls, lim);
+  EXPECT_EQ(got.tile, def);
+  EXPECT_EQ(got.tier, LookupTier::kExact) << got.detail;
 }
 
 // 63x63 filters of a channel group do not fit an SM twice: kAuto falls back to the direct kernels, a forced

@@ -133,8 +133,9 @@ struct TuneOptions {
   std::function<void(const TuneProgress&)> progress;  // called after each measured batch
 };
 
-// The candidates of spec on shape in the tuner's fixed order: the default first (if valid for the
-// shape), then the rest of enumerate(spec, limits, &shape).
+// The candidates of spec on shape in the tuner's fixed order: the default first (if it runs the shape, also
+// where it is not a point of the space: a default fitted to the map), then the rest of enumerate(spec, limits,
+// &shape).
 std::vector<Tile> tune_candidates(const OpSpec& spec, const Shape& shape, const DeviceLimits& limits);
 // Compiles each tile into the kernel cache on `jobs` threads (0: hardware threads); no GPU needed. A
 // tile rejected for the shape or failing to compile is a result with its reason (tile, status,
@@ -317,7 +318,7 @@ class Tuner {
 
   // The tile by the lookup tiers, without measuring (no GPU): off -> the default; otherwise exact,
   // nearest shape, same compute capability (each re-validated for `shape`: a point of
-  // enumerate(spec, limits, &shape)), then the default. A corrupt database reads as empty (logged).
+  // enumerate(spec, limits, &shape), or the shape's default), then the default. A corrupt database reads as empty (logged).
   TileChoice lookup(const OpSpec& spec, const Shape& shape, const DeviceClass& dev, const DeviceLimits& limits) const;
 
   // The tile per the mode (tune: tunes on a miss, i.e. no exact record; retune: always), compiled and
