@@ -23,6 +23,7 @@
 #include "lkjit/wtconv.h"
 #include "lkjit/wtconv_kernels.h"
 #include "runtime/tune_pass.h"
+#include "tests/fake_pass_device.h"
 #include "tests/test_support.h"
 
 namespace lkjit {
@@ -112,30 +113,7 @@ class FakeHarness : public PassHarness {
   DeviceInfo dev_;
 };
 
-// Fake device calls: compiles succeed, every candidate reports a few registers, the device stays usable
-// unless device_lost.
-struct FakeDevice {
-  int syncs = 0;
-  bool device_lost = false;
-  detail::PassDeviceFns fns() {
-    detail::PassDeviceFns f;
-    f.compile = [](const OpSpec& s, const Tile& t) {
-      CompiledKernel k;
-      k.kernel_name = kernel_name(s, t);
-      return k;
-    };
-    f.resources = [](const CompiledKernel&, int, CandidateResult* r) {
-      r->regs = 64;
-      r->spill_bytes = 0;
-      r->smem_bytes = 0;
-    };
-    f.synchronize = [this] {
-      ++syncs;
-      if (device_lost) throw DriverError("lkjit: error: CUDA_ERROR_ILLEGAL_ADDRESS (sticky)");
-    };
-    return f;
-  }
-};
+using lkjit::test::FakeDevice;
 
 const DeviceLimits kLim = DeviceLimits::for_arch(90);
 const WTConvOptions kOpt{8, 5, 3, DType::kF32, true, 1, 0};

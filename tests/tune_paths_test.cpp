@@ -17,6 +17,7 @@
 #include "lkjit/tuning.h"
 #include "lkjit/wtconv.h"
 #include "runtime/tune_pass.h"
+#include "tests/fake_pass_device.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -90,22 +91,7 @@ class NoCompareHarness : public PathHarness {
   }
 };
 
-struct FakeDevice {
-  bool device_lost = false;
-  detail::PassDeviceFns fns() {
-    detail::PassDeviceFns f;
-    f.compile = [](const OpSpec& s, const Tile& t) {
-      CompiledKernel k;
-      k.kernel_name = kernel_name(s, t);
-      return k;
-    };
-    f.resources = [](const CompiledKernel&, int, CandidateResult*) {};
-    f.synchronize = [this] {
-      if (device_lost) throw DriverError("lkjit: error: CUDA_ERROR_ILLEGAL_ADDRESS (sticky)");
-    };
-    return f;
-  }
-};
+using lkjit::test::FakeDevice;
 
 // Paths "rule" (id 7, the heuristic's), "wide" (id 2) and "tc" (id 5), each a PathHarness of the given time (the
 // tuner owns them: what tests inspect afterwards is in `checks`).
