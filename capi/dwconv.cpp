@@ -130,6 +130,7 @@ int lkjit_dwconv_describe(lkjit_dwconv* h, int64_t B, int64_t H, int64_t W, int 
     for (const auto& pk : plan)
       s += fmt::format("{} tile={} shape={}\n", lkjit::kernel_name(pk.spec, pk.tile), pk.tile.to_string(),
                        pk.shape.to_string());
+    s += fmt::format("path={}\n", lkjit::to_string(lkjit::dwconv_plan_path(plan)));
     *text = lkjit::capi::keep_text(std::move(s));
   });
 }

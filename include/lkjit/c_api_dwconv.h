@@ -41,8 +41,9 @@ LKJIT_API int lkjit_dwconv_backward(lkjit_dwconv* h, const void* x, const int64_
 
 /* Compiles and loads the kernels of a shape (backward too when backward != 0) for the layer's layout. */
 LKJIT_API int lkjit_dwconv_prepare(lkjit_dwconv* h, int64_t B, int64_t H, int64_t W, int backward);
-/* The kernels a shape runs for the layer's layout, one line each: "<kernel_name> tile=<tile> shape=<shape>".
- * arch = 0 plans for the layer's device (needs a GPU); 80, 90, ...: from that arch's table, no GPU needed. */
+/* The kernels a shape runs for the layer's layout, one line each: "<kernel_name> tile=<tile> shape=<shape>", then
+ * "path=<direct|nhwc|mma>". arch = 0 plans for the layer's device (needs a GPU; the path and tiles its tuning
+ * database gives, else the rule's); 80, 90, ...: from that arch's table and the rule, no GPU needed. */
 LKJIT_API int lkjit_dwconv_describe(lkjit_dwconv* h, int64_t B, int64_t H, int64_t W, int backward, int arch,
                                     const char** text);
 /* Device memory the layer owns now (wgrad partials), in bytes. */

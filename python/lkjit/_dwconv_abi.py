@@ -115,7 +115,8 @@ class DWConvLayer:
         _check(self._lib.lkjit_dwconv_prepare(self._h, B, H, W, int(bool(backward))))
 
     def describe(self, B, H, W, backward=False, arch=0):
-        """The kernels a shape runs, one line each; arch 0: this layer's GPU, else that arch's table (no GPU)."""
+        """The kernels a shape runs, one line each, then "path=direct|nhwc|mma"; arch 0: this layer's GPU (its tuning
+        database's path and tiles), else that arch's table and the rule (no GPU)."""
         text = _c.c_char_p()
         _check(self._lib.lkjit_dwconv_describe(self._h, B, H, W, int(bool(backward)), arch_code(arch), _c.byref(text)))
         return text.value.decode()

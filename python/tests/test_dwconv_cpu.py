@@ -213,6 +213,9 @@ def test_library_refusals_through_ctypes():
     lines = text.splitlines()
     assert [ln.split()[0].split("_bf16")[0] for ln in lines[:2]] == ["lkjit_dwconv_dgrad_direct", "lkjit_dwconv_wgrad_direct"]
     assert lines[2].startswith("lkjit_dwconv_wgrad_reduce_w")
+    assert lines[3:] == ["path=direct"]
+    big = DWConvLayer(128, 31, 31, pad_h=15, pad_w=15, dtype="bf16")
+    assert big.describe(64, 56, 56, backward=True, arch=90).splitlines()[-1] == "path=mma"
     assert layer.workspace_bytes() == 0
 
 
