@@ -52,6 +52,25 @@ TEST_F(DWConvCli, PresetsAndSpacesListWithoutAGpu) {
   EXPECT_THAT(r.output, HasSubstr("dwconv_fwd_direct f32 kh=5 kw=5 stride=1 dil=1 sm_90 on 8x32x14x14"));
 }
 
+// tune --paths: the path decision's key and options in --list (no GPU); refused with --kernel, and for an op of one
+// path per problem, before any GPU is asked for.
+TEST_F(DWConvCli, TunePathsListsThePathsAndRefusesWhatItCannotDo) {
+  CommandResult r = run("tune --list --paths --op dwconv --shape 64:128:56:56 -k 31 --dtype bf16 --pass bwd --nhwc --arch sm_90");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("paths of lkjit_pass_dwconv_bwd_bf16_nhwc_k31x31_s1_d1_p15x15_bias_sm90: mma, direct, "
+                                        "nhwc"),
+                              HasSubstr("dwconv_dgrad_mma bf16")));
+  r = run("tune --list --paths --op dwconv --shape 64:96:56:56 -k 7 --arch sm_90");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("_nchw_k7x7_s1_d1_p3x3_bias_sm90: direct ("));
+  r = run("tune --paths --op dwconv --kernel main --shape 8:32:14:14");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("--paths tunes every kernel"), HasSubstr("--kernel main")));
+  r = run("tune --paths --op wtconv --shape 8:32:14:14");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("--paths: wtconv runs one path per problem"), HasSubstr("dwconv")));
+}
+
 TEST_F(DWConvCli, RefusesValuesOutOfRangeAndOtherFamiliesOptions) {
   CommandResult r = run("compile --op dwconv -k 64");
   EXPECT_EQ(r.code, 2) << r.output;

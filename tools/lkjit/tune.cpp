@@ -177,7 +177,14 @@ int list_main(const Problem& p) {
   }
   const auto plan = p.plan(lim);
   const auto sel = parse_selectors(p, plan);
-  std::cout << fmt::format("lkjit tune --list: {}, {}\nplan:", p.to_string(), where);
+  std::cout << fmt::format("lkjit tune --list: {}, {}\n", p.to_string(), where);
+  if (kPaths) {
+    const auto pp = p.op->paths(p.layer, p.dtype, p.backward, lim);
+    std::string names;
+    for (const auto& o : pp->options) names += (names.empty() ? "" : ", ") + o.name;
+    std::cout << fmt::format("paths of {}: {} (the rule's first; the plan below is its)\n", pp->key, names);
+  }
+  std::cout << "plan:";
   for (const auto& pk : plan) std::cout << " " << entry_label(pk) << (selected(sel, pk) ? "" : " (not tuned)");
   std::cout << "\n";
   int compile_failures = 0;
@@ -287,16 +294,21 @@ std::string reproduce_line(const Problem& p) {
   return s;
 }
 
-// --paths: every path's tiles tuned and the tuned passes timed against each other (tune_paths), a table of
-// them, and the chosen path's report for what follows.
-TuneReport tune_path_choice(const Problem& p, const DeviceInfo& dev, const TuneOptions& o) {
+// Before --list and the GPU: --paths tunes every kernel of every path, of an op that has paths.
+void check_paths_options(const Problem& p) {
   if (kKernel != "all")
     throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: tune: --paths tunes every kernel of every path, and "
                                                "--kernel {} picks some; drop one of them", std::string(kKernel)));
-  const auto pp = p.op->paths(p.layer, p.dtype, p.backward, dev.limits);
-  if (!pp)
+  if (!p.op->paths(p.layer, p.dtype, p.backward, DeviceLimits::for_arch(90)))
     throw SpecError(fmt::format("lkjit: error: tune: --paths: {} runs one path per problem; supported: an op with "
                                 "several (dwconv)", p.op->name()));
+}
+
+// --paths: every path's tiles tuned and the tuned passes timed against each other (tune_paths), a table of
+// them, and the chosen path's report for what follows.
+TuneReport tune_path_choice(const Problem& p, const DeviceInfo& dev, const TuneOptions& o) {
+  const auto pp = p.op->paths(p.layer, p.dtype, p.backward, dev.limits);
+  if (!pp) return {};  // check_paths_options refused it
   const PathTuneReport pr = tune_paths(*pp, o);
   std::cout << fmt::format("\npaths of {} (whole pass, tuned tiles, median of {} interleaved runs):\n", pp->key,
                            3 * std::max(1, (o.final_reps + 2) / 3));
@@ -347,6 +359,7 @@ int tune_main() {
   check_progress_mode(kProgress);  // before --list and the GPU
   // An empty path would be no file (or, for --db, the default database): refused, as prewarm's --bundle ''.
   refuse_empty_paths({&kCsv, &kJson, &kPlot, &kDb});
+  if (kPaths) check_paths_options(p);
   if (kList) {
     // Nothing is measured, so a report file would be empty: refused rather than silently not written.
     for (const auto* f : {&kCsv, &kJson, &kPlot})
