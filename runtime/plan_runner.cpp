@@ -82,17 +82,19 @@ void TilePolicy::tune_on_miss(std::vector<PlannedKernel>& plan, const HarnessFac
   }
 }
 
-PathChoice TilePolicy::choose_path(const PassPaths& p, const DeviceInfo& dev) const {
+PathChoice TilePolicy::choose_path(const PassPaths& p, const DeviceInfo& dev, std::vector<PlannedKernel>* tuned) const {
   TuneOptions o = tune_;
   o.mode = mode();
   PathChoice c = lookup_path(p, device_class(dev), o);
   const bool measure = (*o.mode == TuneMode::kTune && c.tier != LookupTier::kExact) || *o.mode == TuneMode::kRetune;
-  if (!measure || p.options.size() < 2) return c;
+  if (!measure || p.options.size() < 2 || !overrides_.empty()) return c;
   const PathTuneReport rep = tune_paths(p, o);
   if (!rep.save_error.empty()) log_line("warning: " + rep.save_error);
   if (!rep.check_failure.empty()) log_line("warning: tune: " + rep.check_failure);
-  for (const auto& r : rep.paths)
+  for (const auto& r : rep.paths) {
     if (!r.failure.empty()) log_line(fmt::format("warning: tune: path {} of {} failed: {}", r.path.name, p.key, r.failure));
+    if (tuned && rep.chosen.tier == LookupTier::kTuned && r.path.id == rep.chosen.path.id) *tuned = r.tiles.plan;
+  }
   return rep.chosen;
 }
 

@@ -45,9 +45,10 @@ class TilePolicy {
   // of `make()`, and sets their tiles. Otherwise, or with nothing to tune, does nothing.
   void tune_on_miss(std::vector<PlannedKernel>& plan, const HarnessFactory& make) const;
   // The pass's path (lkjit/tuning.h, "paths"): the lookup the mode allows; in tune mode without an exact record,
-  // or in retune mode, measured through p.harness and recorded (tune_paths; its tiles' decisions too). A path
-  // whose output disagreed is logged and the heuristic's kept.
-  PathChoice choose_path(const PassPaths& p, const DeviceInfo& dev) const;
+  // or in retune mode, measured through p.harness and recorded (tune_paths; its tiles' decisions too), and then
+  // *tuned (if given) holds the winner's plan with its tuned tiles, which the layer runs as it is (no second
+  // tuning). A layer with tile overrides never measures paths (its pinned tiles are not what tune_paths times).
+  PathChoice choose_path(const PassPaths& p, const DeviceInfo& dev, std::vector<PlannedKernel>* tuned = nullptr) const;
 
  private:
   struct Override {

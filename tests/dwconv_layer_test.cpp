@@ -219,6 +219,9 @@ TEST(DWConvLayer, PathDecisionsOfACall) {
   auto key = [&](DWConvOptions o, bool bwd, Layout act, int arch) {
     return dwconv_pass_paths(o, 64, 56, 56, DeviceLimits::for_arch(arch), bwd, act).key;
   };
+  DWConvOptions even = big;
+  even.kh = even.kw = 4;  // 'same' pads 1 before and 2 after: not explicit padding 1
+  EXPECT_THAT(dwconv_pass_paths(even, 64, 56, 56, lim, false, Layout::kNCHW).key, HasSubstr("_k4x4_s1_d1_p1-2x1-2_bias_"));
   DWConvOptions f16 = big, nobias = big, rect = big, s2 = big, d2 = big, pad = big;
   f16.dtype = DType::kF16, nobias.bias = false, rect.kw = 29;
   s2.same = false, s2.stride = 2, s2.pad_h = s2.pad_w = 15;

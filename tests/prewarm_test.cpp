@@ -321,7 +321,10 @@ TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {
      "bucket": "B64_C128_H56_W56_s1", "shape": [64, 96, 56, 56, 1], "tile": {"planes": 2, "threads": 256, "vy": 2}},
     {"device": "NVIDIA H200", "arch": 90, "sm_count": 132, "spec": "lkjit_wtconv_bwd_lane_bf16_k5_L3_sm90",
      "bucket": "B64_C512_H14_W14_s1", "shape": [64, 384, 14, 14, 1],
-     "tile": {"tile_w": 14, "planes": 32, "threads": 64, "blocks": 6}}]})");
+     "tile": {"tile_w": 14, "planes": 32, "threads": 64, "blocks": 6}},
+    {"device": "NVIDIA H200", "arch": 90, "sm_count": 132,
+     "spec": "lkjit_pass_dwconv_bwd_bf16_nhwc_k31x31_s1_d1_p15x15_bias_sm90", "bucket": "B64_C128_H56_W56_s1",
+     "shape": [64, 128, 56, 56, 1], "tile": {"path": 3}}]})");
   r = run("prewarm --list --arch sm_90 --shapes 1:4:8:8 --k 3 --L 1 --dtypes f32 --passes fwd --tuning-db " + shell_quote(db));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fwd_plane_f16_k5_L3_p2_v2_w256_sm90"),

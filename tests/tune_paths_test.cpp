@@ -1,8 +1,8 @@
 // Path decisions on the CPU (runtime/tune_paths.cpp) with fake passes and device calls: the fastest tuned pass
 // wins and is recorded under the pass key; ties go to the heuristic's path; a faster path whose output disagrees
-// with the heuristic's, or whose check throws, is neither chosen nor recorded; a failing path is a result; a
-// device left unusable is a DriverError; lookups take the database's tiers and skip records naming a path that
-// cannot run here.
+// with the heuristic's, or whose check throws, is not chosen (the heuristic's is, and recorded); a failing path is
+// a result; a device left unusable is a DriverError; lookups stay in the query's shape bucket and skip records
+// naming a path that cannot run here.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -160,10 +160,17 @@ TEST(TunePaths, TheFastestPathIsCheckedAgainstTheHeuristicsThenChosenAndRecorded
   const PathChoice c = looked_up(p, o);
   EXPECT_EQ(c.path.name, "wide");
   EXPECT_EQ(c.tier, LookupTier::kExact);
-  // Another shape of the same key: the nearest record; mode off: the heuristic whatever is recorded.
-  const PathChoice near = looked_up(Paths().make(Shape{8, 8, 32, 32, 1}), o);
-  EXPECT_EQ(near.path.id, 2);
-  EXPECT_EQ(near.tier, LookupTier::kNearestShape);
+  // Another shape bucket of the same key: no decision (paths move with the map size); another device of the arch,
+  // same bucket: its record; mode off: the heuristic whatever is recorded.
+  const PathChoice other = looked_up(Paths().make(Shape{8, 8, 32, 32, 1}), o);
+  EXPECT_EQ(other.path.id, 7);
+  EXPECT_EQ(other.tier, LookupTier::kDefault);
+  EXPECT_THAT(other.detail, HasSubstr("none for this shape bucket"));
+  TuneOptions cached = o;
+  cached.mode = TuneMode::kCached;
+  const PathChoice sibling = lookup_path(p, DeviceClass{"Fake GPU 2", 90, 66}, cached);
+  EXPECT_EQ(sibling.path.id, 2);
+  EXPECT_EQ(sibling.tier, LookupTier::kSameArch);
   EXPECT_EQ(looked_up(p, o, TuneMode::kOff).path.id, 7);
   EXPECT_EQ(looked_up(p, o, TuneMode::kOff).tier, LookupTier::kDefault);
 }
@@ -179,7 +186,7 @@ TEST(TunePaths, ATieGoesToTheHeuristicsPathUnchecked) {
   EXPECT_TRUE(ps.checks.empty());
 }
 
-TEST(TunePaths, AFasterPathThatDisagreesIsNeitherChosenNorRecorded) {
+TEST(TunePaths, AFasterPathThatDisagreesIsNotChosenAndTheHeuristicsIsRecorded) {
   for (bool throws : {false, true}) {
     const TempDir dir("lkjit-tune-paths");
     Paths ps;
@@ -192,11 +199,14 @@ TEST(TunePaths, AFasterPathThatDisagreesIsNeitherChosenNorRecorded) {
     const PassPaths p = ps.make();
     const PathTuneReport rep = detail::tune_paths(p, o, dev.fns());
     EXPECT_EQ(rep.chosen.path.id, 7) << "throws=" << throws;
-    EXPECT_NE(rep.chosen.tier, LookupTier::kTuned);
+    EXPECT_EQ(rep.chosen.tier, LookupTier::kTuned);
+    EXPECT_THAT(rep.chosen.detail, HasSubstr("a faster path disagreed"));
     EXPECT_THAT(rep.check_failure, AllOf(HasSubstr("path wide"), HasSubstr("so rule is kept"),
                                          HasSubstr(throws ? "ILLEGAL_ADDRESS" : "max |err|")));
-    EXPECT_TRUE(rep.db_path.empty());
-    EXPECT_EQ(looked_up(p, o).tier, LookupTier::kDefault) << "nothing recorded";
+    // Recorded as measured, so that the next process does not measure again; never the disagreeing path.
+    const PathChoice c = looked_up(p, o);
+    EXPECT_EQ(c.path.id, 7);
+    EXPECT_EQ(c.tier, LookupTier::kExact);
   }
 }
 
@@ -255,7 +265,7 @@ TEST(TunePaths, LookupsSkipRecordsOfPathsThatCannotRunHere) {
   const PathChoice c = looked_up(p, o);
   EXPECT_EQ(c.path.id, 7);
   EXPECT_EQ(c.tier, LookupTier::kDefault);
-  EXPECT_THAT(c.detail, HasSubstr("none names a path that runs here"));
+  EXPECT_THAT(c.detail, HasSubstr("naming a path that runs here"));
   // A record with another axis is some other decision, never a path.
   r.tile = {{"path", 2}, {"threads", 128}};
   cache::TuningDb::save_merged(o.db_path, {r});

@@ -65,7 +65,8 @@ struct DWConvGradients {
   float* dbias = nullptr;  // (C); written iff options.bias and dw is given (required then)
 };
 
-// Which kernels run a call. kAuto: kMma's kernels where they run and pay (dwconv_mma_pays); otherwise
+// Which kernels run a call. kAuto: the tuning database's path decision for the call (dwconv_pass_paths; measured in
+// tune mode), else this rule: kMma's kernels where they run and pay (dwconv_mma_pays); otherwise
 // the NHWC kernels (lanes x cvec channels a block, vector loads along C) for channels_last activations (x's channel
 // stride 1, C > 1) when their default tile fits the device (the filters of a block's channels fit shared memory),
 // else the direct kernels (a (b, c) plane tile a block, filter and input rows streamed through shared memory),
@@ -168,7 +169,8 @@ class DepthwiseConv {
   void clear_tile_overrides();
   // "compiled", "disk" or "memory": where the last prepare/call found its kernels (the worst of them).
   const std::string& last_origin() const { return last_origin_; }
-  // The path the last prepare/call ran and how it was chosen (tier kOverride: pinned by set_path).
+  // The path the last call ran (prepare with backward: the backward's) and how it was chosen (tier kOverride:
+  // pinned by set_path; kTuned: measured by this call; kExact / kSameArch: a record; kDefault: the rule).
   const PathChoice& last_path() const { return last_path_; }
   size_t workspace_bytes() const;  // device memory the layer owns now (wgrad partials), bytes
 

@@ -262,11 +262,15 @@ std::vector<PlannedKernel> tunable(const std::vector<PlannedKernel>& plan, const
 // kernels) has a decision besides its tiles: which path runs. It is measured and kept like a tile decision: a
 // database record under the pass's key (the problem without its shape) and its input's shape bucket, whose one
 // axis "path" holds the chosen path's id; lookups take the same tiers (exact, nearest shape, same arch, the
-// cluster tier's published decisions) and skip a record naming a path that cannot run here.
+// cluster tier's published decisions) within the query's shape bucket only (which path wins moves with the map
+// size, and a path cannot be re-validated for another shape like a tile), and skip a record naming a path that
+// cannot run here.
 struct PathOption {
   int id = 0;        // stable, recorded: the family's enum value (DWConvPath)
   std::string name;  // "mma"
 };
+// Every pass key starts with this: such records name no kernel (tools that read records as kernels skip them).
+inline constexpr const char kPassKeyPrefix[] = "lkjit_pass_";
 struct PassPaths {
   // "lkjit_pass_dwconv_bwd_bf16_nhwc_k31x31_s1_d1_p15x15_bias_sm90": op, pass, dtype, activation layout and
   // every parameter that changes which path is fastest; a family's paths share one key per problem.
@@ -278,7 +282,7 @@ struct PassPaths {
 };
 struct PathChoice {
   PathOption path;
-  LookupTier tier = LookupTier::kDefault;  // kTuned, kExact, kNearestShape, kSameArch or kDefault
+  LookupTier tier = LookupTier::kDefault;  // kTuned, kExact, kSameArch (another device, same bucket) or kDefault
   std::string detail;                      // which record matched, or why none did
 };
 // The path by the lookup tiers, without measuring (no GPU): mode off (o.mode, else LKJIT_TUNE, else cached),
@@ -294,7 +298,8 @@ struct PathTuneResult {
 struct PathTuneReport {
   std::vector<PathTuneResult> paths;  // in options order
   PathChoice chosen;                  // tier kTuned; the first option when nothing ran
-  // A faster path whose output disagreed with the first path's (check_against): named and why; not chosen.
+  // A faster path whose output disagreed with the first path's (check_against): named and why; not chosen (the
+  // first path is, and recorded).
   std::string check_failure;
   double seconds = 0;
   std::string db_path;     // where the decision was recorded ("" if not saved)
@@ -303,7 +308,9 @@ struct PathTuneReport {
 // Tunes each option's tiles (tune_pass with o, kernel by kernel), then times every tuned pass in 3 interleaved
 // rounds of o.final_reps / 3 runs (at least 1) and takes the fastest by select_best (ties go to the earlier
 // option, so to the heuristic's). A winner other than the first is checked against the first path's output
-// first; one that disagrees, or whose check throws, is not chosen and nothing is recorded. With o.save the
+// first; one that disagrees, or whose check throws, is not chosen: the first path is (recorded as the decision,
+// so that later processes do not measure again). Every path's tile decisions are recorded as tune_pass records
+// them, whichever path wins. With o.save the
 // decision is recorded (and published to the cluster tier where it takes writes). A path that fails to build,
 // tune or run is a result with its reason, never an exception; a device left unusable is a DriverError;
 // SpecError when options is empty or harness is unset.

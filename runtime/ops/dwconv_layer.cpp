@@ -82,23 +82,16 @@ void DepthwiseConv::clear_tile_overrides() {
 }
 size_t DepthwiseConv::workspace_bytes() const { return impl_->scratch.bytes(); }
 
-namespace {
-
-// A pinned path, or kAuto's: the tuning database's decision for the call's key, else the rule.
-PathChoice pinned_or_looked_up(DWConvPath pinned, const PassPaths& p, const DeviceInfo& dev, const rt::TilePolicy& policy) {
-  if (pinned != DWConvPath::kAuto) return {{int(pinned), to_string(pinned)}, LookupTier::kOverride, "set_path"};
-  TuneOptions o = policy.tune_options();
-  o.mode = policy.mode();
-  return lookup_path(p, device_class(dev), o);
-}
-
-}  // namespace
-
 std::vector<PlannedKernel> DepthwiseConv::plan(int64_t B, int64_t H, int64_t W, bool backward) const {
   const DeviceInfo dev = impl_->have_device ? impl_->dev : device_info(opt_.device);
-  const PathChoice path =
-      pinned_or_looked_up(impl_->path, dwconv_pass_paths(opt_, B, H, W, dev.limits, backward, opt_.layout), dev, impl_->policy);
-  auto pl = dwconv_plan(opt_, B, H, W, dev.limits, backward, opt_.layout, DWConvPath(path.path.id));
+  DWConvPath path = impl_->path;
+  if (path == DWConvPath::kAuto) {  // the tuning database's decision for the call's key, else the rule
+    TuneOptions o = impl_->policy.tune_options();
+    o.mode = impl_->policy.mode();
+    path = DWConvPath(lookup_path(dwconv_pass_paths(opt_, B, H, W, dev.limits, backward, opt_.layout), device_class(dev), o)
+                          .path.id);
+  }
+  auto pl = dwconv_plan(opt_, B, H, W, dev.limits, backward, opt_.layout, path);
   impl_->policy.choose(pl, dev);
   return pl;
 }
@@ -114,17 +107,20 @@ const DepthwiseConv::Prepared& DepthwiseConv::prepared(int64_t B, int64_t H, int
     DWConvOptions ho = opt_;
     ho.layout = act;
     Prepared p;
+    std::vector<PlannedKernel> pl;  // the measured winner's plan, when the path was tuned now
     if (impl_->path == DWConvPath::kAuto) {
       PassPaths paths = dwconv_pass_paths(opt_, B, H, W, impl_->dev.limits, backward, act);
       paths.harness = [&](int id) { return make_dwconv_harness(ho, B, H, W, backward, DWConvPath(id)); };
-      p.path = impl_->policy.choose_path(paths, impl_->dev);
+      p.path = impl_->policy.choose_path(paths, impl_->dev, &pl);
     } else {
       p.path = {{int(impl_->path), to_string(impl_->path)}, LookupTier::kOverride, "set_path"};
     }
-    auto pl = dwconv_plan(opt_, B, H, W, impl_->dev.limits, backward, act, DWConvPath(p.path.path.id));
-    impl_->policy.choose(pl, impl_->dev);
-    const DWConvPath path = dwconv_plan_path(pl);
-    impl_->policy.tune_on_miss(pl, [&] { return make_dwconv_harness(ho, B, H, W, backward, path); });
+    if (pl.empty()) {
+      pl = dwconv_plan(opt_, B, H, W, impl_->dev.limits, backward, act, DWConvPath(p.path.path.id));
+      impl_->policy.choose(pl, impl_->dev);
+      const DWConvPath path = dwconv_plan_path(pl);
+      impl_->policy.tune_on_miss(pl, [&] { return make_dwconv_harness(ho, B, H, W, backward, path); });
+    }
     p.kernels = rt::prepare_kernels(pl, opt_.device, "dwconv");
     for (const auto& k : p.kernels) {
       p.origin = p.origin.empty() ? k.origin : rt::worse_origin(p.origin, k.origin);

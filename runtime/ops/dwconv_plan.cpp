@@ -125,9 +125,11 @@ PassPaths dwconv_pass_paths(const DWConvOptions& o, int64_t B, int64_t H, int64_
                             bool backward, Layout act) {
   const DWConvGeometry g = dwconv_geometry(o, B, H, W);
   PassPaths p;
-  p.key = fmt::format("lkjit_pass_dwconv_{}_{}_{}_k{}x{}_s{}_d{}_p{}x{}{}_sm{}", backward ? "bwd" : "fwd",
-                      to_string(o.dtype), act == Layout::kNHWC ? "nhwc" : "nchw", o.kh, o.kw, o.stride, o.dil, g.pad_top,
-                      g.pad_left, o.bias ? "_bias" : "", lim.arch);
+  // Padding as "p<top>x<left>", or "p<top>-<bottom>x<left>-<right>" where a side differs ('same' with an even k).
+  auto pad = [](int a, int b) { return a == b ? std::to_string(a) : fmt::format("{}-{}", a, b); };
+  p.key = fmt::format("{}dwconv_{}_{}_{}_k{}x{}_s{}_d{}_p{}x{}{}_sm{}", kPassKeyPrefix, backward ? "bwd" : "fwd",
+                      to_string(o.dtype), act == Layout::kNHWC ? "nhwc" : "nchw", o.kh, o.kw, o.stride, o.dil,
+                      pad(g.pad_top, g.pad_bottom), pad(g.pad_left, g.pad_right), o.bias ? "_bias" : "", lim.arch);
   p.shape = Shape{B, o.C, H, W, o.stride};
   const DWConvPath first = dwconv_plan_path(dwconv_plan(o, B, H, W, lim, backward, act, DWConvPath::kAuto));
   p.options.push_back({int(first), to_string(first)});

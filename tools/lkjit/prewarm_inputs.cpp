@@ -14,6 +14,7 @@
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
 #include "lkjit/spec.h"
+#include "lkjit/tuning.h"
 #include "support/json_limits.h"
 #include "support/message.h"
 #include "support/read_file.h"
@@ -326,6 +327,8 @@ void parse_tuning_db(const std::string& text, const std::string& path, std::vect
   if (const llvm::json::Array* records = root ? root->getArray("records") : nullptr) {
     for (size_t i = 0; i < records->size(); ++i) {
       const llvm::json::Object* o = (*records)[i].getAsObject();
+      // A path decision (lkjit/tuning.h) names no kernel; the kernels of its path have records of their own.
+      if (auto spec = o ? o->getString("spec") : llvm::None; spec && spec->startswith(kPassKeyPrefix)) continue;
       auto name = o ? record_kernel_name(*o, path, i) : std::nullopt;
       if (!name) throw unknown("a record has no \"spec\" string or no \"tile\" of known axes");
       names.push_back(*name);

@@ -194,9 +194,13 @@ int list_main(const Problem& p) {
     const auto all = full_product(sp);
     const auto cands = tune_candidates(pk.spec, pk.shape, lim);
     const Tile def = default_tile(pk.spec, pk.shape, lim);
-    std::cout << fmt::format("\n{}{} on {}: {} points, {} valid, {} rejected; default {}\n", pk.spec.to_string(),
+    // A default fitted to the map may be no point of the space; the tuner measures it all the same.
+    const bool off_space = std::find(all.begin(), all.end(), def) == all.end();
+    const size_t valid_points = cands.size() - (off_space && !cands.empty() && cands[0] == def ? 1 : 0);
+    std::cout << fmt::format("\n{}{} on {}: {} points, {} valid, {} rejected; default {}{}\n", pk.spec.to_string(),
                              pk.level > 0 ? fmt::format(" level {}", pk.level) : "", pk.shape.to_string(), all.size(),
-                             cands.size(), all.size() - cands.size(), def.to_string());
+                             valid_points, all.size() - valid_points, def.to_string(),
+                             off_space ? " (not a point of the space; measured first)" : "");
     for (const auto& ax : sp.axes) {
       std::string vals;
       for (int v : ax.values) vals += (vals.empty() ? "" : ", ") + std::to_string(v);
@@ -306,10 +310,10 @@ void check_paths_options(const Problem& p) {
 
 // --paths: every path's tiles tuned and the tuned passes timed against each other (tune_paths), a table of
 // them, and the chosen path's report for what follows.
-TuneReport tune_path_choice(const Problem& p, const DeviceInfo& dev, const TuneOptions& o) {
+TuneReport tune_path_choice(const Problem& p, const DeviceInfo& dev, const TuneOptions& o, PathTuneReport* out) {
   const auto pp = p.op->paths(p.layer, p.dtype, p.backward, dev.limits);
   if (!pp) return {};  // check_paths_options refused it
-  const PathTuneReport pr = tune_paths(*pp, o);
+  const PathTuneReport& pr = *out = tune_paths(*pp, o);
   std::cout << fmt::format("\npaths of {} (whole pass, tuned tiles, median of {} interleaved runs):\n", pp->key,
                            3 * std::max(1, (o.final_reps + 2) / 3));
   std::cout << fmt::format("  {:<8} {:>10} {:>10} {:>9}  {}\n", "path", "ms", "default ms", "GB/s", "");
@@ -326,7 +330,7 @@ TuneReport tune_path_choice(const Problem& p, const DeviceInfo& dev, const TuneO
   if (!pr.check_failure.empty()) std::cout << "  not chosen: " << pr.check_failure << "\n";
   std::cout << fmt::format("chosen: {} ({}){}\n", pr.chosen.path.name, pr.chosen.detail,
                            pr.db_path.empty() ? "" : ", recorded in " + pr.db_path);
-  if (!pr.save_error.empty()) std::cout << "warning: " << pr.save_error << "\n";
+  if (!pr.save_error.empty()) std::cout << "path decision not recorded: " << pr.save_error << "\n";
   for (const auto& r : pr.paths)
     if (r.path.id == pr.chosen.path.id) return r.tiles;
   return {};
@@ -382,8 +386,9 @@ int tune_main() {
   print_device(std::cout, dev);
   std::cout << std::flush;
   TuneReport rep;
+  PathTuneReport paths;  // --paths only
   if (kPaths) {
-    rep = tune_path_choice(p, dev, o);
+    rep = tune_path_choice(p, dev, o, &paths);
   } else {
     const std::unique_ptr<PassHarness> harness = p.op->harness(p.layer, p.dtype, p.backward);
     rep = tune_pass(*harness, sel, o);
@@ -399,8 +404,8 @@ int tune_main() {
   if (!kPlot.empty())
     write_file_atomically(kPlot,
                           svg_main_effects(plot_input(rep), fmt::format("lkjit tune: {} on {}", p.to_string(), dev.name)));
-  std::cout << fmt::format("tuning took {:.1f} s\nreproduce: {}\n", rep.seconds, repro);
-  return rep.save_error.empty() ? 0 : static_cast<int>(ErrorCode::kCache);
+  std::cout << fmt::format("tuning took {:.1f} s\nreproduce: {}\n", kPaths ? paths.seconds : rep.seconds, repro);
+  return rep.save_error.empty() && paths.save_error.empty() ? 0 : static_cast<int>(ErrorCode::kCache);
 }
 
 }  // namespace lkjit::tool

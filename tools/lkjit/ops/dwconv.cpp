@@ -138,21 +138,19 @@ class DWConvCli final : public OpCli {
                                   PlanScope scope, std::set<std::string>* notes) const override {
     const DWConvOptions o = options_of(p, dtype);
     if (scope == PlanScope::kProblem) return dwconv_plan(o, p.B, p.H, p.W, lim, backward, o.layout);
-    // Every path a layer may take: direct always (any strides), NHWC where its tiles fit, the tensor-core kernels
-    // where kAuto takes them.
-    auto all = dwconv_plan(o, p.B, p.H, p.W, lim, backward, Layout::kNCHW, DWConvPath::kDirect);
-    try {
-      const auto n = dwconv_plan(o, p.B, p.H, p.W, lim, backward, Layout::kNHWC, DWConvPath::kNhwc);
-      all.insert(all.end(), n.begin(), n.end());
-    } catch (const SpecError&) {
-      if (notes)
-        notes->insert(fmt::format("dwconv NHWC kernels left out for C={} k={}x{} on {}: their filters do not fit", p.C,
-                                  o.kh, o.kw, arch_name(lim.arch)));
-    }
-    for (Layout act : {Layout::kNCHW, Layout::kNHWC}) {
-      const auto a = dwconv_plan(o, p.B, p.H, p.W, lim, backward, act);
-      if (dwconv_plan_path(a) == DWConvPath::kMma) all.insert(all.end(), a.begin(), a.end());
-    }
+    // Every path a layer may take in either layout: a tuned path decision can pick any path that runs the call
+    // (dwconv_pass_paths), not only the rule's.
+    std::vector<PlannedKernel> all;
+    bool nhwc = false;
+    for (Layout act : {Layout::kNCHW, Layout::kNHWC})
+      for (const auto& path : dwconv_pass_paths(o, p.B, p.H, p.W, lim, backward, act).options) {
+        const auto a = dwconv_plan(o, p.B, p.H, p.W, lim, backward, act, DWConvPath(path.id));
+        all.insert(all.end(), a.begin(), a.end());
+        nhwc |= path.id == int(DWConvPath::kNhwc);
+      }
+    if (!nhwc && notes)
+      notes->insert(fmt::format("dwconv NHWC kernels left out for C={} k={}x{} on {}: their filters do not fit", p.C,
+                                o.kh, o.kw, arch_name(lim.arch)));
     return all;
   }
 
