@@ -1,9 +1,12 @@
 // Fake device calls for the tuner's CPU tests (runtime/tune_pass.h: tune_pass and tune_paths with injected
 // device calls): compiles succeed, every candidate reports a few registers, the device stays usable unless
-// device_lost; syncs counts the device checks.
+// device_lost; syncs counts the device checks. And tuning options that measure fake passes quickly.
 #pragma once
+#include <string>
+
 #include "lkjit/error.h"
 #include "lkjit/generator.h"
+#include "lkjit/tuning.h"
 #include "runtime/tune_pass.h"
 
 namespace lkjit::test {
@@ -30,5 +33,19 @@ struct FakeDevice {
     return f;
   }
 };
+
+// Tuning options that measure quickly and deterministically on fake passes: exhaustive, no warm-up, 3 samples a
+// candidate, `final_reps` in the re-measurement rounds, one compile job, decisions saved to `db_path`.
+inline TuneOptions quick_tune_options(const std::string& db_path, int final_reps) {
+  TuneOptions o;
+  o.strategy = TuneStrategy::kExhaustive;
+  o.warmup = 0;
+  o.reps = 3;
+  o.final_reps = final_reps;
+  o.jobs = 1;
+  o.save = true;
+  o.db_path = db_path;
+  return o;
+}
 
 }  // namespace lkjit::test

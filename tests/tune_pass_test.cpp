@@ -139,17 +139,7 @@ Tile other_tile(const PlannedKernel& pk, size_t nth = 1) {
   return c.at(std::min(nth, c.size() - 1));
 }
 
-TuneOptions options(const TempDir& dir) {
-  TuneOptions o;
-  o.strategy = TuneStrategy::kExhaustive;
-  o.warmup = 0;
-  o.reps = 3;
-  o.final_reps = 3;
-  o.jobs = 1;
-  o.save = true;
-  o.db_path = dir.path() + "/tuning.json";
-  return o;
-}
+TuneOptions options(const TempDir& dir) { return lkjit::test::quick_tune_options(dir.path() + "/tuning.json", 3); }
 
 DeviceClass fake_class() { return DeviceClass{"Fake GPU", 90, kLim.sm_count}; }
 

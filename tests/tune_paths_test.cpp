@@ -117,16 +117,7 @@ struct Paths {
   }
 };
 
-TuneOptions options(const TempDir& dir) {
-  TuneOptions o;
-  o.strategy = TuneStrategy::kExhaustive;
-  o.warmup = 0;
-  o.reps = 3;
-  o.final_reps = 6;
-  o.jobs = 1;
-  o.db_path = dir.path() + "/tuning.json";
-  return o;
-}
+TuneOptions options(const TempDir& dir) { return lkjit::test::quick_tune_options(dir.path() + "/tuning.json", 6); }
 
 const DeviceClass kFake{"Fake GPU", 90, kLim.sm_count};
 
