@@ -230,7 +230,10 @@ class DepthwiseConv2d(nn.Module):
     (C)) and initialisation. kernel_size: int or (kh, kw), each in [1, 63]; stride: 1 or 2 (both axes alike);
     dilation: 1..4 (both axes alike); padding: int, (ph, pw) in [0, 1000], 'valid' or 'same' (stride 1);
     padding_mode: 'zeros' only. Anything else raises ValueError naming the value and what is supported.
-    Input (B, C, H, W) float32/float16/bfloat16 on CUDA (or the CPU: PyTorch ops), any dense layout."""
+    Input (B, C, H, W) float32/float16/bfloat16 on CUDA (or the CPU: PyTorch ops), any dense layout. Which kernels
+    run (direct, NHWC or tensor-core: lkjit/dwconv.h, DWConvPath) is the tuning database's path decision for the call
+    (pass, dtype, layout, filter, padding, shape bucket), else lkjit's rule; with LKJIT_TUNE=tune the first call of
+    a shape measures every path and records the fastest (tile decisions too)."""
 
     def __init__(self, channels, kernel_size, stride=1, padding=0, dilation=1, bias=True, padding_mode="zeros",
                  device=None, dtype=None):
