@@ -7,6 +7,8 @@
 
 #include "lkjit/error.h"
 #include "runtime/env.h"
+#include "runtime/remote_tier.h"
+#include "runtime/tuner_internal.h"
 
 namespace lkjit::rt {
 
@@ -88,6 +90,16 @@ PathChoice TilePolicy::choose_path(const PassPaths& p, const DeviceInfo& dev, st
   PathChoice c = lookup_path(p, device_class(dev), o);
   const bool measure = (*o.mode == TuneMode::kTune && c.tier != LookupTier::kExact) || *o.mode == TuneMode::kRetune;
   if (!measure || p.options.size() < 2 || !overrides_.empty()) return c;
+  // One node of a cluster measures each decision: the claim waits for another node's published one, or holds the
+  // key's lease while this one measures (a no-op without the cluster tier), as Tuner::get does for tiles.
+  rt::TuningClaim claim;
+  if (*o.mode == TuneMode::kTune) {
+    claim = rt::claim_tuning(detail::query_of(p, device_class(dev)));
+    if (claim.decision)
+      if (const PathOption* opt = detail::option_of(p, *claim.decision))
+        return {*opt, LookupTier::kExact,
+                fmt::format("remote decision of {} (published while this process waited)", claim.decision->device)};
+  }
   const PathTuneReport rep = tune_paths(p, o);
   if (!rep.save_error.empty()) log_line("warning: " + rep.save_error);
   if (!rep.check_failure.empty()) log_line("warning: tune: " + rep.check_failure);

@@ -48,6 +48,8 @@ class TilePolicy {
   // or in retune mode, measured through p.harness and recorded (tune_paths; its tiles' decisions too), and then
   // *tuned (if given) holds the winner's plan with its tuned tiles, which the layer runs as it is (no second
   // tuning). A layer with tile overrides never measures paths (its pinned tiles are not what tune_paths times).
+  // In tune mode the cluster tier's claim comes first: another node's decision published while this one waits
+  // is taken without measuring.
   PathChoice choose_path(const PassPaths& p, const DeviceInfo& dev, std::vector<PlannedKernel>* tuned = nullptr) const;
 
  private:

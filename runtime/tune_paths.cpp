@@ -21,26 +21,27 @@ void require_options(const PassPaths& p) {
   if (p.options.empty()) throw SpecError(fmt::format("lkjit: error: tune: {} has no path that runs it", p.key));
 }
 
-cache::TuningQuery query_of(const PassPaths& p, const DeviceClass& dev) {
-  return {dev.name, dev.arch, dev.sm_count, p.key, bucket_key(p.shape), p.shape.B, p.shape.C, p.shape.H, p.shape.W,
-          p.shape.stride};
-}
-
-// The option a record names: its only axis is "path" and its id is among the options (else another
-// generator's record, or a path that cannot run here).
-const PathOption* option_of(const PassPaths& p, const cache::TuningRecord& r) {
-  if (r.tile.size() != 1 || r.tile.count(kAxis) == 0) return nullptr;
-  const int id = r.tile.at(kAxis);
-  for (const auto& o : p.options)
-    if (o.id == id) return &o;
-  return nullptr;
-}
+using detail::option_of;
+using detail::query_of;
 
 std::string record_text(const cache::TuningRecord& r, const char* what) {
   return fmt::format("{} of {} (sm_{}, {} SMs) for {}x{}x{}x{}", what, r.device, r.arch, r.sm_count, r.B, r.C, r.H, r.W);
 }
 
 }  // namespace
+
+cache::TuningQuery detail::query_of(const PassPaths& p, const DeviceClass& dev) {
+  return {dev.name, dev.arch, dev.sm_count, p.key, bucket_key(p.shape), p.shape.B, p.shape.C, p.shape.H, p.shape.W,
+          p.shape.stride};
+}
+
+const PathOption* detail::option_of(const PassPaths& p, const cache::TuningRecord& r) {
+  if (r.tile.size() != 1 || r.tile.count(kAxis) == 0) return nullptr;
+  const int id = r.tile.at(kAxis);
+  for (const auto& o : p.options)
+    if (o.id == id) return &o;
+  return nullptr;
+}
 
 std::optional<std::string> PassHarness::check_against(PassHarness&, const std::vector<PlannedKernel>&,
                                                       const std::vector<PlannedKernel>&) {
@@ -102,6 +103,7 @@ PathTuneReport detail::tune_paths(const PassPaths& p, const TuneOptions& o, cons
     rep.paths.push_back({p.options[i], {}, {}, ""});
     try {
       hs[i] = p.harness(p.options[i].id);
+      if (!hs[i]) throw SpecError(fmt::format("lkjit: error: tune: no pass harness for path {}", p.options[i].name));
       rep.paths[i].tiles = detail::tune_pass(*hs[i], {}, inner, fns);
       hs[i]->set_tiles(rep.paths[i].tiles.plan);
       hs[i]->prepare();

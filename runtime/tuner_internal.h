@@ -33,6 +33,11 @@ bool fits(const OpSpec& spec, const Tile& t, const DeviceLimits& limits, const S
 cache::TuningRecord to_record(const DeviceClass& dev, const KernelTuneResult& r);
 bool tile_of(const cache::TuningRecord& r, Tile* t);
 
+// Path decisions (runtime/tune_paths.cpp): the database query of a pass's key and bucket on a device, and the
+// option a record names (its only axis "path" holds an id among p.options), else null.
+cache::TuningQuery query_of(const PassPaths& p, const DeviceClass& dev);
+const PathOption* option_of(const PassPaths& p, const cache::TuningRecord& r);
+
 // budget_s if > 0, else LKJIT_TUNE_BUDGET (SpecError naming the value if it is not a positive number).
 double resolve_budget(double budget_s);
 

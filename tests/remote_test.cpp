@@ -29,8 +29,10 @@
 #include "cache/signing.h"
 #include "cache/tuning_db.h"
 #include "lkjit/cache.h"
+#include "lkjit/error.h"
 #include "lkjit/runtime.h"
 #include "lkjit/wtconv_kernels.h"
+#include "runtime/plan_runner.h"
 #include "runtime/remote_tier.h"
 #include "runtime/tuner_internal.h"
 #include "tests/cubin_fixture.h"
@@ -435,6 +437,70 @@ TEST_F(RemoteStoreTest, TuningClaimsWaitForTheHoldersDecisionOrTakeTheLease) {
     EXPECT_EQ(other->try_lease(lease, "third-node"), RemoteStore::LeaseState::kHeld);
   }
   EXPECT_EQ(cmd(*admin_, {"EXISTS", other->lease_key(lease)}).integer, 0) << "the claim's lease outlived it";
+}
+
+// Path decisions (lkjit/tuning.h) through the tier: a published one is a lookup's exact hit, recording one
+// publishes it, and a layer's tune-mode choice waits for the holder's decision instead of measuring.
+TEST_F(RemoteStoreTest, PathDecisionsArePublishedReadAndClaimed) {
+  ScopedEnv url("LKJIT_REMOTE_CACHE", test_redis().c_str());
+  ScopedEnv write("LKJIT_REMOTE_CACHE_WRITE", "all");
+  ScopedEnv wait("LKJIT_REMOTE_CACHE_WAIT_S", "5");
+  TempDir tmp(kTmpPrefix);
+  PassPaths p;
+  p.key = "lkjit_pass_fake_bwd_bf16_nhwc_sm90";
+  p.shape = Shape{2, 96, 28, 28, 1};
+  p.options = {{3, "mma"}, {1, "direct"}};
+  p.harness = [](int) -> std::unique_ptr<PassHarness> {
+    ADD_FAILURE() << "measured a path another node decided";
+    throw lkjit::SpecError("lkjit: error: test: no harness here");
+  };
+  DeviceInfo info;
+  info.name = "Path Test GPU", info.arch = 90, info.limits = DeviceLimits::for_arch(90);
+  const DeviceClass dev = device_class(info);
+  TuneOptions o;
+  o.mode = TuneMode::kCached;
+  o.db_path = tmp.path() + "/node-a.json";
+  EXPECT_EQ(lookup_path(p, dev, o).tier, LookupTier::kDefault);
+
+  TuningRecord r;
+  r.device = dev.name, r.arch = dev.arch, r.sm_count = dev.sm_count;
+  r.spec = p.key, r.bucket = bucket_key(p.shape);
+  r.B = 2, r.C = 96, r.H = 28, r.W = 28;
+  r.tile = {{"path", 1}};
+  ASSERT_TRUE(put_decision(*store(), r));
+  PathChoice got = lookup_path(p, dev, o);
+  EXPECT_EQ(got.path.name, "direct");
+  EXPECT_EQ(got.tier, LookupTier::kExact);
+  EXPECT_THAT(got.detail, HasSubstr("remote decision of Path Test GPU"));
+
+  // Recording publishes: save_records is what tune_paths records through.
+  cmd(*admin_, {"FLUSHDB"});
+  lkjit::detail::save_records(tmp.path() + "/node-b.json", {r});
+  const TuningQuery q = lkjit::detail::query_of(p, dev);
+  const auto pub = get_decision(*store(), q);
+  ASSERT_TRUE(pub.has_value()) << "a recorded path decision was not published";
+  EXPECT_EQ(pub->tile, r.tile);
+
+  // Tune mode while another node holds the key's lease: the layer's choice waits and takes its decision.
+  cmd(*admin_, {"FLUSHDB"});
+  auto other = store();
+  const std::string lease = "decision:" + decision_key(q);
+  ASSERT_EQ(other->try_lease(lease, "other-node"), RemoteStore::LeaseState::kOwned);
+  std::thread holder([&] {
+    std::this_thread::sleep_for(milliseconds(500));
+    EXPECT_TRUE(put_decision(*other, r));
+    other->release_lease(lease, "other-node");
+  });
+  rt::TilePolicy policy("fake");
+  TuneOptions tune = o;
+  tune.mode = TuneMode::kTune;
+  tune.db_path = tmp.path() + "/node-c.json";
+  policy.set_tune_options(tune);
+  got = policy.choose_path(p, info);
+  holder.join();
+  EXPECT_EQ(got.path.name, "direct");
+  EXPECT_EQ(got.tier, LookupTier::kExact);
+  EXPECT_THAT(got.detail, HasSubstr("published while this process waited"));
 }
 
 // ---- compile_kernel through the tier --------------------------------------------------------------
