@@ -94,7 +94,7 @@ PathChoice TilePolicy::choose_path(const PassPaths& p, const DeviceInfo& dev, st
   // key's lease while this one measures (a no-op without the cluster tier), as Tuner::get does for tiles.
   rt::TuningClaim claim;
   if (*o.mode == TuneMode::kTune) {
-    claim = rt::claim_tuning(detail::query_of(p, device_class(dev)));
+    claim = rt::claim_tuning(detail::query_of(p.key, p.shape, device_class(dev)));
     if (claim.decision)
       if (const PathOption* opt = detail::option_of(p, *claim.decision))
         return {*opt, LookupTier::kExact,

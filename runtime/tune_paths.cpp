@@ -22,18 +22,12 @@ void require_options(const PassPaths& p) {
 }
 
 using detail::option_of;
-using detail::query_of;
 
 std::string record_text(const cache::TuningRecord& r, const char* what) {
   return fmt::format("{} of {} (sm_{}, {} SMs) for {}x{}x{}x{}", what, r.device, r.arch, r.sm_count, r.B, r.C, r.H, r.W);
 }
 
 }  // namespace
-
-cache::TuningQuery detail::query_of(const PassPaths& p, const DeviceClass& dev) {
-  return {dev.name, dev.arch, dev.sm_count, p.key, bucket_key(p.shape), p.shape.B, p.shape.C, p.shape.H, p.shape.W,
-          p.shape.stride};
-}
 
 const PathOption* detail::option_of(const PassPaths& p, const cache::TuningRecord& r) {
   if (r.tile.size() != 1 || r.tile.count(kAxis) == 0) return nullptr;
@@ -57,7 +51,7 @@ PathChoice lookup_path(const PassPaths& p, const DeviceClass& dev, const TuneOpt
     c.detail = "heuristic (database unreadable)";
     return c;
   }
-  const cache::TuningQuery q = query_of(p, dev);
+  const cache::TuningQuery q = detail::query_of(p.key, p.shape, dev);
   const auto matches = db->lookup(q);
   for (const auto& m : matches) {
     const auto& r = db->records()[m.index];
@@ -65,7 +59,7 @@ PathChoice lookup_path(const PassPaths& p, const DeviceClass& dev, const TuneOpt
     // is 81 % idle on 7x7), and unlike a tile a path cannot be re-validated for another shape.
     if (r.bucket != q.bucket) continue;
     if (const PathOption* opt = option_of(p, r)) {
-      c = {*opt, m.tier == cache::MatchTier::kExact ? LookupTier::kExact : LookupTier::kSameArch, record_text(r, "record")};
+      c = {*opt, detail::tier_of(m.tier), record_text(r, "record")};
       if (c.tier == LookupTier::kExact) return c;
       break;
     }
@@ -86,7 +80,6 @@ PathTuneReport detail::tune_paths(const PassPaths& p, const TuneOptions& o, cons
   const auto t0 = std::chrono::steady_clock::now();
   PathTuneReport rep;
   rep.chosen = {p.options.front(), LookupTier::kDefault, "heuristic (no path ran)"};
-  TuneOptions inner = o;  // each path's tile decisions are recorded as tune_pass records them
   std::vector<std::unique_ptr<PassHarness>> hs(p.options.size());
   // A failure leaves the device usable (a launch error) or not (a fault): the latter ends the tuning.
   auto fail = [&](size_t i, const std::string& why) {
@@ -104,7 +97,7 @@ PathTuneReport detail::tune_paths(const PassPaths& p, const TuneOptions& o, cons
     try {
       hs[i] = p.harness(p.options[i].id);
       if (!hs[i]) throw SpecError(fmt::format("lkjit: error: tune: no pass harness for path {}", p.options[i].name));
-      rep.paths[i].tiles = detail::tune_pass(*hs[i], {}, inner, fns);
+      rep.paths[i].tiles = detail::tune_pass(*hs[i], {}, o, fns);  // its tile decisions recorded as usual
       hs[i]->set_tiles(rep.paths[i].tiles.plan);
       hs[i]->prepare();
     } catch (...) {
@@ -178,18 +171,12 @@ PathTuneReport detail::tune_paths(const PassPaths& p, const TuneOptions& o, cons
                             rep.check_failure.empty() ? "" : " (a faster path disagreed)")};
   if (o.save) {
     rep.db_path = o.db_path.empty() ? tuning_db_path() : o.db_path;
-    const DeviceClass dev = device_class(hs[*best]->device());
-    cache::TuningRecord r;
-    r.device = dev.name, r.arch = dev.arch, r.sm_count = dev.sm_count;
-    r.spec = p.key;
-    r.bucket = bucket_key(p.shape);
-    r.B = p.shape.B, r.C = p.shape.C, r.H = p.shape.H, r.W = p.shape.W, r.stride = p.shape.stride;
+    cache::TuningRecord r = detail::new_record(device_class(hs[*best]->device()), p.key, p.shape);
     r.tile[kAxis] = win.path.id;
     r.time_s = win.pass.median_ms * 1e-3;
     r.default_time_s = rep.paths[0].pass.n ? rep.paths[0].pass.median_ms * 1e-3 : 0;
     r.strategy = to_string(o.strategy);
     r.tried = static_cast<int>(p.options.size());
-    r.tuned_at = detail::now_utc();
     try {
       detail::save_records(rep.db_path, {r});
     } catch (const Error& e) {

@@ -48,6 +48,8 @@ std::string utc_now() {
   return buf;
 }
 
+}  // namespace
+
 LookupTier tier_of(cache::MatchTier t) {
   switch (t) {
     case cache::MatchTier::kExact: return LookupTier::kExact;
@@ -56,8 +58,6 @@ LookupTier tier_of(cache::MatchTier t) {
   }
   return LookupTier::kDefault;
 }
-
-}  // namespace
 
 bool fits(const OpSpec& spec, const Tile& t, const DeviceLimits& limits, const Shape& shape) {
   return in_space(spec, t, limits, &shape) || t == default_tile(spec, shape, limits);
@@ -80,25 +80,34 @@ std::shared_ptr<const cache::TuningDb> db_snapshot(const std::string& path) {
   return s.db;
 }
 
-cache::TuningRecord to_record(const DeviceClass& dev, const KernelTuneResult& r) {
+cache::TuningRecord new_record(const DeviceClass& dev, const std::string& key, const Shape& shape) {
   cache::TuningRecord rec;
   rec.device = dev.name;
   rec.arch = dev.arch;
   rec.sm_count = dev.sm_count;
-  rec.spec = spec_key(r.spec);
-  rec.bucket = bucket_key(r.shape);
-  rec.B = r.shape.B, rec.C = r.shape.C, rec.H = r.shape.H, rec.W = r.shape.W, rec.stride = r.shape.stride;
+  rec.spec = key;
+  rec.bucket = bucket_key(shape);
+  rec.B = shape.B, rec.C = shape.C, rec.H = shape.H, rec.W = shape.W, rec.stride = shape.stride;
+  rec.tuned_at = utc_now();
+  return rec;
+}
+
+cache::TuningRecord to_record(const DeviceClass& dev, const KernelTuneResult& r) {
+  cache::TuningRecord rec = new_record(dev, spec_key(r.spec), r.shape);
   for (const auto& [a, v] : r.chosen.axes.entries()) rec.tile[a] = v;
   rec.time_s = r.best_ms * 1e-3;
   rec.default_time_s = r.default_ms * 1e-3;
   rec.strategy = to_string(r.strategy);
   rec.tried = static_cast<int>(r.candidates.size());
-  rec.tuned_at = utc_now();
   return rec;
 }
 
+cache::TuningQuery query_of(const std::string& key, const Shape& shape, const DeviceClass& dev) {
+  return {dev.name, dev.arch, dev.sm_count, key, bucket_key(shape), shape.B, shape.C, shape.H, shape.W, shape.stride};
+}
+
 cache::TuningQuery query_of(const OpSpec& spec, const Shape& shape, const DeviceClass& dev) {
-  return {dev.name, dev.arch, dev.sm_count, spec_key(spec), bucket_key(shape), shape.B, shape.C, shape.H, shape.W, shape.stride};
+  return query_of(spec_key(spec), shape, dev);
 }
 
 bool tile_of(const cache::TuningRecord& r, Tile* t) {
@@ -120,8 +129,6 @@ std::shared_ptr<const cache::TuningDb> usable_db(const std::string& path) {
     return nullptr;
   }
 }
-
-std::string now_utc() { return utc_now(); }
 
 void record_decisions(const std::string& path, const DeviceClass& dev, const std::vector<KernelTuneResult>& results) {
   std::vector<cache::TuningRecord> add;

@@ -20,7 +20,6 @@ std::shared_ptr<const cache::TuningDb> usable_db(const std::string& path);
 
 // Merges records into the file atomically, forgets its snapshot, and publishes them to the cluster tier.
 void save_records(const std::string& path, const std::vector<cache::TuningRecord>& add);
-std::string now_utc();  // "2026-01-02T03:04:05Z", a record's tuned_at
 
 // One record per decided result (chosen tile set), merged into the file atomically.
 void record_decisions(const std::string& path, const DeviceClass& dev, const std::vector<KernelTuneResult>& results);
@@ -29,13 +28,19 @@ void record_decisions(const std::string& path, const DeviceClass& dev, const std
 // and may record even where it is not a point of the space: candidate_order).
 bool fits(const OpSpec& spec, const Tile& t, const DeviceLimits& limits, const Shape& shape);
 
-// The record a decision becomes; the tile of a record (false if an axis name is unknown).
+// A record of `key` (a spec key or a pass key) and shape on dev, stamped now (tuned_at); the record a tile decision
+// becomes; the tile of a record (false if an axis name is unknown).
+cache::TuningRecord new_record(const DeviceClass& dev, const std::string& key, const Shape& shape);
 cache::TuningRecord to_record(const DeviceClass& dev, const KernelTuneResult& r);
 bool tile_of(const cache::TuningRecord& r, Tile* t);
 
-// Path decisions (runtime/tune_paths.cpp): the database query of a pass's key and bucket on a device, and the
-// option a record names (its only axis "path" holds an id among p.options), else null.
-cache::TuningQuery query_of(const PassPaths& p, const DeviceClass& dev);
+// The lookup of `key` (a spec key or a pass key) for shape's bucket on dev; the lookup tier a database match is.
+cache::TuningQuery query_of(const std::string& key, const Shape& shape, const DeviceClass& dev);
+cache::TuningQuery query_of(const OpSpec& spec, const Shape& shape, const DeviceClass& dev);
+LookupTier tier_of(cache::MatchTier t);
+
+// Path decisions (runtime/tune_paths.cpp): the option a record names (its only axis "path" holds an id among
+// p.options), else null.
 const PathOption* option_of(const PassPaths& p, const cache::TuningRecord& r);
 
 // budget_s if > 0, else LKJIT_TUNE_BUDGET (SpecError naming the value if it is not a positive number).

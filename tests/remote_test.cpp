@@ -476,7 +476,7 @@ TEST_F(RemoteStoreTest, PathDecisionsArePublishedReadAndClaimed) {
   // Recording publishes: save_records is what tune_paths records through.
   cmd(*admin_, {"FLUSHDB"});
   lkjit::detail::save_records(tmp.path() + "/node-b.json", {r});
-  const TuningQuery q = lkjit::detail::query_of(p, dev);
+  const TuningQuery q = lkjit::detail::query_of(p.key, p.shape, dev);
   const auto pub = get_decision(*store(), q);
   ASSERT_TRUE(pub.has_value()) << "a recorded path decision was not published";
   EXPECT_EQ(pub->tile, r.tile);
