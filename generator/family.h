@@ -33,6 +33,9 @@ struct KernelDef {
   // Optional: threads per block for __launch_bounds__, where the tile derives them (WBMM: 32 x warps x
   // channels per block); null: the tile's "threads" axis.
   int (*threads)(const OpSpec&, const Tile&) = nullptr;
+  // Optional: blocks per thread-block cluster (sm_90; emitted as __cluster_dims__, so plain launches form
+  // the clusters and the grid must be a multiple of it); null or < 2: none.
+  int (*cluster)(const OpSpec&, const Tile&) = nullptr;
   bool has_dtype = true;  // the generic name prints the dtype
   // Optional: a field printed right after the stem as one of these words for the values 1 and 0
   // (WTConv's level kernels: "first" as "level1" / "levelN"), for parse_kernel_name().

@@ -36,10 +36,12 @@ int64_t plane_smem_floats(const WSpec& s, const WTile& t, const Shape& sh) {
   return round4(f.xs + f.ys + f.levels + ws) * t.planes;
 }
 
-TileSpace plane_space(const WSpec&) {
-  return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
-           {"vy", {1, 2, 4, 8}, "output rows per thread"},
-           {"threads", {32, 64, 128, 256, 512}, "threads per block (threads/planes per plane)"}}};
+TileSpace plane_space(const WSpec& s) {
+  TileSpace sp{{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
+                {"vy", {1, 2, 4, 8}, "output rows per thread"},
+                {"threads", {32, 64, 128, 256, 512}, "threads per block (threads/planes per plane)"}}};
+  if (s.nhwc && s.arch >= 90) sp.axes.push_back({"cluster", plane_cluster_values(), "blocks a cluster (0: none)"});
+  return sp;
 }
 std::optional<std::string> plane_reject(const WSpec& s, const WTile& t, const DeviceLimits& d,
                                         const Shape* sh) {
@@ -52,7 +54,7 @@ LaunchGeometry plane_geometry(const WSpec& s, const WTile& t, const Shape& sh) {
   return plane_geometry_with(s, t, sh, plane_smem_floats);
 }
 std::string fwd_plane_name(const WSpec& s, const WTile& t) {
-  return fmt::format("wtconv_fwd_plane_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+  return fmt::format("wtconv_fwd_plane_{}_k{}_L{}{}_{}", to_string(s.dtype), s.k, s.L, layout_word(s), t.to_string());
 }
 
 // ---- forward, tiled (level + synthesis) -----------------------------------------------------------
@@ -167,6 +169,7 @@ FamilyDef wtconv_family() {
       {"L", 0, kMaxL, 0, "L", "wavelet levels (level kernels: 0, one binary serves every level)",
        fmt::format("L in [0, {}]", kMaxL)},
       {"first", 0, 1, 1, "", "level kernels: 1 reads X in the dtype, 0 an fp32 low band (others: 1)", ""},
+      {"layout", 0, 1, 0, "l", "plane kernels: activations 0 NCHW, 1 channels_last (adds the cluster axis)", ""},
   };
   f.axes = {
       {"tile_h", "t", "output rows per block (tiled kernels)", 1, "tile_w"},
@@ -175,6 +178,8 @@ FamilyDef wtconv_family() {
       {"vy", "v", "output rows per thread (register blocking of the k x k conv)", 2},
       {"threads", "w", "threads per block", 4, "", true},
       {"blocks", "b", "blocks an SM should hold: registers capped to fit them (__launch_bounds__); 0: no cap", 3},
+      {"cluster", "cl", "channels_last plane kernels (sm_90): blocks a thread-block cluster, staging their "
+                        "channels' planes together; 0: none", 5},
   };
   f.kernels = {
       wtconv_kernel<fold_space, fold_reject, fold_default, fold_geometry, fold_cfg, fold_name>(

@@ -12,10 +12,12 @@ int64_t bwd_plane_smem_floats(const WSpec& s, const WTile& t, const Shape& sh) {
   const int64_t wf = round4(int64_t(s.k) * s.k) * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1) / 32;
   return round4(2 * f.xs + 2 * f.ys + f.levels + wf + red + 2) * t.planes;  // + 2: the dX claim counter, flag
 }
-TileSpace bwd_plane_space(const WSpec&) {
-  return {{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
-           {"vy", {1, 2, 4, 8}, "output rows per thread"},
-           {"threads", {32, 64, 128, 256, 512}, "threads per block"}}};
+TileSpace bwd_plane_space(const WSpec& s) {
+  TileSpace sp{{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
+                {"vy", {1, 2, 4, 8}, "output rows per thread"},
+                {"threads", {32, 64, 128, 256, 512}, "threads per block"}}};
+  if (s.nhwc && s.arch >= 90) sp.axes.push_back({"cluster", plane_cluster_values(), "blocks a cluster (0: none)"});
+  return sp;
 }
 std::optional<std::string> bwd_plane_reject(const WSpec& s, const WTile& t, const DeviceLimits& d, const Shape* sh) {
   return plane_reject_with(s, t, d, sh, bwd_plane_smem_floats);
@@ -27,7 +29,7 @@ LaunchGeometry bwd_plane_geometry(const WSpec& s, const WTile& t, const Shape& s
   return plane_geometry_with(s, t, sh, bwd_plane_smem_floats);
 }
 std::string bwd_plane_name(const WSpec& s, const WTile& t) {
-  return fmt::format("wtconv_bwd_plane_{}_k{}_L{}_{}", to_string(s.dtype), s.k, s.L, t.to_string());
+  return fmt::format("wtconv_bwd_plane_{}_k{}_L{}{}_{}", to_string(s.dtype), s.k, s.L, layout_word(s), t.to_string());
 }
 
 // ---- tiled ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 #include "generator/family.h"
 #include "lkjit/wtconv_kernels.h"
+#include "templates/wtconv/cluster_geometry.cuh"
 
 namespace lkjit::gen::wtconv {
 
@@ -24,19 +25,25 @@ struct WSpec {
   int k = 5, L = 0;
   bool first = true;
   int arch = 90;
+  bool nhwc = false;  // plane kernels: channels_last activations (the spec's layout field)
 };
-inline WSpec wspec(const OpSpec& s) { return {s.kernel, s.dtype, s.get("k"), s.get("L"), s.get("first") != 0, s.arch}; }
+inline WSpec wspec(const OpSpec& s) {
+  return {s.kernel, s.dtype, s.get("k"), s.get("L"), s.get("first") != 0, s.arch, s.get("layout") != 0};
+}
 
 struct WTile {
-  int tile_h = 0, tile_w = 0, planes = 0, vy = 0, threads = 0, blocks = 0;
+  int tile_h = 0, tile_w = 0, planes = 0, vy = 0, threads = 0, blocks = 0, cluster = 0;
   operator Tile() const {
-    return Tile::of({{"tile_h", tile_h}, {"tile_w", tile_w}, {"planes", planes}, {"vy", vy}, {"threads", threads},
-                     {"blocks", blocks}});
+    Tile t = Tile::of({{"tile_h", tile_h}, {"tile_w", tile_w}, {"planes", planes}, {"vy", vy}, {"threads", threads},
+                       {"blocks", blocks}});
+    if (cluster) t.set("cluster", cluster);  // (only channels_last plane kernels have the axis)
+    return t;
   }
   std::string to_string() const { return Tile(*this).to_string(); }
 };
 inline WTile wtile(const Tile& t) {
-  return {t.get("tile_h"), t.get("tile_w"), t.get("planes"), t.get("vy"), t.get("threads"), t.get("blocks")};
+  return {t.get("tile_h"), t.get("tile_w"), t.get("planes"), t.get("vy"), t.get("threads"), t.get("blocks"),
+          t.get("cluster")};
 }
 
 // Adapters from the generator's KernelDef signatures to the family's views.
@@ -152,6 +159,32 @@ inline PlaneImageFloats plane_image_floats(const WSpec& s, int vy, const Shape& 
 }
 using PlaneSmemFloats = int64_t (*)(const WSpec&, const WTile&, const Shape&);
 
+// The plane kernels' channels_last mode (templates/wtconv/cluster_nhwc.cuh): a cluster of `cluster` blocks
+// stages and stores the planes of its cluster x planes channels together. Candidates of the axis; only
+// channels_last specs on sm_90+ have it.
+inline std::vector<int> plane_cluster_values() { return {0, 4, 8}; }
+inline std::optional<std::string> plane_cluster_reject(const WSpec& s, const WTile& t, const DeviceLimits& d,
+                                                       const Shape* sh) {
+  if (t.cluster == 0) return std::nullopt;
+  if (!s.nhwc) return fmt::format("cluster={}: only channels_last (layout=1) plane kernels have clusters", t.cluster);
+  if (d.arch < 90) return fmt::format("cluster={} needs sm_90 or newer; {} has no thread-block clusters", t.cluster,
+                                      arch_name(d.arch));
+  if (s.L < 1) return fmt::format("cluster={} needs L >= 1 (the output waits in the level images); L=0", t.cluster);
+  const int esize = s.dtype == DType::kF32 ? 4 : 2;
+  switch (wtc::cluster_reject(t.cluster, t.planes, esize, sh ? sh->C : int64_t(t.cluster) * t.planes)) {
+    case 1: return fmt::format("cluster={} is out of range; supported: a power of two in [2, {}]", t.cluster,
+                               int(wtc::kMaxClusterRanks));
+    case 2: return fmt::format("cluster={} with planes={}: planes must be a power of two", t.cluster, t.planes);
+    case 3: return fmt::format("cluster={} x planes={} channels of {} are {} B a pixel; supported: at least 4 B",
+                               t.cluster, t.planes, to_string(s.dtype), t.cluster * t.planes * esize);
+    case 4: return fmt::format("C={} is not a multiple of the cluster's cluster x planes = {} channels", sh->C,
+                               t.cluster * t.planes);
+    default: break;
+  }
+  if (sh && sh->stride != 1) return fmt::format("cluster={} needs stride 1; stride={}", t.cluster, sh->stride);
+  return std::nullopt;
+}
+
 inline std::optional<std::string> plane_reject_with(const WSpec& s, const WTile& t, const DeviceLimits& d,
                                                     const Shape* sh, PlaneSmemFloats smem_floats) {
   if (auto r = reject_threads(t, d)) return r;
@@ -161,6 +194,7 @@ inline std::optional<std::string> plane_reject_with(const WSpec& s, const WTile&
   if (t.threads / t.planes > 32 && t.planes > 15)
     return fmt::format("planes={} with multi-warp groups exceeds the 15 named barriers", t.planes);
   if (t.vy < 1 || t.vy > 8) return fmt::format("vy={} is out of range; supported: [1, 8]", t.vy);
+  if (auto r = plane_cluster_reject(s, t, d, sh)) return r;
   if (sh) {
     if (sh->H > 1024 || sh->W > 1024) return fmt::format("planes of {}x{} exceed 1024x1024", sh->H, sh->W);
     return reject_smem(smem_floats(s, t, *sh) * 4, d);
@@ -196,6 +230,11 @@ inline WTile plane_default_with(const WSpec& s, const Shape& sh, const DeviceLim
     t.planes *= 2;
     t.threads *= 2;
   }
+  // channels_last on sm_90: clusters of 8 blocks where they can run the layer (else the plain kernel, which
+  // reads channels_last planes one element at a time: callers transpose instead, WTConv::reads_nhwc).
+  WTile c = t;
+  c.cluster = 8;
+  if (s.nhwc && !plane_cluster_reject(s, c, d, &sh)) t = c;
   return t;
 }
 
@@ -217,8 +256,11 @@ inline LaunchGeometry plane_geometry_with(const WSpec& s, const WTile& t, const 
 }
 
 inline std::string plane_cfg(const WSpec& s, const WTile& t) {
-  return base_cfg(s, t) + fmt::format("  static constexpr int planes = {};\n", t.planes);
+  return base_cfg(s, t) + fmt::format("  static constexpr int planes = {}, cluster = {};\n", t.planes, t.cluster);
 }
+inline int plane_cluster(const WSpec&, const WTile& t) { return t.cluster; }
+// "_l1" after the fields for channels_last plane kernels (the layout field's token).
+inline const char* layout_word(const WSpec& s) { return s.nhwc ? "_l1" : ""; }
 
 // A 1-D grid of (b,c) planes x tiles over a rows x cols output (no 65535 limit on planes).
 inline LaunchGeometry tiled_geometry(const Shape& sh, int64_t rows, int64_t cols, const WTile& t, int64_t smem_floats) {
@@ -236,7 +278,8 @@ inline LaunchGeometry tiled_geometry(const Shape& sh, int64_t rows, int64_t cols
 // The fields as OpSpec::to_string() words them: "k=5 L=3", and " first" / " deeper" for the level kernels.
 inline std::string describe_wtconv(const OpSpec& s) {
   const bool level = s.kernel == kWTConvFwdLevel || s.kernel == kWTConvBwdLevel;
-  return fmt::format("k={} L={}{}", s.get("k"), s.get("L"), level ? (s.get("first") ? " first" : " deeper") : "");
+  return fmt::format("k={} L={}{}{}", s.get("k"), s.get("L"), level ? (s.get("first") ? " first" : " deeper") : "",
+                     s.get("layout") ? " nhwc" : "");
 }
 
 // A WTConv kernel: every one has the fields k, L, first, reads WTConvParams and names itself.
@@ -256,6 +299,10 @@ KernelDef wtconv_kernel(const Kernel& k, const char* header, const char* fn) {
   d.cfg_body = text_of<Cfg>;
   d.name_fields = text_of<Name>;
   d.describe = describe_wtconv;
+  if (k == kWTConvFwdPlane || k == kWTConvBwdPlane) {
+    d.fields.push_back("layout");
+    d.cluster = [](const OpSpec& s, const Tile& t) { return plane_cluster(wspec(s), wtile(t)); };
+  }
   if (k == kWTConvFwdLevel || k == kWTConvBwdLevel) {  // "wtconv_fwd_level1_..." / "wtconv_fwd_levelN_..."
     d.glued_field = "first";
     d.glued_words = {"1", "N"};

@@ -1,6 +1,7 @@
 // The kernels of the WTConv family (generator/ops/wtconv*.cpp; templates/wtconv/), and its spec fields:
 // k (odd depthwise kernel size, 1..31), L (wavelet levels, 0..8; level kernels: 0, one binary serves every
-// level) and first (level kernels: 1 reads X in the dtype, 0 an fp32 low band; others 1).
+// level) and first (level kernels: 1 reads X in the dtype, 0 an fp32 low band; others 1); the plane kernels
+// also layout (0 NCHW, 1 channels_last).
 #pragma once
 #include "lkjit/spec.h"
 
@@ -19,13 +20,17 @@ inline const Kernel kWTConvFwdLane{"wtconv_fwd_lane"};       // one or two threa
 inline const Kernel kWTConvBwdLane{"wtconv_bwd_lane"};       // the same for dX and partial gradients (channel-innermost blocks)
 inline const Kernel kWTConvReduceLane{"wtconv_reduce_lane"};  // kWTConvReduce for the lane backward's partials
 
-// A WTConv spec: kernel, dtype, k, L, first, arch (every WTConv kernel has the three fields).
-inline OpSpec wtconv_spec(const Kernel& kernel, DType dtype, int k, int L, bool first = true, int arch = 90) {
+// A WTConv spec: kernel, dtype, k, L, first, arch (every WTConv kernel has the three fields), and for the
+// plane kernels the activations' layout (their fourth field: 1 = channels_last, whose tiles on sm_90 may
+// stage planes through a thread-block cluster; ignored for the other kernels).
+inline OpSpec wtconv_spec(const Kernel& kernel, DType dtype, int k, int L, bool first = true, int arch = 90,
+                          Layout act = Layout::kNCHW) {
   OpSpec s;
   s.kernel = kernel;
   s.dtype = dtype;
   s.arch = arch;
   s.set("k", k).set("L", L).set("first", first ? 1 : 0);
+  if (kernel == kWTConvFwdPlane || kernel == kWTConvBwdPlane) s.set("layout", act == Layout::kNHWC ? 1 : 0);
   return s;
 }
 

@@ -186,7 +186,8 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
   if (path == WTConvPath::kLane && lane_why)
     throw SpecError(fmt::format("lkjit: error: wtconv: the lane path cannot run {} with k={} L={}: {}", sh.to_string(),
                                 o.k, o.L, *lane_why));
-  const OpSpec plane = wtconv_spec(backward ? kWTConvBwdPlane : kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch);
+  const OpSpec plane =
+      wtconv_spec(backward ? kWTConvBwdPlane : kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch, o.layout);
   Tile pt;
   const bool fits = plane_fits(plane, sh, lim, &pt);
   if (path == WTConvPath::kPlane && !fits) {

@@ -25,8 +25,9 @@ constexpr uint64_t kWeightSeed = 42, kCheckSeed = 4242;
 }  // namespace
 
 std::string WTConvTuneProblem::to_string() const {
-  return fmt::format("{} {} {} k={} L={}{}", backward ? "bwd" : "fwd", lkjit::to_string(options.dtype),
-                     shape().to_string(), options.k, options.L, options.bias ? "" : " no-bias");
+  return fmt::format("{} {} {} k={} L={}{}{}", backward ? "bwd" : "fwd", lkjit::to_string(options.dtype),
+                     shape().to_string(), options.k, options.L, options.bias ? "" : " no-bias",
+                     options.layout == Layout::kNHWC ? " nhwc" : "");
 }
 
 PassInfo WTConvTuneProblem::info() const {
@@ -238,9 +239,10 @@ std::pair<WTConvTuneProblem, KernelSelector> wtconv_problem_for(const OpSpec& sp
   p.B = shape.B, p.H = shape.H, p.W = shape.W;
   KernelSelector sel{spec.kernel, 0};
   const Kernel& kn = spec.kernel;
-  if (kn == kWTConvFwdPlane || kn == kWTConvBwdPlane) {
+  if (kn == kWTConvFwdPlane || kn == kWTConvBwdPlane) {  // measured on the layout its spec names
     p.path = WTConvPath::kPlane;
     p.backward = kn == kWTConvBwdPlane;
+    if (spec.get("layout")) p.options.layout = Layout::kNHWC;
   } else if (kn == kWTConvFwdLane || kn == kWTConvBwdLane) {  // measured on the layout it is for
     p.path = WTConvPath::kLane;
     p.options.layout = Layout::kNHWC;

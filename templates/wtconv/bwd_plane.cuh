@@ -9,8 +9,11 @@
 // halos R and vy spare rows, zeroed once: phases write interiors); dys sum_l 4 h_l w_l; wf flipped taps,
 // round4(k*k) per tap set (16-byte aligned: float4 tap loads); red: the db~ warp sums; ctl: 2 ints, the
 // dX claim counter and the chain's done flag (per_plane rounded up to a multiple of 4).
+// With Cfg::cluster > 1 (sm_90) and channels_last activations the cluster stages X and dOut and writes dX for
+// all its channels (cluster_nhwc.cuh); dX waits, dense, in ys (dead after the chain; 4 h_1 w_1 >= H W floats).
 #pragma once
 #include "wtconv/bwd_common.cuh"
+#include "wtconv/cluster_nhwc.cuh"
 #include "wtconv/plane_common.cuh"
 
 namespace lkjit {
@@ -63,10 +66,34 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
 
   // 1. Zero the images (halos included), then one round trip: the interiors of X and of the scattered
   // dOut G (zeros between dOut's samples for stride > 1), and every tap, flipped.
+  constexpr bool kCluster = Cfg::cluster > 1;
+  bool native = false;  // the cluster's channels_last mode, where the activations allow it (every block agrees)
+  if constexpr (kCluster)
+    native = p.stride == 1 && PlaneCluster<Cfg>::reads(static_cast<const T*>(p.x), p.x_st) &&
+             PlaneCluster<Cfg>::reads(static_cast<const T*>(p.g), p.g_st) &&
+             PlaneCluster<Cfg>::reads(static_cast<const T*>(p.out), p.out_st);
   zero_floats<GT>(t, xs, 2 * lay.xs_size + 2 * lay.ys_size);
   if (t == 0) ctl[0] = 0, ctl[1] = 0;
-  g.sync();
-  {
+  if constexpr (kCluster) {
+    if (native) cluster_sync();  // every block's images are zero before any block stages into them
+    else g.sync();
+  } else {
+    g.sync();
+  }
+  if constexpr (kCluster) {
+    if (native) {
+      const PlaneCluster<Cfg> pc(p.C);
+      const T* const src[] = {static_cast<const T*>(p.x) + pc.base(p.x_st), static_cast<const T*>(p.g) + pc.base(p.g_st)};
+      const long long st[2][4] = {{p.x_st[0], p.x_st[1], p.x_st[2], p.x_st[3]},
+                                  {p.g_st[0], p.g_st[1], p.g_st[2], p.g_st[3]}};
+      const int region[] = {0, lay.xs_size};
+      cluster_stage<Cfg, R>(pc, reinterpret_cast<float*>(smem4), lay.per_plane, region, lay.xs_pitch, H, W, src, st);
+    }
+  }
+  if (native) {
+    pdl_wait();
+    load_channel_taps<GT, K, Cfg::L>(t, p.wfold, p.C, c, [&](int j, int i, float v) { wf[j * KK4 + (KK - 1 - i)] = v; });
+  } else {
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
     const T* __restrict__ go = static_cast<const T*>(p.g) + act_plane(p.g_st, plane, p.C);
     const int Ho = p.H_out, Wo = p.W_out, S = p.stride;
@@ -91,7 +118,12 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     load_channel_taps<GT, K, Cfg::L>(t, p.wfold, p.C, c,  // each k x k flipped
                                      [&](int j, int i, float v) { wf[j * KK4 + (KK - 1 - i)] = v; });
   }
-  g.sync();
+  if constexpr (kCluster) {
+    if (native) cluster_sync();  // the other blocks' stores into this one's xs and gs are done
+    else g.sync();
+  } else {
+    g.sync();
+  }
 
   // Warp specialisation: the level chain (phases 2-3) is a sequence of short phases whose barriers idle
   // most of a large group, and the base wgrad needs only X and G. So in groups of 2+ warps the first GA
@@ -231,7 +263,22 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       conv_strip<K, V, true>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
     }
     if (Cfg::L >= 1) add_level1_synth<V>(acc, dys, w1, hw1, y0, x0, 1, H);
-    store_strip<V>(dx, da, y0, x0, H, acc);
+    if (native) {
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        if (y0 + v < H) ys[(y0 + v) * W + x0] = acc[v];
+    } else {
+      store_strip<V>(dx, da, y0, x0, H, acc);
+    }
+  }
+  if constexpr (kCluster) {
+    if (native) {
+      const PlaneCluster<Cfg> pc(p.C);
+      cluster_sync();  // every group's dX is in its ys
+      cluster_store(pc, reinterpret_cast<const float*>(smem4), lay.per_plane, 2 * lay.xs_size, H, W,
+                    static_cast<T*>(p.out) + pc.base(p.out_st), p.out_st);
+      cluster_sync();  // no block leaves (or reuses its shared memory) while another reads it
+    }
   }
   if (kBWarps == 0)
     wgrad_sets<K, true>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);

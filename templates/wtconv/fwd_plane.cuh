@@ -10,7 +10,10 @@
 //   zs sum_l 4 h_l w_l                  Z_l
 //   ws round4(k*k+1) + 4L round4(k*k)   W~0 and b~, then W~_1..L one 16-byte aligned subband each (float4
 //                                       tap loads); per_plane rounded up to a multiple of 4
+// With Cfg::cluster > 1 (sm_90) and channels_last activations the cluster stages X and writes out for all its
+// channels (cluster_nhwc.cuh); out waits, dense, in ys (dead after phase 3; 4 h_1 w_1 >= H W floats).
 #pragma once
+#include "wtconv/cluster_nhwc.cuh"
 #include "wtconv/plane_common.cuh"
 
 namespace lkjit {
@@ -44,19 +47,45 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   float* zs = ys + lay.ys_size;
   float* ws = zs + lay.levels_size;  // [W~0 | b~ | W~_1 | ... | W~_L], subbands KK4 apart
 
+  // The cluster's channels_last mode, where the activations allow it (the same answer in every block).
+  constexpr bool kCluster = Cfg::cluster > 1;
+  bool native = false;
+  if constexpr (kCluster)
+    native = p.stride == 1 && PlaneCluster<Cfg>::reads(static_cast<const T*>(p.x), p.x_st) &&
+             PlaneCluster<Cfg>::reads(static_cast<const T*>(p.out), p.out_st);
+
   // 1. Zero the images (halos included), then every global read in one round trip: the plane's interior
   // and all taps.
   zero_floats<GT>(t, xs, lay.xs_size + lay.ys_size);
-  g.sync();
+  if constexpr (kCluster) {
+    if (native) cluster_sync();  // every block's images are zero before any block stages into them
+    else g.sync();
+  } else {
+    g.sync();
+  }
   {
+    if constexpr (kCluster) {
+      if (native) {
+        const PlaneCluster<Cfg> pc(p.C);
+        const T* const src[] = {static_cast<const T*>(p.x) + pc.base(p.x_st)};
+        const long long st[1][4] = {{p.x_st[0], p.x_st[1], p.x_st[2], p.x_st[3]}};
+        const int region[] = {0};
+        cluster_stage<Cfg, R>(pc, reinterpret_cast<float*>(smem4), lay.per_plane, region, lay.xs_pitch, H, W, src, st);
+      }
+    }
     const T* __restrict__ x = static_cast<const T*>(p.x) + act_plane(p.x_st, plane, p.C);
-    stage_act_widest<GT, R, 16>(t, xs, lay.xs_pitch, H, W, x, p.x_st);
+    if (!native) stage_act_widest<GT, R, 16>(t, xs, lay.xs_pitch, H, W, x, p.x_st);
     pdl_wait();  // the fold launched just before, if any (run_list): its taps are read next
     load_channel_taps<GT, K, Cfg::L>(t, p.wfold, p.C, c,
                                      [&](int j, int i, float v) { ws[j == 0 ? i : W1 + (j - 1) * KK4 + i] = v; });
     if (t == 0) ws[KK] = __ldg(p.wfold + fold_bias(p.C, c, KK));
   }
-  g.sync();
+  if constexpr (kCluster) {
+    if (native) cluster_sync();  // the other blocks' stores into this one's xs are done
+    else g.sync();
+  } else {
+    g.sync();
+  }
 
   // 2. Haar chain, fine to coarse: Y_l = Haar(LL of level l-1), each level into its own image.
   {
@@ -140,7 +169,22 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
       }
     }
     if (Cfg::L >= 1) add_level1_synth<V>(acc, zs, w1, hw1, oy0, ox * S, S, Ho);
-    store_strip<V>(out, oa, oy0, ox, Ho, acc);
+    if (native) {
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        if (oy0 + v < Ho) ys[(oy0 + v) * Wo + ox] = acc[v];
+    } else {
+      store_strip<V>(out, oa, oy0, ox, Ho, acc);
+    }
+  }
+  if constexpr (kCluster) {
+    if (native) {
+      const PlaneCluster<Cfg> pc(p.C);
+      cluster_sync();  // every group's output is in its ys
+      cluster_store(pc, reinterpret_cast<const float*>(smem4), lay.per_plane, lay.xs_size, Ho, Wo,
+                    static_cast<T*>(p.out) + pc.base(p.out_st), p.out_st);
+      cluster_sync();  // no block leaves while another reads its shared memory
+    }
   }
 }
 

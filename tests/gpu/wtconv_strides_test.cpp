@@ -27,11 +27,12 @@ namespace lkjit::testing {
 namespace {
 
 // Memory order of one activation tensor.
-enum class Mem { kNCHW, kNHWC, kPadded, kPadded8, kPadded4, kShifted, kShifted2, kShifted4, kSliced, kCropped };
+enum class Mem { kNCHW, kNHWC, kPadded, kPadded8, kPadded4, kShifted, kShifted2, kShifted4, kSliced, kSliced8, kCropped };
 const char* mem_name(Mem m) {
   switch (m) {
     case Mem::kNHWC: return "nhwc";
     case Mem::kSliced: return "sliced";
+    case Mem::kSliced8: return "sliced8";
     case Mem::kCropped: return "cropped";
     case Mem::kPadded: return "padded";
     case Mem::kPadded8: return "padded8";
@@ -60,6 +61,8 @@ struct Dims {
 // kSliced: channels C+1 .. 2C of a channels_last tensor of 2C+3 channels (x[:, C+1:2C+1] of a PyTorch
 // channels_last tensor): channel stride 1, pixels 2C+3 apart. kCropped: the (1, 2) .. (h, w+1) window of a
 // channels_last tensor of (h+2) x (w+3) pixels: dense pixels, rows (w+3)*C apart, gaps around every plane.
+// kSliced8: channels 8 .. C+7 of a channels_last tensor of C+16 channels (aligned runs of channels, gaps
+// between pixels: the plane kernels' cluster mode reads it in place, kSliced's odd offset it cannot).
 struct Placement {
   std::array<int64_t, 4> st;
   int64_t elems;
@@ -89,6 +92,10 @@ Placement placement(Mem m, const Dims& d) {
     case Mem::kSliced: {
       const int64_t ct = 2 * d.C + 3;
       return {{d.h * d.w * ct, 1, d.w * ct, ct}, d.B * d.h * d.w * ct, d.C + 1};
+    }
+    case Mem::kSliced8: {
+      const int64_t ct = d.C + 16;
+      return {{d.h * d.w * ct, 1, d.w * ct, ct}, d.B * d.h * d.w * ct, 8};
     }
     case Mem::kCropped: {
       const int64_t hp = d.h + 2, wp = d.w + 3;
@@ -178,10 +185,12 @@ WTConvOptions layer_options(const Problem& pb, DType dt, WTConvPath path) {
   return o;
 }
 
+// tile: where given, the plane kernel's tile (an override).
 ReadBack run_forward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
-                     const std::vector<float>& x, Mem mx, Mem mout) {
+                     const std::vector<float>& x, Mem mx, Mem mout, const Tile* tile = nullptr) {
   WTConv layer(layer_options(pb, dt, path));
   layer.set_path(path);
+  if (tile) layer.set_tile_override(kWTConvFwdPlane, 0, *tile);
   auto dp = upload_params(params);
   layer.set_weights(dp.weights);
   const Placement px = placement(mx, in_dims(pb)), po = placement(mout, out_dims(pb));
@@ -202,9 +211,11 @@ struct BwdResult {
 };
 
 BwdResult run_backward(const Problem& pb, DType dt, WTConvPath path, const ref::WTConvParams& params,
-                       const std::vector<float>& x, const std::vector<float>& g, Mem mx, Mem mg, Mem mdx) {
+                       const std::vector<float>& x, const std::vector<float>& g, Mem mx, Mem mg, Mem mdx,
+                       const Tile* tile = nullptr) {
   WTConv layer(layer_options(pb, dt, path));
   layer.set_path(path);
+  if (tile) layer.set_tile_override(kWTConvBwdPlane, 0, *tile);
   auto dp = upload_params(params, /*with_grads=*/true);
   layer.set_weights(dp.weights);
   const Placement px = placement(mx, in_dims(pb)), pg = placement(mg, out_dims(pb)), pdx = placement(mdx, in_dims(pb));
@@ -422,6 +433,117 @@ TEST_P(WTConvLaneStrided, BackwardMatchesFloat64ReferenceAndTheDenseRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, WTConvLaneStrided, ::testing::ValuesIn(lane_params()), lane_param_name);
+
+// ---- the plane kernels' channels_last cluster mode (sm_90) ----
+
+// Problems with C a multiple of the clusters' channels (8 or 16): odd extents, a tiny map, batch 1, a
+// 56x56 L = 5 plane (WTConvNeXt-T's first stage), L up to 6, k 3 to 7, with and without bias.
+struct ClusterCase {
+  Problem pb;
+  int planes, cluster;  // the plane tile's groups a block and blocks a cluster
+};
+std::vector<ClusterCase> cluster_cases() {
+  return {{{2, 16, 13, 27, 5, 3, 1, true}, 1, 8}, {{2, 16, 13, 27, 5, 3, 1, true}, 2, 4},
+          {{3, 8, 5, 3, 3, 2, 1, false}, 1, 8},   {{3, 8, 5, 3, 3, 2, 1, false}, 2, 4},
+          {{1, 32, 28, 28, 5, 4, 1, true}, 2, 8}, {{1, 16, 56, 56, 5, 5, 1, true}, 1, 8},
+          {{2, 24, 9, 64, 7, 6, 1, true}, 1, 4}};
+}
+
+// Case, dtype, and the memory order of x, of dOut and of out / dX: dense channels_last and aligned slices and
+// crops of it (read and written in place), and mixes with NCHW or an odd slice, where the kernel falls back
+// to element-wise staging (one plane per block).
+using ClusterParam = std::tuple<ClusterCase, DType, Mem, Mem, Mem>;
+
+std::vector<ClusterParam> cluster_params() {
+  const std::vector<std::array<Mem, 3>> layouts = {{Mem::kNHWC, Mem::kNHWC, Mem::kNHWC},
+                                                   {Mem::kSliced8, Mem::kCropped, Mem::kSliced8},
+                                                   {Mem::kNHWC, Mem::kSliced, Mem::kNCHW}};
+  std::vector<ClusterParam> v;
+  for (const auto& c : cluster_cases())
+    for (const auto& m : layouts)
+      for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) v.emplace_back(c, dt, m[0], m[1], m[2]);
+  return v;
+}
+
+std::string cluster_param_name(const ::testing::TestParamInfo<ClusterParam>& i) {
+  const auto& [c, dt, mx, mg, mo] = i.param;
+  return fmt::format("{}_p{}_cl{}_x{}_dout{}_out{}", problem_name(c.pb, dt, WTConvPath::kPlane), c.planes, c.cluster,
+                     mem_name(mx), mem_name(mg), mem_name(mo));
+}
+
+class WTConvPlaneCluster : public GpuTestP<ClusterParam> {
+ protected:
+  void SetUp() override {
+    GpuTestP<ClusterParam>::SetUp();
+    if (IsSkipped()) return;
+    if (device_info(0).arch < 90) GTEST_SKIP() << "thread-block clusters need sm_90";
+  }
+  // The case's tile: two warps a plane, strips of 4 rows; with the cluster or (cluster = 0) without.
+  static Tile tile(const ClusterCase& c, int cluster) {
+    Tile t = wtconv_tile(0, 0, c.planes, 4, 64 * c.planes);
+    if (cluster) t.set("cluster", cluster);
+    return t;
+  }
+};
+
+TEST_P(WTConvPlaneCluster, ForwardMatchesFloat64ReferenceAndThePlainKernelBitForBit) {
+  const auto& [c, dt, mx, mg, mo] = GetParam();
+  const Problem& pb = c.pb;
+  const uint64_t seed = 83;  // parameters; the input seed + 1
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
+  const auto x = random_tensor(size_t(in_dims(pb).numel()), dt, seed + 1);
+  const Tile with = tile(c, c.cluster), without = tile(c, 0);
+  const auto got = run_forward(pb, dt, WTConvPath::kPlane, params, x, mx, mo, &with);
+  EXPECT_EQ(got.gap_bytes_written, 0) << "the cluster forward wrote into gaps of out";
+  EXPECT_EQ(got.guard_bytes_changed, 0) << "the cluster forward wrote past out";
+  const auto want = ref::wtconv_forward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params, 1);
+  const auto cmp = compare(got.v, want, tolerance(dt));
+  EXPECT_TRUE(cmp.ok) << cmp.to_string();
+  EXPECT_TRUE(got.bits == run_forward(pb, dt, WTConvPath::kPlane, params, x, Mem::kNCHW, Mem::kNCHW, &without).bits)
+      << "out differs from the plain kernel's on NCHW";
+}
+
+TEST_P(WTConvPlaneCluster, BackwardMatchesFloat64ReferenceAndThePlainKernelBitForBit) {
+  const auto& [c, dt, mx, mg, mo] = GetParam();
+  const Problem& pb = c.pb;
+  const uint64_t seed = 89;  // parameters; the input seed + 1, the output gradient seed + 2
+  SCOPED_TRACE(seed_note(seed));
+  const auto params = random_params(int(pb.C), pb.k, pb.L, pb.bias, seed);
+  const auto x = random_tensor(size_t(in_dims(pb).numel()), dt, seed + 1);
+  const auto g = random_tensor(size_t(in_dims(pb).numel()), dt, seed + 2);
+  const Tile with = tile(c, c.cluster), without = tile(c, 0);
+  const auto r = run_backward(pb, dt, WTConvPath::kPlane, params, x, g, mx, mg, mo, &with);
+  EXPECT_EQ(r.dx.gap_bytes_written, 0) << "the cluster backward wrote into gaps of dX";
+  EXPECT_EQ(r.dx.guard_bytes_changed, 0) << "the cluster backward wrote past dX";
+  EXPECT_EQ(r.grad_guards, "") << "the cluster backward wrote past a gradient";
+  const auto want = ref::wtconv_backward(std::vector<double>(x.begin(), x.end()), {pb.B, pb.C, pb.H, pb.W}, params,
+                                         std::vector<double>(g.begin(), g.end()), 1);
+  const auto cmp = compare(r.dx.v, want.dx, tolerance(dt));
+  EXPECT_TRUE(cmp.ok) << "dX: " << cmp.to_string();
+  expect_grads_close(r, want, pb, dt);
+  const auto plain = run_backward(pb, dt, WTConvPath::kPlane, params, x, g, Mem::kNCHW, Mem::kNCHW, Mem::kNCHW, &without);
+  EXPECT_TRUE(r.dx.bits == plain.dx.bits) << "dX differs from the plain kernel's on NCHW";
+  EXPECT_TRUE(same_bits(r.grads.base_w, plain.grads.base_w));
+  for (int l = 0; l < pb.L; ++l) EXPECT_TRUE(same_bits(r.grads.level_w[l], plain.grads.level_w[l])) << "level " << l;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiles, WTConvPlaneCluster, ::testing::ValuesIn(cluster_params()), cluster_param_name);
+
+// A channels_last layer reads its activations in place where the default tile clusters (C a multiple of 8
+// on sm_90, stride 1, L >= 1), and says so; elsewhere it does not.
+class WTConvClusterDefault : public GpuTest {};
+
+TEST_F(WTConvClusterDefault, ChannelsLastPlanesClusterOnSm90) {
+  if (device_info(0).arch < 90) GTEST_SKIP() << "thread-block clusters need sm_90";
+  WTConv a({96, 5, 5, DType::kBF16, true, 1, 0}), b({90, 5, 5, DType::kBF16, true, 1, 0}),
+      s({96, 5, 3, DType::kBF16, true, 2, 0});
+  for (bool bwd : {false, true}) {
+    EXPECT_TRUE(a.reads_nhwc(64, 56, 56, bwd)) << bwd;
+    EXPECT_FALSE(b.reads_nhwc(64, 56, 56, bwd)) << "C=90 is no multiple of 8; " << bwd;
+    EXPECT_FALSE(s.reads_nhwc(4, 56, 56, bwd)) << "stride 2; " << bwd;
+  }
+}
 
 // ---- wtconv_transpose: layout copies, bit for bit ----
 
