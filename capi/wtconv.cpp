@@ -171,16 +171,6 @@ int lkjit_wtconv_runs_lane(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int
   });
 }
 
-int lkjit_wtconv_reads_nhwc(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int* direct) {
-  return guarded([&] {
-    require_handle(h, "lkjit_wtconv_reads_nhwc");
-    if (!direct) throw lkjit::SpecError("lkjit: error: lkjit_wtconv_reads_nhwc: direct is null");
-    std::lock_guard<std::mutex> lock(h->mu);
-    lkjit::set_current_device(h->layer.options().device);
-    *direct = h->layer.reads_nhwc(B, H, W, backward != 0) ? 1 : 0;
-  });
-}
-
 int lkjit_wtconv_describe(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int arch,
                           const char** text) {
   return guarded([&] {

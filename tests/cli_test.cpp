@@ -428,7 +428,7 @@ TEST_F(Cli, HelpListsEachOpsOptionsUnderItsName) {
     EXPECT_THAT(r.output.substr(core, op - core), AllOf(HasSubstr("--op="), Not(HasSubstr("-k=")))) << sub;
     EXPECT_THAT(r.output.substr(op), AllOf(HasSubstr("-k=<k>"), HasSubstr("(wtconv: odd"), Not(HasSubstr("--op=")))) << sub;
   }
-  EXPECT_THAT(run("compile --help").output, AllOf(HasSubstr("--deeper"), HasSubstr("wtconv: tile_h,tile_w,planes,vy,threads[,blocks]")));
+  EXPECT_THAT(run("compile --help").output, AllOf(HasSubstr("--deeper"), HasSubstr("wtconv: tile_h,tile_w,planes,vy,threads[,blocks,cluster]")));
   EXPECT_THAT(run("prewarm --help").output, HasSubstr("wtconvnext-b (wtconv: "));
 }
 

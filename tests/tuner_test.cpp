@@ -145,7 +145,9 @@ TEST(TileAxes, GetAndSetByName) {
     EXPECT_EQ(tile_axis_names()[i], wt[i].name);
     EXPECT_TRUE(set_tile_axis(t, tile_axis_names()[i], int(i) + 1));
   }
-  EXPECT_EQ(t, (wtconv_tile(1, 2, 3, 4, 5, 6)));
+  Tile want = wtconv_tile(1, 2, 3, 4, 5, 6);
+  want.set("cluster", 7);
+  EXPECT_EQ(t, want);
   for (size_t i = 0; i < wt.size(); ++i) EXPECT_EQ(tile_axis(t, tile_axis_names()[i]), int(i) + 1);
   EXPECT_FALSE(set_tile_axis(t, "warps", 4));
   EXPECT_EQ(tile_axis(t, "warps"), 0);

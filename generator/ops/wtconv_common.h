@@ -230,8 +230,9 @@ inline WTile plane_default_with(const WSpec& s, const Shape& sh, const DeviceLim
     t.planes *= 2;
     t.threads *= 2;
   }
-  // channels_last on sm_90: clusters of 8 blocks where they can run the layer (else the plain kernel, which
-  // reads channels_last planes one element at a time: callers transpose instead, WTConv::reads_nhwc).
+  // channels_last on sm_90: clusters of 8 blocks where they can run the layer; the plain kernel reads
+  // channels_last planes one element at a time (H200, bf16 WTConvNeXt-T 56x56 and 28x28 passes: 1.2-1.5x
+  // slower than clusters of 8; bench/RESULTS.md section 13).
   WTile c = t;
   c.cluster = 8;
   if (s.nhwc && !plane_cluster_reject(s, c, d, &sh)) t = c;

@@ -78,12 +78,6 @@ LKJIT_API int lkjit_wtconv_prepare(lkjit_wtconv* h, int64_t B, int64_t H, int64_
  * the layer's GPU. */
 LKJIT_API int lkjit_wtconv_runs_lane(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int* lane);
 
-/* *direct = 1 when NHWC activations of this shape are read and written in place by the forward (backward = 0)
- * or backward pass with the tiles it runs now: a lane kernel, or a plane kernel whose tile stages channels_last
- * planes through a thread-block cluster (sm_90); else 0, where callers do better to copy to NCHW and back
- * (lkjit_wtconv_transpose). Plans for the layer's GPU. */
-LKJIT_API int lkjit_wtconv_reads_nhwc(lkjit_wtconv* h, int64_t B, int64_t H, int64_t W, int backward, int* direct);
-
 /* The kernels a shape runs, one line each: "<kernel_name> tile=<tile> shape=<shape>[ level=<l>]".
  * arch = 0 plans for the layer's device (needs a GPU); arch = 80, 90, ... plans from that arch's table
  * (no GPU needed). */

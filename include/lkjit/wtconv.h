@@ -180,13 +180,6 @@ class WTConv {
   // (DriverError without a GPU); SpecError for a bad shape.
   bool runs_lane(int64_t B, int64_t H, int64_t W, bool backward) const;
 
-  // Whether NHWC activations of this shape are read and written in place, without layout copies, by the
-  // forward (or backward) pass with the tiles it would run now: a lane kernel, or a plane kernel whose tile
-  // stages channels_last planes through a thread-block cluster (sm_90). Other kernels take any strides too,
-  // but read channels_last planes one element at a time: callers do better to transpose around them. Plans
-  // for the layer's device (DriverError without a GPU); SpecError for a bad shape.
-  bool reads_nhwc(int64_t B, int64_t H, int64_t W, bool backward) const;
-
   void set_path(WTConvPath p) { path_ = p; }
 
   // Tile choice (lkjit/tuning.h). The layer's mode defaults to cached (a tuning-database lookup, never

@@ -23,7 +23,7 @@ using Key = std::tuple<int, int, int64_t, int64_t, int, int, int>;  // dtype, de
 struct Entry {
   lkjit_wtconv* h = nullptr;
   std::vector<Tensor> refs;  // the parameters of the last fold (alive: the layer keeps their pointers, Eq. 9)
-  std::map<std::tuple<int64_t, int64_t, bool>, bool> lane;  // (H, W, backward) -> reads channels_last in place
+  std::map<std::tuple<int64_t, int64_t, bool>, bool> lane;  // (H, W, backward) -> runs a lane kernel
   ~Entry() {
     if (h) capi().lkjit_wtconv_destroy(h);
   }
@@ -106,7 +106,7 @@ bool transposing(Entry& e, const Tensor& x, bool backward, Layout mode) {
   auto it = e.lane.find(k);
   if (it == e.lane.end()) {
     int lane = 0;
-    check(capi().lkjit_wtconv_reads_nhwc(e.h, x.size(0), x.size(2), x.size(3), backward, &lane));
+    check(capi().lkjit_wtconv_runs_lane(e.h, x.size(0), x.size(2), x.size(3), backward, &lane));
     it = e.lane.emplace(k, lane != 0).first;
   }
   return !it->second;

@@ -83,7 +83,6 @@ _lib.declare({
     "lkjit_wtconv_prepare": (_c.c_int, [_vp, _i64, _i64, _i64, _c.c_int]),
     "lkjit_wtconv_describe": (_c.c_int, [_vp, _i64, _i64, _i64, _c.c_int, _c.c_int, _c.POINTER(_c.c_char_p)]),
     "lkjit_wtconv_runs_lane": (_c.c_int, [_vp, _i64, _i64, _i64, _c.c_int, _c.POINTER(_c.c_int)]),
-    "lkjit_wtconv_reads_nhwc": (_c.c_int, [_vp, _i64, _i64, _i64, _c.c_int, _c.POINTER(_c.c_int)]),
     "lkjit_wtconv_workspace_bytes": (_c.c_int, [_vp, _c.POINTER(_c.c_uint64)]),
     "lkjit_wtconv_transpose": (_c.c_int, [_vp, _sp, _vp, _sp, _c.c_int, _i64, _i64, _i64, _i64, _c.c_int, _vp]),
     "lkjit_wtconv_check_tensors": (_c.c_int, [_c.c_char_p, _i64, _c.c_int, _c.POINTER(_lib.TensorDesc),
@@ -256,16 +255,6 @@ class WTConvLayer:
         _check(self._lib.lkjit_wtconv_runs_lane(self._handle(), B, H, W, int(as_bool(backward, "backward")),
                                                 ctypes.byref(lane)))
         return bool(lane.value)
-
-    def reads_nhwc(self, B, H, W, backward=False):
-        """Whether channels_last activations of this shape are read and written in place by the forward (or
-        backward) pass with the tiles it runs now: a lane kernel, or a plane kernel staging its planes through
-        a thread-block cluster (sm_90). Otherwise callers do better to copy to NCHW and back."""
-        B, H, W = _bhw(B, H, W)
-        direct = ctypes.c_int()
-        _check(self._lib.lkjit_wtconv_reads_nhwc(self._handle(), B, H, W, int(as_bool(backward, "backward")),
-                                                 ctypes.byref(direct)))
-        return bool(direct.value)
 
     def describe(self, B, H, W, backward=False, arch=0):
         """The kernels a shape runs, one line each. arch=0: for this layer's GPU; 90, 'sm_90', 'sm90', '9.0'

@@ -217,16 +217,17 @@ def _fold(ent, params, key, L, stream):
 
 def _transposing(x, ent, backward, mode):
     """Whether this call runs the kernels on lkjit-transposed NCHW copies: LKJIT_TORCH_LAYOUT=auto and x
-    channels_last (not also NCHW contiguous) with H*W >= _TRANSPOSE_MIN_HW, unless the pass reads
-    channels_last directly: a lane kernel (small maps: W <= 16 at stride 1 for k <= 5) or a plane kernel
-    whose tile stages planes through a thread-block cluster (sm_90); the C++ planner decides."""
+    channels_last (not also NCHW contiguous) with H*W >= _TRANSPOSE_MIN_HW, unless the pass runs a lane
+    kernel, which reads channels_last directly (small maps: W <= 16 at stride 1 for k <= 5; the C++
+    planner decides). The plane kernels' cluster mode reads channels_last in place too, but the copies
+    around the NCHW kernel are faster (bench/RESULTS.md section 13)."""
     if not (mode == "auto" and x.shape[2] * x.shape[3] >= _TRANSPOSE_MIN_HW and not x.is_contiguous()
             and x.is_contiguous(memory_format=torch.channels_last)):
         return False
     B, _, H, W = x.shape
     lane = ent.lane.get((H, W, backward))
     if lane is None:
-        lane = ent.lane[(H, W, backward)] = ent.layer.reads_nhwc(B, H, W, backward)
+        lane = ent.lane[(H, W, backward)] = ent.layer.runs_lane(B, H, W, backward)
     return not lane
 
 

@@ -122,16 +122,6 @@ bool WTConv::runs_lane(int64_t B, int64_t H, int64_t W, bool backward) const {
   });
 }
 
-bool WTConv::reads_nhwc(int64_t B, int64_t H, int64_t W, bool backward) const {
-  const auto pl = choose_tiles(shape_of(B, H, W), impl_->have_device ? impl_->dev : device_info(opt_.device), backward,
-                               Layout::kNHWC);
-  return std::any_of(pl.begin(), pl.end(), [](const PlannedKernel& pk) {
-    const Kernel& k = pk.spec.kernel;
-    return k == kWTConvFwdLane || k == kWTConvBwdLane ||
-           ((k == kWTConvFwdPlane || k == kWTConvBwdPlane) && pk.tile.get("cluster") > 1);
-  });
-}
-
 void WTConv::set_tune_options(const TuneOptions& o) {
   impl_->policy.set_tune_options(o);
   impl_->lists.clear();

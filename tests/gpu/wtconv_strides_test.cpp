@@ -530,21 +530,6 @@ TEST_P(WTConvPlaneCluster, BackwardMatchesFloat64ReferenceAndThePlainKernelBitFo
 
 INSTANTIATE_TEST_SUITE_P(Tiles, WTConvPlaneCluster, ::testing::ValuesIn(cluster_params()), cluster_param_name);
 
-// A channels_last layer reads its activations in place where the default tile clusters (C a multiple of 8
-// on sm_90, stride 1, L >= 1), and says so; elsewhere it does not.
-class WTConvClusterDefault : public GpuTest {};
-
-TEST_F(WTConvClusterDefault, ChannelsLastPlanesClusterOnSm90) {
-  if (device_info(0).arch < 90) GTEST_SKIP() << "thread-block clusters need sm_90";
-  WTConv a({96, 5, 5, DType::kBF16, true, 1, 0}), b({90, 5, 5, DType::kBF16, true, 1, 0}),
-      s({96, 5, 3, DType::kBF16, true, 2, 0});
-  for (bool bwd : {false, true}) {
-    EXPECT_TRUE(a.reads_nhwc(64, 56, 56, bwd)) << bwd;
-    EXPECT_FALSE(b.reads_nhwc(64, 56, 56, bwd)) << "C=90 is no multiple of 8; " << bwd;
-    EXPECT_FALSE(s.reads_nhwc(4, 56, 56, bwd)) << "stride 2; " << bwd;
-  }
-}
-
 // ---- wtconv_transpose: layout copies, bit for bit ----
 
 class WTConvTranspose : public GpuTest {};

@@ -328,8 +328,9 @@ class WTConvCli final : public OpCli {
                                   cl::sub(subcommand(Cmd::kTune)), cl::cat(cat_)};
   const cl::opt<bool>& tune_nhwc_ =
       shared_flag(Cmd::kTune, "nhwc", "wtconv",
-                  cat_, "as the lane kernels take; --path lane implies it. Records are not keyed by layout: a plane or "
-                        "tiled record tuned on NHWC data serves NCHW callers too");
+                  cat_, "as the lane kernels take; --path lane implies it. Plane kernels are specialised by layout (on "
+                        "sm_90 their channels_last tiles may cluster); a tiled record tuned on NHWC data serves NCHW "
+                        "callers too");
   // prewarm
   const cl::opt<std::string>& prewarm_k_ =
       shared_value(Cmd::kPrewarm, "k", "wtconv", cat_, "odd, e.g. 3,5,7; default 5");
