@@ -74,12 +74,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
              PlaneCluster<Cfg>::reads(static_cast<const T*>(p.out), p.out_st);
   zero_floats<GT>(t, xs, 2 * lay.xs_size + 2 * lay.ys_size);
   if (t == 0) ctl[0] = 0, ctl[1] = 0;
-  if constexpr (kCluster) {
-    if (native) cluster_sync();  // every block's images are zero before any block stages into them
-    else g.sync();
-  } else {
-    g.sync();
-  }
+  staged_sync<kCluster>(native, g);  // (cluster: every block's images are zero before any block stages into them)
   if constexpr (kCluster) {
     if (native) {
       const PlaneCluster<Cfg> pc(p.C);
@@ -118,12 +113,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     load_channel_taps<GT, K, Cfg::L>(t, p.wfold, p.C, c,  // each k x k flipped
                                      [&](int j, int i, float v) { wf[j * KK4 + (KK - 1 - i)] = v; });
   }
-  if constexpr (kCluster) {
-    if (native) cluster_sync();  // the other blocks' stores into this one's xs and gs are done
-    else g.sync();
-  } else {
-    g.sync();
-  }
+  staged_sync<kCluster>(native, g);
 
   // Warp specialisation: the level chain (phases 2-3) is a sequence of short phases whose barriers idle
   // most of a large group, and the base wgrad needs only X and G. So in groups of 2+ warps the first GA
@@ -263,22 +253,12 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
       conv_strip<K, V, true>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
     }
     if (Cfg::L >= 1) add_level1_synth<V>(acc, dys, w1, hw1, y0, x0, 1, H);
-    if (native) {
-#pragma unroll
-      for (int v = 0; v < V; ++v)
-        if (y0 + v < H) ys[(y0 + v) * W + x0] = acc[v];
-    } else {
-      store_strip<V>(dx, da, y0, x0, H, acc);
-    }
+    keep_or_store_strip<V>(native, ys, W, dx, da, y0, x0, H, acc);
   }
   if constexpr (kCluster) {
-    if (native) {
-      const PlaneCluster<Cfg> pc(p.C);
-      cluster_sync();  // every group's dX is in its ys
-      cluster_store(pc, reinterpret_cast<const float*>(smem4), lay.per_plane, 2 * lay.xs_size, H, W,
-                    static_cast<T*>(p.out) + pc.base(p.out_st), p.out_st);
-      cluster_sync();  // no block leaves (or reuses its shared memory) while another reads it
-    }
+    if (native)
+      cluster_write_out<Cfg>(p, reinterpret_cast<const float*>(smem4), lay.per_plane, 2 * lay.xs_size, H, W,
+                             static_cast<T*>(p.out), p.out_st);
   }
   if (kBWarps == 0)
     wgrad_sets<K, true>(t, GT, xs, 0, lay.xs_pitch, gs + R * lay.xs_pitch + R, 0, lay.xs_pitch, H, W, 1, part0);

@@ -142,4 +142,43 @@ __device__ __forceinline__ void cluster_store(const PlaneCluster<Cfg>& pc, const
   }
 }
 
+// The plane kernels' barrier after a phase that staged planes: the cluster's in channels_last mode (other
+// blocks wrote into this one), else the group's. native is the same in every block of the cluster.
+template <bool kCluster, class G>
+__device__ __forceinline__ void staged_sync(bool native, const G& g) {
+  if constexpr (kCluster) {
+    if (native) {
+      cluster_sync();
+      return;
+    }
+  }
+  g.sync();
+}
+
+// A strip of V output rows oy0.. at column ox: kept, dense (h x w), in `stage` for cluster_write_out in
+// channels_last mode, else stored to out.
+template <int V, class T>
+__device__ __forceinline__ void keep_or_store_strip(bool native, float* stage, int w, T* __restrict__ out,
+                                                    const PlaneAddr& oa, int oy0, int ox, int h, const float (&acc)[V]) {
+  if (native) {
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      if (oy0 + v < h) stage[(oy0 + v) * w + ox] = acc[v];
+  } else {
+    store_strip<V>(out, oa, oy0, ox, h, acc);
+  }
+}
+
+// Channels_last mode's last phase: once every group's output waits in its stage (float offset `region` of each
+// group's per_plane floats), the cluster writes them all to out (strides st) and stays until every block is done
+// reading the others' shared memory.
+template <class Cfg, class T>
+__device__ __forceinline__ void cluster_write_out(const WTConvParams& p, const float* smem, int per_plane, int region,
+                                                  int h, int w, T* out, const long long (&st)[4]) {
+  const PlaneCluster<Cfg> pc(p.C);
+  cluster_sync();
+  cluster_store(pc, smem, per_plane, region, h, w, out + pc.base(st), st);
+  cluster_sync();
+}
+
 }  // namespace lkjit

@@ -57,12 +57,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   // 1. Zero the images (halos included), then every global read in one round trip: the plane's interior
   // and all taps.
   zero_floats<GT>(t, xs, lay.xs_size + lay.ys_size);
-  if constexpr (kCluster) {
-    if (native) cluster_sync();  // every block's images are zero before any block stages into them
-    else g.sync();
-  } else {
-    g.sync();
-  }
+  staged_sync<kCluster>(native, g);  // (cluster: every block's images are zero before any block stages into them)
   {
     if constexpr (kCluster) {
       if (native) {
@@ -80,12 +75,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
                                      [&](int j, int i, float v) { ws[j == 0 ? i : W1 + (j - 1) * KK4 + i] = v; });
     if (t == 0) ws[KK] = __ldg(p.wfold + fold_bias(p.C, c, KK));
   }
-  if constexpr (kCluster) {
-    if (native) cluster_sync();  // the other blocks' stores into this one's xs are done
-    else g.sync();
-  } else {
-    g.sync();
-  }
+  staged_sync<kCluster>(native, g);
 
   // 2. Haar chain, fine to coarse: Y_l = Haar(LL of level l-1), each level into its own image.
   {
@@ -169,22 +159,12 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
       }
     }
     if (Cfg::L >= 1) add_level1_synth<V>(acc, zs, w1, hw1, oy0, ox * S, S, Ho);
-    if (native) {
-#pragma unroll
-      for (int v = 0; v < V; ++v)
-        if (oy0 + v < Ho) ys[(oy0 + v) * Wo + ox] = acc[v];
-    } else {
-      store_strip<V>(out, oa, oy0, ox, Ho, acc);
-    }
+    keep_or_store_strip<V>(native, ys, Wo, out, oa, oy0, ox, Ho, acc);
   }
   if constexpr (kCluster) {
-    if (native) {
-      const PlaneCluster<Cfg> pc(p.C);
-      cluster_sync();  // every group's output is in its ys
-      cluster_store(pc, reinterpret_cast<const float*>(smem4), lay.per_plane, lay.xs_size, Ho, Wo,
-                    static_cast<T*>(p.out) + pc.base(p.out_st), p.out_st);
-      cluster_sync();  // no block leaves while another reads its shared memory
-    }
+    if (native)
+      cluster_write_out<Cfg>(p, reinterpret_cast<const float*>(smem4), lay.per_plane, lay.xs_size, Ho, Wo,
+                             static_cast<T*>(p.out), p.out_st);
   }
 }
 
