@@ -188,6 +188,48 @@ TEST(WTConvClusterPlan, ChannelsLastCallsPlanTheClusterTile) {
   }
   o.layout = Layout::kNCHW;
   EXPECT_EQ(wtconv_plan(o, Shape{64, 96, 56, 56, 1}, kH200)[1].tile.get("cluster"), 0);
+  // Where no cluster can run, channels_last calls plan the NCHW kernel (its binaries and records serve): sm_80,
+  // stride 2, L = 0, C not a multiple of 4. C = 12 can (clusters of 4) but the default's 8 cannot.
+  struct Off {
+    WTConvOptions o;
+    DeviceLimits lim;
+    int layout;
+  };
+  const Off offs[] = {{{96, 5, 5, DType::kBF16, true, 1, 0}, kA100, 0},
+                      {{96, 5, 3, DType::kBF16, true, 2, 0}, kH200, 0},
+                      {{96, 5, 0, DType::kBF16, true, 1, 0}, kH200, 0},
+                      {{90, 5, 5, DType::kBF16, true, 1, 0}, kH200, 0},
+                      {{12, 5, 5, DType::kBF16, true, 1, 0}, kH200, 1}};
+  for (Off c : offs) {
+    c.o.layout = Layout::kNHWC;
+    const auto pl = wtconv_plan(c.o, Shape{2, c.o.C, 56, 56, c.o.stride}, c.lim, false, WTConvPath::kPlane);
+    EXPECT_EQ(pl[1].spec.get("layout"), c.layout) << c.o.C << " " << c.o.stride << " " << c.o.L;
+    EXPECT_EQ(pl[1].tile.get("cluster"), 0);
+  }
+}
+
+// The GPU suite's in-place placements (tests/gpu/wtconv_strides_test.cpp, WTConvPlaneCluster) are ones the
+// kernels read in place, so that suite runs the cluster path and not only its fallback; the odd slice is not.
+TEST(WTConvClusterGeometry, TheGpuSuitesPlacementsAreReadInPlace) {
+  struct Tile2 {
+    int planes, ranks;
+  };
+  const long long h = 13, w = 27;
+  for (long long C : {8, 16, 24, 32})
+    for (const Tile2 t : {Tile2{1, 8}, Tile2{2, 4}, Tile2{1, 4}, Tile2{2, 8}})
+      for (int esize : {2, 4}) {
+        if (wtc::cluster_reject(t.ranks, t.planes, esize, C)) continue;
+        const ClusterNhwc g{t.ranks, t.planes, esize};
+        const unsigned long long buf = 1 << 20;  // an allocation's alignment
+        const long long ct = C + 16, hp = h + 2, wp = w + 3, cs = 2 * C + 3;
+        const long long nhwc[4] = {h * w * C, 1, w * C, C}, sliced8[4] = {h * w * ct, 1, w * ct, ct},
+                        cropped[4] = {hp * wp * C, 1, wp * C, C}, sliced[4] = {h * w * cs, 1, w * cs, cs};
+        SCOPED_TRACE(::testing::Message() << "C=" << C << " p" << t.planes << " cl" << t.ranks << " " << esize << " B");
+        EXPECT_TRUE(wtc::cluster_reads(g, nhwc, buf));
+        EXPECT_TRUE(wtc::cluster_reads(g, sliced8, buf + 8 * esize));
+        EXPECT_TRUE(wtc::cluster_reads(g, cropped, buf + (wp + 2) * C * esize));
+        EXPECT_FALSE(wtc::cluster_reads(g, sliced, buf + (C + 1) * esize));
+      }
 }
 
 }  // namespace

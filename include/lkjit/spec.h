@@ -105,7 +105,7 @@ struct Tile {
 // Tile axes by name across every family: the names are the JSON keys and table columns. tile_axis: 0 for an
 // absent axis; set_tile_axis: false (and no change) for a name no family registers; tile_axis_names: every
 // registered axis, each family's in its declared order (WTConv's first: tile_h, tile_w, planes, vy,
-// threads, blocks).
+// threads, blocks, cluster).
 int tile_axis(const Tile& t, const std::string& axis);
 bool set_tile_axis(Tile& t, const std::string& axis, int value);
 const std::vector<std::string>& tile_axis_names();

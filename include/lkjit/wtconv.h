@@ -96,8 +96,9 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& shap
 // Copies an activation tensor (B, C, H, W) of `dtype` between layouts: element (b, c, y, x) of dst at
 // dst_st (element strides in (B, C, H, W) order, as WTConvStrides) gets the bits of the one of src at
 // src_st. Tiled through shared memory so that NHWC <-> NCHW reads and writes are both coalesced. The
-// plane kernels read channels_last tensors 20-60 % slower than NCHW ones (uncoalesced plane loads), so
-// the PyTorch layer hands them NCHW copies this way (bench/RESULTS.md, section 3). Stream-ordered, no
+// plane kernels read channels_last tensors 20-60 % slower than NCHW ones (uncoalesced plane loads; on sm_90
+// with clusters still 13-20 % slower at WTConvNeXt-T's 28x28 and 56x56, transposes included), so the PyTorch
+// layer hands them NCHW copies this way (bench/RESULTS.md, sections 3 and 13). Stream-ordered, no
 // host sync. Throws SpecError before any GPU call for null pointers, extents below 1, C or H*W above
 // 2^31-65, strides below 1, a dst that overlaps itself or src (not in place); DriverError / CompileError
 // otherwise.

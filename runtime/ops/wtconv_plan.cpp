@@ -186,8 +186,12 @@ std::vector<PlannedKernel> wtconv_plan(const WTConvOptions& o, const Shape& sh, 
   if (path == WTConvPath::kLane && lane_why)
     throw SpecError(fmt::format("lkjit: error: wtconv: the lane path cannot run {} with k={} L={}: {}", sh.to_string(),
                                 o.k, o.L, *lane_why));
-  const OpSpec plane =
-      wtconv_spec(backward ? kWTConvBwdPlane : kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch, o.layout);
+  // The channels_last plane kernels only where a cluster tile can run (sm_90, L >= 1, stride 1, C a multiple of
+  // the smallest cluster's 4 channels): elsewhere their code is the NCHW kernel's, so the NCHW spec (its cached
+  // binaries, prewarm entries and tuning records) serves.
+  const bool nhwc_plane = o.layout == Layout::kNHWC && lim.arch >= 90 && o.L >= 1 && o.stride == 1 && o.C % 4 == 0;
+  const OpSpec plane = wtconv_spec(backward ? kWTConvBwdPlane : kWTConvFwdPlane, o.dtype, o.k, o.L, true, lim.arch,
+                                   nhwc_plane ? Layout::kNHWC : Layout::kNCHW);
   Tile pt;
   const bool fits = plane_fits(plane, sh, lim, &pt);
   if (path == WTConvPath::kPlane && !fits) {

@@ -69,7 +69,7 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
   constexpr bool kCluster = Cfg::cluster > 1;
   bool native = false;  // the cluster's channels_last mode, where the activations allow it (every block agrees)
   if constexpr (kCluster)
-    native = p.stride == 1 && PlaneCluster<Cfg>::reads(static_cast<const T*>(p.x), p.x_st) &&
+    native = p.stride == 1 && p.C % (Cfg::cluster * Cfg::planes) == 0 && PlaneCluster<Cfg>::reads(static_cast<const T*>(p.x), p.x_st) &&
              PlaneCluster<Cfg>::reads(static_cast<const T*>(p.g), p.g_st) &&
              PlaneCluster<Cfg>::reads(static_cast<const T*>(p.out), p.out_st);
   zero_floats<GT>(t, xs, 2 * lay.xs_size + 2 * lay.ys_size);

@@ -51,7 +51,7 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
   constexpr bool kCluster = Cfg::cluster > 1;
   bool native = false;
   if constexpr (kCluster)
-    native = p.stride == 1 && PlaneCluster<Cfg>::reads(static_cast<const T*>(p.x), p.x_st) &&
+    native = p.stride == 1 && p.C % (Cfg::cluster * Cfg::planes) == 0 && PlaneCluster<Cfg>::reads(static_cast<const T*>(p.x), p.x_st) &&
              PlaneCluster<Cfg>::reads(static_cast<const T*>(p.out), p.out_st);
 
   // 1. Zero the images (halos included), then every global read in one round trip: the plane's interior

@@ -3,7 +3,8 @@
 // image through shared memory, reading with lanes along whichever of C and H*W is contiguous in x and
 // writing with lanes along whichever is contiguous in out, so NHWC <-> NCHW is coalesced on both sides.
 // The plane kernels read a plane's pixels in lane order: on channels_last tensors those loads are C
-// elements apart (measured 20-60 % slower kernels from 14x14 to 56x56), and transposing around them costs less.
+// elements apart (measured 20-60 % slower kernels from 14x14 to 56x56; the sm_90 cluster mode, cluster_nhwc.cuh,
+// still 13-20 % slower at 28x28 and 56x56), and transposing around them costs less.
 // Bits are moved, not converted. Three paths, by what the layouts allow: 16-byte vectors (16-bit dense
 // NHWC <-> NCHW, C and H*W multiples of 8), 32-bit words (C and H*W even), one element at a time.
 #pragma once

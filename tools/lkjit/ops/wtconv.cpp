@@ -163,7 +163,7 @@ class WTConvCli final : public OpCli {
   }
 
   Shape compile_shape() const override { return Shape{64, 96, 56, 56, 1}; }
-  size_t positional_tile_axes() const override { return 5; }  // tile_h,tile_w,planes,vy,threads[,blocks]
+  size_t positional_tile_axes() const override { return 5; }  // tile_h,tile_w,planes,vy,threads[,blocks,cluster]
 
   // An option given for a kernel whose code it does not change (--deeper for a plane kernel, -L for a level
   // kernel, which serves every level) would be dropped silently: said on stderr, with the kernels it applies
