@@ -36,13 +36,7 @@ int64_t plane_smem_floats(const WSpec& s, const WTile& t, const Shape& sh) {
   return round4(f.xs + f.ys + f.levels + ws) * t.planes;
 }
 
-TileSpace plane_space(const WSpec& s) {
-  TileSpace sp{{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
-                {"vy", {1, 2, 4, 8}, "output rows per thread"},
-                {"threads", {32, 64, 128, 256, 512}, "threads per block (threads/planes per plane)"}}};
-  if (s.nhwc && s.arch >= 90) sp.axes.push_back({"cluster", plane_cluster_values(), "blocks a cluster (0: none)"});
-  return sp;
-}
+TileSpace plane_space(const WSpec& s) { return plane_space_with(s, "threads per block (threads/planes per plane)"); }
 std::optional<std::string> plane_reject(const WSpec& s, const WTile& t, const DeviceLimits& d,
                                         const Shape* sh) {
   return plane_reject_with(s, t, d, sh, plane_smem_floats);

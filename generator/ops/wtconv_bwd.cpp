@@ -12,13 +12,7 @@ int64_t bwd_plane_smem_floats(const WSpec& s, const WTile& t, const Shape& sh) {
   const int64_t wf = round4(int64_t(s.k) * s.k) * (1 + 4 * s.L), red = t.threads / std::max(t.planes, 1) / 32;
   return round4(2 * f.xs + 2 * f.ys + f.levels + wf + red + 2) * t.planes;  // + 2: the dX claim counter, flag
 }
-TileSpace bwd_plane_space(const WSpec& s) {
-  TileSpace sp{{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
-                {"vy", {1, 2, 4, 8}, "output rows per thread"},
-                {"threads", {32, 64, 128, 256, 512}, "threads per block"}}};
-  if (s.nhwc && s.arch >= 90) sp.axes.push_back({"cluster", plane_cluster_values(), "blocks a cluster (0: none)"});
-  return sp;
-}
+TileSpace bwd_plane_space(const WSpec& s) { return plane_space_with(s, "threads per block"); }
 std::optional<std::string> bwd_plane_reject(const WSpec& s, const WTile& t, const DeviceLimits& d, const Shape* sh) {
   return plane_reject_with(s, t, d, sh, bwd_plane_smem_floats);
 }

@@ -185,6 +185,15 @@ inline std::optional<std::string> plane_cluster_reject(const WSpec& s, const WTi
   return std::nullopt;
 }
 
+// The plane kernels' tile space, forward and backward (threads_doc: how the kernel reads its threads axis).
+inline TileSpace plane_space_with(const WSpec& s, const char* threads_doc) {
+  TileSpace sp{{{"planes", {1, 2, 4, 8, 16}, "(b,c) planes per block, one warp group each"},
+                {"vy", {1, 2, 4, 8}, "output rows per thread"},
+                {"threads", {32, 64, 128, 256, 512}, threads_doc}}};
+  if (s.nhwc && s.arch >= 90) sp.axes.push_back({"cluster", plane_cluster_values(), "blocks a cluster (0: none)"});
+  return sp;
+}
+
 inline std::optional<std::string> plane_reject_with(const WSpec& s, const WTile& t, const DeviceLimits& d,
                                                     const Shape* sh, PlaneSmemFloats smem_floats) {
   if (auto r = reject_threads(t, d)) return r;
