@@ -89,7 +89,27 @@ std::vector<float> random_floats(size_t n, float scale, unsigned seed) {
 enum class Pass { kFwd, kBwd, kTrain };
 const char* pass_name(Pass p) { return p == Pass::kFwd ? "fwd" : p == Pass::kBwd ? "bwd" : "fwd+bwd"; }
 
-void BM_Lkjit(benchmark::State& st, Row r, Pass pass) {
+// The forward and dgrad kernels on wgmma (engine 2, sm_90a) instead of the default tile's mma.sync: a
+// warpgroup of 4 warps along the windows, the default's windows per tile, fewer channels a block where the
+// larger tile outgrows shared memory. False where no such tile is in a kernel's space (not sm_90).
+bool use_wgmma(lkjit::WBMM& layer, const Row& r, bool bwd) {
+  using namespace lkjit;
+  bool any = false;
+  for (const auto& pk : layer.plan(r.B, r.H, r.H, bwd)) {
+    if (pk.spec.kernel != kWBMMFwd && pk.spec.kernel != kWBMMDgrad) continue;
+    Tile t = pk.tile;
+    const int windows16 = t.get("wm") * t.get("mt");
+    t.set("engine", 2).set("wm", 4).set("mt", std::max(1, windows16 / 4));
+    for (; !in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape) && t.get("cpb") > 1;)
+      t.set("cpb", t.get("cpb") / 2).set("vec", std::min(t.get("vec"), t.get("cpb")));
+    if (!in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape)) return false;
+    layer.set_tile_override(pk.spec.kernel, t);
+    any = true;
+  }
+  return any;
+}
+
+void BM_Lkjit(benchmark::State& st, Row r, Pass pass, bool wgmma) {
   using namespace lkjit;
   const Sizes z = sizes_of(r);
   WBMMOptions o;
@@ -99,6 +119,10 @@ void BM_Lkjit(benchmark::State& st, Row r, Pass pass) {
   const bool bwd = pass != Pass::kFwd;
   try {
     layer.plan(r.B, r.H, r.H, bwd);
+    if (wgmma) {
+      layer.set_backward_path(WBMMBackward::kSplit);  // the fused wgrad has no wgmma form; the dgrad has
+      if (!use_wgmma(layer, r, bwd)) throw std::runtime_error("no wgmma tile here (sm_90a only)");
+    }
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
     return;
@@ -201,7 +225,9 @@ int main(int argc, char** argv) {
   reg("copy/2GiB", BM_Copy);
   for (const auto& r : rows())
     for (Pass p : {Pass::kFwd, Pass::kBwd, Pass::kTrain}) {
-      reg(fmt::format("wbmm_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p); });
+      reg(fmt::format("wbmm_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, false); });
+      if (std::string(r.dtype) == "bf16" && p != Pass::kTrain)
+        reg(fmt::format("wbmm_wgmma_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, true); });
       if (!r.nhwc)  // the baseline's best layout is its own (C, N, d): one row per shape
         reg(fmt::format("torch_path_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_TorchPath(st, r, p); });
     }

@@ -190,13 +190,14 @@ std::vector<gen::WBMMSpec> sample_specs() {
           gen::WBMMSpec s;
           s.kernel = k, s.dtype = dt, s.wh = wh, s.ww = ww, s.mode = mode, s.fuse_dx = (wh + mode) % 2;
           s.bias = k == gen::WBMMKernel::kDgrad ? 0 : 1;
+          s.arch_specific = true;  // sm_90a: engine 2 where the kernel has it
           v.push_back(s);
         }
   return v;
 }
 std::vector<gen::WBMMTile> sample_tiles(const gen::WBMMSpec& s) {
   std::vector<gen::WBMMTile> v;
-  for (int engine : {0, 1})
+  for (int engine : {0, 1, 2})
     for (int wm : {1, 2, 4})
       for (int wn : {1, 2, 7})
         for (int split : {1, 2})
@@ -229,7 +230,7 @@ TEST(WBMMGeometry, GeneratorSharedMemoryMatchesTheTemplateLayout) {
         ASSERT_LT(L.red, L.tab);
       } else {
         ASSERT_EQ(dp, dev::fwd_dp(s.wh * s.ww, prec, t.wn, t.split));
-        const auto L = dev::fwd_layout(dp, t.split, wpb, t.cpb, tb, ob);
+        const auto L = dev::fwd_layout(dp, t.split, wpb, t.cpb, tb, ob, t.engine == 2);
         total = L.total;
         for (int off : {L.b, L.a, L.y, L.tab}) ASSERT_EQ(off % 16, 0);
         ASSERT_TRUE(L.b < L.a && L.a < L.y && L.y < L.tab && L.tab < L.total);
@@ -384,7 +385,7 @@ TEST(WBMMGeometry, CfgBodyAndNames) {
   const std::string cfg = gen::cfg_body(s, t);
   EXPECT_THAT(cfg, HasSubstr("using T = lkjit::bf16;"));
   EXPECT_THAT(cfg, HasSubstr("wh = 14, ww = 14, mode = 0, prec = 0;"));
-  EXPECT_THAT(cfg, HasSubstr("rotate = false, identity = true, fold_identity = false, bias = false, nhwc = false;"));
+  EXPECT_THAT(cfg, HasSubstr("rotate = false, identity = true, fold_identity = false, bias = false, nhwc = false, wgmma = false;"));
   EXPECT_THAT(cfg, HasSubstr("wm = 4, wn = 2, mt = 1, dp = 208, nsplit = 1, cpb = 1, stages = 2, vec = 4, threads = 256;"));
   EXPECT_EQ(name_of(s, t), "lkjit_wbmm_fwd_bf16_wh14_ww14_m0_tf0_id1_bi0_l0_e1_wm4_wn2_mt1_s1_c1_st2_vc4_ch8_sm90");
   s.kernel = gen::WBMMKernel::kDgrad;
@@ -432,6 +433,14 @@ TEST(WBMMGeometry, GpuProblemListsRunWithDefaultTiles) {
           const auto lim = lkjit::DeviceLimits::for_arch(arch);
           auto t = gen::default_tile(s, sh, lim);
           if (k != gen::WBMMKernel::kReduce && q.dtype == lkjit::DType::kF32) t.engine = q.engine;
+          if (q.engine == 2) {  // the GPU test's first wgmma form that fits, where the spec has it (sm_90a fwd / dgrad)
+            s.arch_specific = true;
+            if (!gen::wgmma_target(s)) continue;
+            for (const auto& f : lkjit::testing::wgmma_forms(gen::to_tile(s, t))) {
+              t = gen::wtile(s, f);
+              if (!gen::reject(s, t, lim, &sh)) break;
+            }
+          }
           const auto why = gen::reject(s, t, lim, &sh);
           ASSERT_FALSE(why) << lkjit::testing::wbmm_problem_name(p, q) << " " << name_of(s, t) << ": " << *why;
         }

@@ -55,7 +55,9 @@ TEST(WBMMPlan, ForwardAndTheThreeBackwards) {
   const Shape sh{4, 8, 30, 29, 1};
   const auto f = wbmm_plan(o, sh, kLim);
   ASSERT_EQ(kernels(f), (std::vector<std::string>{"wbmm_fwd"}));
-  EXPECT_EQ(f[0].spec, wbmm_spec(kWBMMFwd, DType::kBF16, 7, 7));
+  OpSpec fwd = wbmm_spec(kWBMMFwd, DType::kBF16, 7, 7);
+  fwd.arch_specific = true;  // 16-bit fwd / dgrad on sm_90: sm_90a (wgmma in the tile space)
+  EXPECT_EQ(f[0].spec, fwd);
   EXPECT_EQ(f[0].tile, default_tile(f[0].spec, sh, kLim));
   EXPECT_EQ(f[0].tier, LookupTier::kDefault);
   EXPECT_DOUBLE_EQ(f[0].bytes, 2.0 * sh.numel() * 2);

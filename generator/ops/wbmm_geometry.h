@@ -26,8 +26,9 @@
 //
 // ---- tile axes (how; the tuner's choices; tile_axes() below gives each spec's candidates) -----------------
 //   name    token  candidates               kernels        meaning
-//   engine  e      0, 1 (16-bit: 1)         fwd/dgrad/wgrad 0: FFMA (f32 only); 1: tensor cores (16-bit MMA,
-//                                                           or 3xTF32 / TF32 per the tf32 field)
+//   engine  e      0, 1 (16-bit: 1; fwd/   fwd/dgrad/wgrad 0: FFMA (f32 only); 1: tensor cores (16-bit MMA,
+//                  dgrad on sm_90a: 1, 2)                  or 3xTF32 / TF32 per the tf32 field); 2: wgmma
+//                                                           (a warpgroup of wm = 4 warps per m64 tile)
 //   wm      wm     1, 2, 4                  fwd/dgrad/wgrad warps along windows (MMA M) per channel (wgrad:
 //                                                           of the fused dX product; wn = gm gn / wm there)
 //   wn      wn     1, 2, 4, 7, 8            fwd/dgrad      warps along output positions (MMA N) per channel
@@ -50,7 +51,7 @@
 // the largest k each has, and d is padded to it anyway); threads = 32 x warps per channel x cpb.
 //
 // ---- Cfg members (generated; templates static_assert every relation) -------------------------------------
-//   wbmm_fwd / wbmm_dgrad: T, wh, ww, mode, prec, rotate, identity, fold_identity, bias, nhwc, wm, wn, mt,
+//   wbmm_fwd / wbmm_dgrad: T, wh, ww, mode, prec, rotate, identity, fold_identity, bias, nhwc, wgmma, wm, wn, mt,
 //                          dp, nsplit, cpb, stages, vec, threads
 //   wbmm_wgrad:            T, wh, ww, mode, prec, identity, fold_identity, dbias, nhwc, fuse_dx, wpb, gm,
 //                          gn, wm, wn, dp, isplit, cpb, stages, vec, threads
@@ -87,6 +88,7 @@ struct WBMMSpec {
   WBMMKernel kernel = WBMMKernel::kFwd;
   DType dtype = DType::kBF16;
   int arch = 90;
+  bool arch_specific = false;  // sm_90a: the fwd/dgrad 16-bit tile space gains engine 2 (wgmma)
   int wh = 7, ww = 7, mode = kModeTable, tf32 = 0, identity = 1, bias = 0, layout = 0, fuse_dx = 1;
 };
 
@@ -135,7 +137,8 @@ struct AxisDef {
 };
 inline const std::vector<AxisDef>& axis_defs() {
   static const std::vector<AxisDef> a = {
-      {"engine", "e", "0: FFMA (f32 only); 1: tensor cores (16-bit MMA, or 3xTF32 / TF32 per the tf32 field)"},
+      {"engine", "e", "0: FFMA (f32 only); 1: tensor cores (16-bit MMA, or 3xTF32 / TF32 per the tf32 field); 2: "
+                      "wgmma (16-bit fwd/dgrad on sm_90a)"},
       {"wm", "wm", "warps along windows (MMA M) per channel; wgrad: of the fused dX product"},
       {"wn", "wn", "warps along output positions (MMA N) per channel (wgrad: gm gn / wm)"},
       {"mt", "mt", "m16 tiles per warp: a tile holds 16 mt wm windows (fwd, dgrad)"},
@@ -162,13 +165,17 @@ struct AxisInfo {
 };
 inline bool is_wgrad(const WBMMSpec& s) { return s.kernel == WBMMKernel::kWgrad; }
 inline bool fuses_dx(const WBMMSpec& s) { return is_wgrad(s) && s.fuse_dx; }
+// Specs whose products may run on wgmma (engine 2): 16-bit fwd / dgrad compiled for sm_90a.
+inline bool wgmma_target(const WBMMSpec& s) {
+  return s.arch == 90 && s.arch_specific && s.dtype != DType::kF32 && !is_wgrad(s) && s.kernel != WBMMKernel::kReduce;
+}
 inline std::vector<AxisInfo> tile_axes(const WBMMSpec& s) {
   if (s.kernel == WBMMKernel::kReduce) return {{"threads", {128, 256, 512}}};
   const bool f32 = s.dtype == DType::kF32;
   // fold needs fp32 operands of an exact path: FFMA or 3xTF32 (tf32 = 0), an identity and, in the wgrad, dX.
   const bool foldable = f32 && !s.tf32 && s.identity && (!is_wgrad(s) || s.fuse_dx);
   std::vector<AxisInfo> v;
-  v.push_back({"engine", f32 ? std::vector<int>{0, 1} : std::vector<int>{1}});
+  v.push_back({"engine", f32 ? std::vector<int>{0, 1} : wgmma_target(s) ? std::vector<int>{1, 2} : std::vector<int>{1}});
   if (!is_wgrad(s)) {
     v.push_back({"wm", {1, 2, 4}});
     v.push_back({"wn", {1, 2, 4, 7, 8}});
@@ -263,14 +270,17 @@ inline WBMMSpec wspec(const OpSpec& o) {
   s.kernel = kernel_of(o.kernel);
   s.dtype = o.dtype;
   s.arch = o.arch;
+  s.arch_specific = o.arch_specific;
   s.wh = o.get("wh"), s.ww = o.get("ww"), s.mode = o.get("mode"), s.tf32 = o.get("tf32");
   s.identity = o.get("identity"), s.bias = o.get("bias"), s.layout = o.get("layout");
   s.fuse_dx = s.kernel == WBMMKernel::kWgrad ? o.get("fuse_dx") : 0;
   return s;
 }
 inline OpSpec to_opspec(const WBMMSpec& s) {
-  return wbmm_spec(kernel_id(s.kernel), s.dtype, s.wh, s.ww, s.mode, s.tf32, s.identity, s.bias, s.layout, s.fuse_dx,
-                   s.arch);
+  OpSpec o = wbmm_spec(kernel_id(s.kernel), s.dtype, s.wh, s.ww, s.mode, s.tf32, s.identity, s.bias, s.layout, s.fuse_dx,
+                       s.arch);
+  o.arch_specific = s.arch_specific;
+  return o;
 }
 // A tile's axes as the kernel runs them: absent axes read 0 (engine 0: FFMA; fold 0), and the wgrad's
 // derived warps filled in: wm = wn = 1 without a fused dX, wn = gm gn / wm with one (0 where wm does not
@@ -339,8 +349,8 @@ inline SmemParts smem_parts(const WBMMSpec& s, const WBMMTile& t) {
   if (s.kernel == WBMMKernel::kReduce) return m;
   const int dp = dp_of(s, t), wpb = wpb_of(s, t), tb = dtype_size(s.dtype), ob = operand_size(s, t);
   if (!is_wgrad(s)) {
-    const int64_t nb = dp / t.split;
-    m.operand = align16(int64_t(t.cpb) * nb * operand_pitch(dp, ob) * ob);
+    const int64_t nb = dp / t.split;  // wgmma's core-matrix layout of M_c has no row padding
+    m.operand = align16(int64_t(t.cpb) * nb * (t.engine == 2 ? dp : operand_pitch(dp, ob)) * ob);
     m.tiles = align16(int64_t(t.cpb) * wpb * operand_pitch(dp, tb) * tb) + align16(int64_t(t.cpb) * wpb * staging_pitch(nb) * tb);
     m.tables = kTables * wpb * kWinEntry2;
   } else {
@@ -375,7 +385,8 @@ inline int estimated_registers(const WBMMSpec& s, const WBMMTile& t) {
   if (!is_wgrad(s)) {
     const int nt = dp / t.split / (8 * t.wn);
     acc = 16 * t.mt * 8 * nt / 32;
-    frag = prec == kPrecFfma ? 4 * (4 * t.mt + nt) : (4 * t.mt + 2 * nt) * copies;
+    // wgmma: every k step's A fragments live at once (wbmm/gemm_wgmma.cuh), no B fragments.
+    frag = t.engine == 2 ? 4 * t.mt * dp / 16 : prec == kPrecFfma ? 4 * (4 * t.mt + nt) : (4 * t.mt + 2 * nt) * copies;
   } else {
     const int dpi = dp / t.split, gmt = dpi / (16 * t.gm), gnt = dp / (8 * t.gn);
     acc = 16 * gmt * 8 * gnt / 32;
@@ -415,7 +426,13 @@ inline std::optional<std::string> reject(const WBMMSpec& s, const WBMMTile& t, c
       return fmt::format("threads={} is not supported; supported: 128, 256, 512", t.threads);
     return std::nullopt;
   }
-  if (t.engine != 0 && t.engine != 1) return fmt::format("engine={} is out of range; supported: 0 (FFMA), 1 (tensor cores)", t.engine);
+  if (t.engine < 0 || t.engine > 2)
+    return fmt::format("engine={} is out of range; supported: 0 (FFMA), 1 (tensor cores), 2 (wgmma)", t.engine);
+  if (t.engine == 2 && !wgmma_target(s))
+    return fmt::format("engine=2 (wgmma) runs 16-bit fwd / dgrad kernels compiled for sm_90a; this is a {} {} kernel for {}",
+                       to_string(s.dtype), kernel_stem(s.kernel), ArchTarget{s.arch, s.arch_specific}.to_string());
+  if (t.engine == 2 && t.wm != 4)
+    return fmt::format("engine=2 (wgmma): a warpgroup is wm=4 warps along the windows; wm={} is not supported", t.wm);
   if (t.engine == 0 && s.dtype != DType::kF32)
     return fmt::format("engine=0 (FFMA) runs f32 inputs only; {} inputs run on tensor cores (engine=1)", to_string(s.dtype));
   if (t.fold != 0 && t.fold != 1) return fmt::format("fold={} is out of range; supported: 0, 1", t.fold);
@@ -438,6 +455,13 @@ inline std::optional<std::string> reject(const WBMMSpec& s, const WBMMTile& t, c
     return std::string("fold=1 has no identity term to fold here; supported: fold=0");
   if (!is_wgrad(s)) {
     if (t.mt < 1 || t.mt > 4) return fmt::format("mt={} is out of range; supported: [1, 4]", t.mt);
+    if (t.engine == 2) {  // every k step's A fragments and the accumulators stay in registers
+      const int regs = 4 * t.mt * dp / 16 + 4 * t.mt * (dp / t.split / (8 * t.wn));
+      if (regs > 224)
+        return fmt::format("engine=2 (wgmma) with mt={}, wn={}, split={} keeps {} A-fragment and accumulator registers a "
+                           "thread (dp={}); supported: at most 224 (a smaller mt, more wn or split)",
+                           t.mt, t.wn, t.split, regs, dp);
+    }
     // Every column part must hold output positions (else its blocks compute nothing).
     if ((t.split - 1) * (dp / t.split) >= npos)
       return fmt::format("split={} leaves column part {} without output positions (d={}, dp={})", t.split, t.split - 1, npos, dp);
@@ -518,8 +542,8 @@ inline std::string cfg_body(const WBMMSpec& s, const WBMMTile& t) {
   std::string c = fmt::format("  using T = {};\n  static constexpr int wh = {}, ww = {}, mode = {}, prec = {};\n", ctype(s.dtype),
                               s.wh, s.ww, s.mode, prec);
   if (!is_wgrad(s)) {
-    c += fmt::format("  static constexpr bool rotate = {}, identity = {}, fold_identity = {}, bias = {}, nhwc = {};\n",
-                     b(s.kernel == WBMMKernel::kDgrad), b(s.identity), b(t.fold), b(s.bias), b(s.layout));
+    c += fmt::format("  static constexpr bool rotate = {}, identity = {}, fold_identity = {}, bias = {}, nhwc = {}, wgmma = {};\n",
+                     b(s.kernel == WBMMKernel::kDgrad), b(s.identity), b(t.fold), b(s.bias), b(s.layout), b(t.engine == 2));
     c += fmt::format("  static constexpr int wm = {}, wn = {}, mt = {}, dp = {}, nsplit = {}, cpb = {}, stages = {}, vec = {}, "
                      "threads = {};\n",
                      t.wm, t.wn, t.mt, dp_of(s, t), t.split, t.cpb, t.stages, t.vec, threads_of(s, t));
@@ -565,7 +589,7 @@ inline int default_chunk(const WBMMSpec& s, WBMMTile t, const Shape& sh, const D
 }
 
 // The heuristic default per kernel (a pure function; always a tile reject() accepts when any is):
-//  - precision: 16-bit inputs on the 16-bit MMA. f32: FFMA up to d = 64 (2d FLOP an element stay under the
+//  - precision: 16-bit inputs on the 16-bit MMA (wgmma for fwd / dgrad on sm_90a above d = 64). f32: FFMA up to d = 64 (2d FLOP an element stay under the
 //    memory time: 7x7 is 98 FLOP per 8 bytes moved, below the fp32 ridge of ~15.7 FLOP/B), 3xTF32 above
 //    (14x14 in FFMA is compute-bound, AI 49; three TF32 products on tensor cores are not).
 //  - windows per tile 64 where shared memory allows (per-block M_c amortised, 16-wide MMA rows full),
@@ -588,7 +612,9 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
   const bool f32 = s.dtype == DType::kF32;
   std::vector<WBMMTile> cands;
   WBMMTile base;
-  base.engine = f32 && d2 <= 64 ? 0 : 1;
+  // 16-bit fwd / dgrad on sm_90a with d > 64: wgmma (measured on an H200, bf16 64x256x56x56: 14x14 forward
+  // 0.238 ms against 0.271 on mma.sync; 7x7 0.138 against 0.128, so mma.sync stays up to d = 64).
+  base.engine = f32 && d2 <= 64 ? 0 : wgmma_target(s) && d2 > 64 ? 2 : 1;
   base.cpb = s.layout ? 4 : 1;
   base.fold = 0;
   base.stages = 2;

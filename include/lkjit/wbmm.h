@@ -80,9 +80,10 @@ struct WBMMGradients {
   float* bias = nullptr;  // dbias (C): required iff options.bias
 };
 
-// How the backward computes dX. kFused (kAuto's choice): the wgrad kernel writes dX in the same pass over x
-// and dY (about 3|x| of traffic); kSplit: a dgrad kernel (the forward on the rotated table) and a wgrad
-// without dX. A backward with dx == nullptr runs the wgrad alone.
+// How the backward computes dX. kFused: the wgrad kernel writes dX in the same pass over x and dY (about 3|x|
+// of traffic); kSplit: a dgrad kernel (the forward on the rotated table) and a wgrad without dX. kAuto: fused,
+// except where the dgrad runs on wgmma (16-bit, sm_90, d > 64), where split is faster. A backward with
+// dx == nullptr runs the wgrad alone.
 enum class WBMMBackward { kAuto, kFused, kSplit };
 
 // Pure: the kernels a pass runs for activations in o.layout (backward: with dX unless need_dx is false).

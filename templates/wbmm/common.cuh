@@ -3,12 +3,23 @@
 #include "abi/wbmm_params.h"
 #include "common/dtype.cuh"
 #include "wbmm/gemm.cuh"
+#include "wbmm/gemm_wgmma.cuh"
 #include "wbmm/geometry.cuh"
 #include "wbmm/operand.cuh"
 #include "wbmm/tile_io.cuh"
 
 namespace lkjit {
 namespace wbmm {
+
+// X if B, else Y (no standard library under NVRTC).
+template <bool B, class X, class Y>
+struct Select {
+  using type = X;
+};
+template <class X, class Y>
+struct Select<false, X, Y> {
+  using type = Y;
+};
 
 // The element type products read: the activation's own 16-bit type on the 16-bit MMA, fp32 otherwise.
 template <class T, int Prec>

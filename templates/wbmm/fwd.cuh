@@ -12,7 +12,7 @@
 //   per tile: global -> registers (window partition fused into the loads, Cfg::vec elements an access
 //             where the tile's columns are runs; the next tile's loads in flight during this tile's
 //             products with stages = 2) -> A in shared memory -> warp products
-//             (mma.sync, or FFMA) -> + identity (accumulator init, exact) + bias -> staging -> global
+//             (mma.sync, wgmma with Cfg::wgmma, or FFMA) -> + identity (accumulator init, exact) + bias -> staging -> global
 //             (un-partition and crop fused into the stores).
 // Traffic: |x| read once (nsplit times with a column split) and |y| written once; R or M_c read once per
 // block from L2. FLOPs: 2 dp^2 per window of padded products (2 d^2 needed), + the B build of dp^2/nsplit
@@ -33,10 +33,15 @@ __device__ __forceinline__ void wbmm_fwd(const WBMMParams& p) {
   constexpr int WH = Cfg::wh, WW = Cfg::ww, D = WH * WW, DP = Cfg::dp, NS = Cfg::nsplit, NB = DP / NS;
   constexpr int WM = Cfg::wm, WN = Cfg::wn, MT = Cfg::mt, CPB = Cfg::cpb, NTH = Cfg::threads;
   constexpr int WG = WM * WN, WPB = 16 * MT * WM, NT = NB / (8 * WN);
+  // Cfg::wgmma: a warpgroup (wm = 4 warps) per m64 tile of windows on sm_90a's wgmma, M_c in the
+  // core-matrix layout its descriptors read (wbmm/gemm_wgmma.cuh); else per-warp mma.sync or FFMA tiles.
+  constexpr bool kWgmma = Cfg::wgmma;
   constexpr int PA = operand_pitch(DP, sizeof(T)), PB = operand_pitch(DP, sizeof(Op)), PY = staging_pitch(NB);
-  constexpr FwdLayout L = fwd_layout(DP, NS, WPB, CPB, sizeof(T), sizeof(Op));
+  constexpr FwdLayout L = fwd_layout(DP, NS, WPB, CPB, sizeof(T), sizeof(Op), kWgmma);
+  constexpr int kBChannel = NB * (kWgmma ? DP : PB);  // operand elements per channel
   constexpr bool kFold = Cfg::identity && Cfg::fold_identity, kAccId = Cfg::identity && !Cfg::fold_identity;
-  using Tile = WarpTileNT<PREC, Op, MT, NT, PA, PB>;
+  using Tile = typename Select<kWgmma, WarpGroupTileNT<Op, MT, NT, PA, DP>, WarpTileNT<PREC, Op, MT, NT, PA, PB>>::type;
+  static_assert(!kWgmma || (PREC == kPrecMma16 && WM == 4), "wgmma: 16-bit operands, a warpgroup of wm = 4 warps");
   static_assert(WH >= 1 && WH <= kMaxWindow && WW >= 1 && WW <= kMaxWindow, "window in [1, 16]");
   static_assert(NTH == 32 * WG * CPB, "threads = 32 x wm x wn warps per channel x cpb channels");
   static_assert(DP == fwd_dp(D, PREC, WN, NS), "dp: the padded d of geometry.cuh's fwd_dp");
@@ -69,19 +74,21 @@ __device__ __forceinline__ void wbmm_fwd(const WBMMParams& p) {
   zero_smem(As, L.y - L.a, tid, NTH);
 #pragma unroll 1
   for (int cl = 0; cl < CPB; ++cl)
-    build_operand<Op, WH, WW, Cfg::mode, Cfg::rotate, kFold, DP, NB, PB>(Bs + cl * NB * PB, p, c0 + cl, cl < cvalid, j0,
-                                                                          tid, NTH);
+    build_operand<Op, WH, WW, Cfg::mode, Cfg::rotate, kFold, DP, NB, PB, kWgmma>(Bs + cl * kBChannel, p, c0 + cl,
+                                                                                  cl < cvalid, j0, tid, NTH);
   fill_table<2, WH, WW, WPB>(tabs, chunk.t0, p, sts, c0, tid, NTH);
+  if constexpr (kWgmma) wgmma::fence_proxy_async();  // M_c's stores, visible to the wgmma reads after the barrier
   __syncthreads();
 
   TileIO<T, WH, WW, WPB, CPB, Cfg::nhwc, NTH, Cfg::vec> io(tid);
   io.template load<true>(in, ist, tabs, 0, 0, D, cvalid, tid);
 
-  // This warp's channel and tile of the block's (WPB x NB) output.
-  const int cw = warp / WG, wg = warp % WG, m0 = (wg % WM) * 16 * MT, n0 = (wg / WM) * 8 * NT;
+  // This warp's channel and tile of the block's (WPB x NB) output (with wgmma: its warpgroup's tile; the
+  // warp's rows within it are the tile's).
+  const int cw = warp / WG, wg = warp % WG, m0 = kWgmma ? 0 : (wg % WM) * 16 * MT, n0 = (wg / WM) * 8 * NT;
   const float bias = Cfg::bias && cw < cvalid ? __ldg(p.bias + c0 + cw) : 0.f;
   const T* const a_warp = As + (cw * WPB + m0) * PA;
-  const Op* const b_warp = Bs + (cw * NB + n0) * PB;
+  const Op* const b_warp = Bs + cw * kBChannel + n0 * (kWgmma ? DP : PB);  // core layout: n0 is a multiple of 8
   T* const y_warp = Ys + (cw * WPB + m0) * PY + n0;
 
 #pragma unroll 1
@@ -92,7 +99,10 @@ __device__ __forceinline__ void wbmm_fwd(const WBMMParams& p) {
     if (Cfg::stages == 2 && t + 1 < chunk.count)
       io.template load<true>(in, ist, tabs + ((t + 1) % kTables) * WPB, 0, 0, D, cvalid, tid);
 
-    Tile tile;
+    Tile tile = [&] {
+      if constexpr (kWgmma) return Tile(warp);
+      else return Tile();
+    }();
     if constexpr (PREC == kPrecFfma) {
       if constexpr (kAccId) {
         tile.each(lane, [&](int r, int col, float& v) { v = a_warp[r * PA + j0 + n0 + col]; });
@@ -107,7 +117,11 @@ __device__ __forceinline__ void wbmm_fwd(const WBMMParams& p) {
       } else {
         tile.zero();
       }
-      tile.template run<DP / Tile::KS>(a_warp, b_warp, lane);
+      if constexpr (kWgmma) {
+        tile.run(a_warp, b_warp, lane);
+      } else {
+        tile.template run<DP / Tile::KS>(a_warp, b_warp, lane);
+      }
       tile.pairs(lane, [&](int r, int col, float& v0, float& v1) { store_pair(y_warp + r * PY + col, v0 + bias, v1 + bias); });
     }
     __syncthreads();

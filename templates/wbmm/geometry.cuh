@@ -132,15 +132,16 @@ enum { kTables = 3 };  // tile t uses table t % 3: loads of t+1 and stores of t 
 
 // Forward / dX kernel (wbmm/fwd.cuh), byte offsets into dynamic shared memory:
 //   B:   cpb x NB x PB of the operand type (NB = dp/nsplit rows n, PB = pitch over k = dp)   M_c or M_c^T
+//        (core: wgmma's core-matrix layout, NB x dp elements without padding)
 //   A:   cpb x WPB x PA of T   (PA = pitch over dp)                                        input tile
 //   Y:   cpb x WPB x PY of T   (PY = pitch over NB)                                        output staging
 //   tab: kTables x WPB window entries (2 bases: input, output)
 struct FwdLayout {
   int b, a, y, tab, total;
 };
-LKJIT_HD constexpr FwdLayout fwd_layout(int dp, int nsplit, int wpb, int cpb, int t_bytes, int op_bytes) {
+LKJIT_HD constexpr FwdLayout fwd_layout(int dp, int nsplit, int wpb, int cpb, int t_bytes, int op_bytes, bool core = false) {
   const int nb = dp / nsplit;
-  const int b_bytes = align16(cpb * nb * operand_pitch(dp, op_bytes) * op_bytes);
+  const int b_bytes = align16(cpb * nb * (core ? dp : operand_pitch(dp, op_bytes)) * op_bytes);
   const int a_bytes = align16(cpb * wpb * operand_pitch(dp, t_bytes) * t_bytes);
   const int y_bytes = align16(cpb * wpb * staging_pitch(nb) * t_bytes);
   const int tab_bytes = kTables * wpb * (int)sizeof(WinEntry<2>);

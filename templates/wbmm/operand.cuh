@@ -1,6 +1,7 @@
 // The per-channel operand of the window product, built on chip: M_c never exists in device memory. The
 // shared tile holds NB rows n (output positions jn = n0 + n of the block's column part) of k = 0..dp-1
-// (input positions), row-major with pitch PB:
+// (input positions), row-major with pitch PB, or with Core in wgmma's core-matrix layout (K = DP;
+// common/wgmma_layout.h):
 //   forward:  B[n][k] = M[c][k][jn]     (Y[j] = sum_i T[i] M[i][j])
 //   rotate:   B[n][k] = M[c][jn][k]     (dX[i] = sum_j dY[j] M[i][j]: M_c^T, the M of the rotated table)
 // Table mode reads M[c][i][j] = R[c][I[i, j]] (the rotated form as R[c][K-1-I[k, jn]]); dense mode reads M.
@@ -8,12 +9,13 @@
 #pragma once
 #include "abi/wbmm_params.h"
 #include "common/dtype.cuh"
+#include "common/wgmma_layout.h"
 #include "wbmm/geometry.cuh"
 
 namespace lkjit {
 namespace wbmm {
 
-template <class Op, int WH, int WW, int Mode, bool Rotate, bool Fold, int DP, int NB, int PB>
+template <class Op, int WH, int WW, int Mode, bool Rotate, bool Fold, int DP, int NB, int PB, bool Core = false>
 __device__ __forceinline__ void build_operand(Op* __restrict__ dst, const WBMMParams& p, int c, bool valid, int n0,
                                               int tid, int nthreads) {
   constexpr int D = WH * WW, K = table_size(WH, WW);
@@ -32,7 +34,7 @@ __device__ __forceinline__ void build_operand(Op* __restrict__ dst, const WBMMPa
       }
       if (Fold && k == jn) v += 1.f;
     }
-    dst[n * PB + k] = from_f32<Op>(v);
+    dst[Core ? wgmma::core_offset(n, k, DP) : n * PB + k] = from_f32<Op>(v);
   }
 }
 

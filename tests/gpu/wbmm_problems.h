@@ -3,6 +3,7 @@
 // in each of its precisions and layouts; the benchmarks run the shape lists. Plain data: no runtime
 // dependency, so the CPU suite checks the lists against the generator (tests/wbmm_geometry_test.cpp).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -13,14 +14,27 @@
 namespace lkjit::testing {
 
 // How the products are formed: the dtype of the activations, and for f32 TF32 allowed (tf32) and the
-// engine (0: FFMA, 1: tensor cores: 3xTF32, or TF32 with tf32 = 1). 16-bit dtypes run the 16-bit MMA.
+// engine (0: FFMA, 1: tensor cores: 3xTF32, or TF32 with tf32 = 1). 16-bit dtypes run the 16-bit MMA:
+// mma.sync (engine 1) or, forward and dgrad on sm_90a, wgmma (engine 2; wgmma_form below).
 struct WBMMPrecision {
   DType dtype;
   int tf32, engine;
 };
 inline const std::vector<WBMMPrecision>& wbmm_precisions() {
   static const std::vector<WBMMPrecision> v = {
-      {DType::kBF16, 0, 1}, {DType::kF16, 0, 1}, {DType::kF32, 0, 0}, {DType::kF32, 0, 1}, {DType::kF32, 1, 1}};
+      {DType::kBF16, 0, 1}, {DType::kF16, 0, 1}, {DType::kBF16, 0, 2}, {DType::kF16, 0, 2},
+      {DType::kF32, 0, 0},  {DType::kF32, 0, 1}, {DType::kF32, 1, 1}};
+  return v;
+}
+
+// The wgmma (engine 2) forms of a forward / dgrad tile, to try in order: a warpgroup of wm = 4 warps along the
+// windows, about the same windows per tile (16 mt wm); then, where the larger tile outgrows shared memory,
+// fewer channels a block.
+inline std::vector<Tile> wgmma_forms(Tile t) {
+  const int windows16 = t.get("wm") * t.get("mt");
+  t.set("engine", 2).set("wm", 4).set("mt", windows16 >= 8 ? windows16 / 4 : 1);
+  std::vector<Tile> v = {t};
+  for (int cpb = t.get("cpb") / 2; cpb >= 1; cpb /= 2) v.push_back(Tile(t).set("cpb", cpb).set("vec", std::min(t.get("vec"), cpb)));
   return v;
 }
 
@@ -39,6 +53,7 @@ inline std::string wbmm_problem_name(const WBMMProblem& p, const WBMMPrecision& 
                   (p.identity ? "" : "_noid") + (p.bias ? "_bias" : "") + (p.layout ? "_nhwc" : "_nchw") + "_" +
                   to_string(q.dtype);
   if (q.dtype == DType::kF32) s += q.tf32 ? "_tf32" : q.engine ? "_3xtf32" : "_ffma";
+  else if (q.engine == 2) s += "_wgmma";
   return s;
 }
 

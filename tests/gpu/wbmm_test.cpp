@@ -117,21 +117,42 @@ int64_t count_bad(const std::vector<double>& want, const std::vector<double>& bo
   return bad;
 }
 
-// f32 problems run the engine the precision names (FFMA or tensor cores) where the planned tile with that
-// engine is a point of its space; elsewhere the planner's choice stands.
-void force_engine(WBMM& layer, const WBMMProblem& p, bool backward, int engine) {
-  for (const auto& pk : layer.plan(p.B, p.H, p.W, backward)) {
-    if (pk.spec.kernel.name() == "wbmm_reduce" || pk.tile.get("engine") == engine) continue;
-    Tile t = pk.tile;
-    t.set("engine", engine);
-    if (in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape)) layer.set_tile_override(pk.spec.kernel, t);
-  }
+// Problems run the engine the precision names where the planned tile with that engine is a point of its
+// space (f32: FFMA or tensor cores; 16-bit: mma.sync, or wgmma in its form, fwd / dgrad on sm_90a); elsewhere the
+// planner's choice stands. Returns how many kernels were switched.
+// Tile axes set on top of the wgmma form (0: the form's own value), for the wgmma tile sweep.
+struct Variant {
+  int wn = 0, mt = 0, split = 0, cpb = 0, stages = 0;
+};
+Tile with(Tile t, const Variant& v) {
+  for (auto [axis, value] : {std::pair<const char*, int>{"wn", v.wn}, {"mt", v.mt}, {"split", v.split}, {"cpb", v.cpb},
+                             {"stages", v.stages}})
+    if (value) t.set(axis, value);
+  return t;
 }
 
-class WBMMGpu : public lkjit::testing::GpuTestP<Param> {};
+int force_engine(WBMM& layer, const WBMMProblem& p, bool backward, const WBMMPrecision& q, const Variant& v = {}) {
+  int n = 0;
+  for (const auto& pk : layer.plan(p.B, p.H, p.W, backward)) {
+    if (pk.spec.kernel.name() == "wbmm_reduce" || pk.tile.get("engine") == q.engine) continue;
+    std::vector<Tile> ts;
+    if (q.engine == 2) {
+      for (const auto& f : lkjit::testing::wgmma_forms(pk.tile)) ts.push_back(with(f, v));
+    } else {
+      ts.push_back(Tile(pk.tile).set("engine", q.engine));
+    }
+    for (const auto& t : ts)
+      if (in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape)) {
+        layer.set_tile_override(pk.spec.kernel, t), ++n;
+        break;
+      }
+  }
+  return n;
+}
 
-TEST_P(WBMMGpu, ForwardAndBackwardMatchTheReference) {
-  const auto [p, q] = GetParam();
+// One problem in one precision (and, for wgmma, tile variant): forward and both backward paths against the
+// reference.
+void check_problem(const WBMMProblem& p, const WBMMPrecision& q, const Variant& v = {}) {
   const DType dt = q.dtype;
   const Data d = make(p, dt, unsigned(p.B * 1000 + p.C * 100 + p.H * 10 + p.W + int(dt)));
   WBMMOptions o;
@@ -154,7 +175,11 @@ TEST_P(WBMMGpu, ForwardAndBackwardMatchTheReference) {
   (p.mode ? w.M : w.R) = static_cast<const float*>(dw.data());
   if (p.bias) w.bias = static_cast<const float*>(dbias.data());
   layer.set_weights(w);
-  if (dt == DType::kF32) force_engine(layer, p, false, q.engine);
+  if (force_engine(layer, p, false, q, v) == 0 && q.engine == 2) {
+    const OpSpec fwd = layer.plan(p.B, p.H, p.W).front().spec;
+    if (!fwd.arch_specific) GTEST_SKIP() << "wgmma runs on sm_90a; this device's forward kernel is for " << fwd.target();
+    FAIL() << "the wgmma tile is not a point of the forward's space";
+  }
   WBMMStrides st;
   st.x = st.dout = st.out = d.st;
 
@@ -184,7 +209,7 @@ TEST_P(WBMMGpu, ForwardAndBackwardMatchTheReference) {
     SCOPED_TRACE(path == WBMMBackward::kFused ? "fused" : "split");
     layer.set_backward_path(path);
     layer.clear_tile_overrides();  // a fused wgrad's tile is no split wgrad's (wm, wn)
-    if (dt == DType::kF32) force_engine(layer, p, true, q.engine);
+    force_engine(layer, p, true, q, v);  // wgmma: the split path's dgrad
     for (int rep = 0; rep < 2; ++rep) {
       ddx.fill_u32(0xffffffffu);
       dgw.fill_u32(0xffffffffu);
@@ -216,8 +241,40 @@ TEST_P(WBMMGpu, ForwardAndBackwardMatchTheReference) {
   }
 }
 
+class WBMMGpu : public lkjit::testing::GpuTestP<Param> {};
+
+TEST_P(WBMMGpu, ForwardAndBackwardMatchTheReference) { check_problem(GetParam().p, GetParam().q); }
+
 INSTANTIATE_TEST_SUITE_P(Problems, WBMMGpu, ::testing::ValuesIn(params()), [](const auto& info) {
   return lkjit::testing::wbmm_problem_name(info.param.p, info.param.q);
+});
+
+// The wgmma engine's tile space: N per warpgroup from 8 to 256 columns (products of 8-64 issued together),
+// two m64 tiles, column splits, several channels a block (warpgroups of different channels), one stage;
+// on windows 7x7 (NCHW, padded), 14x14 (NHWC, dense) and 5x6.
+struct WgmmaCase {
+  WBMMProblem p;
+  DType dt;
+  Variant v;
+};
+std::vector<WgmmaCase> wgmma_cases() {
+  const WBMMProblem w7{2, 3, 16, 19, 7, 7, 0, 1, 1, 0}, w14{1, 2, 30, 29, 14, 14, 1, 1, 0, 1}, w56{2, 3, 23, 22, 5, 6, 1, 1, 1, 0};
+  const WBMMProblem w16{1, 2, 33, 17, 16, 16, 0, 1, 0, 0};
+  return {{w7, DType::kBF16, {1, 2, 1, 1, 2}}, {w7, DType::kF16, {2, 1, 2, 2, 1}}, {w7, DType::kBF16, {4, 1, 1, 2, 2}},
+          {w14, DType::kBF16, {1, 1, 1, 1, 2}}, {w14, DType::kF16, {2, 1, 2, 2, 2}}, {w14, DType::kBF16, {7, 2, 1, 1, 1}},
+          {w56, DType::kF16, {1, 2, 1, 2, 2}}, {w56, DType::kBF16, {2, 1, 2, 1, 1}}, {w16, DType::kBF16, {1, 1, 1, 1, 2}},
+          {w16, DType::kF16, {4, 1, 2, 1, 2}}};
+}
+class WBMMWgmmaTiles : public lkjit::testing::GpuTestP<WgmmaCase> {};
+TEST_P(WBMMWgmmaTiles, MatchTheReference) {
+  const auto& c = GetParam();
+  check_problem(c.p, WBMMPrecision{c.dt, 0, 2}, c.v);
+}
+INSTANTIATE_TEST_SUITE_P(Tiles, WBMMWgmmaTiles, ::testing::ValuesIn(wgmma_cases()), [](const auto& info) {
+  const auto& v = info.param.v;
+  return lkjit::testing::wbmm_problem_name(info.param.p, WBMMPrecision{info.param.dt, 0, 2}) + "_wn" + std::to_string(v.wn) +
+         "_mt" + std::to_string(v.mt) + "_s" + std::to_string(v.split) + "_c" + std::to_string(v.cpb) + "_st" +
+         std::to_string(v.stages);
 });
 
 // A backward without dX runs the wgrad alone and writes the same weight gradients.
