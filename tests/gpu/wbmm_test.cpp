@@ -134,7 +134,8 @@ Tile with(Tile t, const Variant& v) {
 int force_engine(WBMM& layer, const WBMMProblem& p, bool backward, const WBMMPrecision& q, const Variant& v = {}) {
   int n = 0;
   for (const auto& pk : layer.plan(p.B, p.H, p.W, backward)) {
-    if (pk.spec.kernel.name() == "wbmm_reduce" || pk.tile.get("engine") == q.engine) continue;
+    // (wgmma tiles are set even where the default already is one: the sweep's variants apply to it.)
+    if (pk.spec.kernel.name() == "wbmm_reduce" || (pk.tile.get("engine") == q.engine && q.engine != 2)) continue;
     std::vector<Tile> ts;
     if (q.engine == 2) {
       for (const auto& f : lkjit::testing::wgmma_forms(pk.tile)) ts.push_back(with(f, v));
