@@ -12,12 +12,11 @@
 namespace lkjit {
 namespace wbmm {
 
-// ---- NT ----------------------------------------------------------------------------------------------
-template <int Prec, class Op, int MT, int NT, int PA, int PB>
-struct WarpTileNT {
-  static_assert(Prec != kPrecFfma, "the FFMA tile is the specialisation below");
-  static constexpr int KS = 32 / (int)sizeof(Op);  // k per step: 16 16-bit or 8 TF32 elements (32 bytes a row)
-  static_assert((Prec == kPrecMma16) == (sizeof(Op) == 2), "16-bit operands on the 16-bit MMA, fp32 on TF32");
+// The fp32 accumulators of MT x NT tiles in the m16n8 C layout of mma.sync (and wgmma): acc[mi][ni][2h + e] is
+// row MS mi + r0 + g + 8h, column 8 ni + 2t + e (lane = 4g + t; MS: rows per m tile, r0: the warp's first row in
+// one). zero() clears them; pairs_from() hands f(row, col, v0, v1) each adjacent pair.
+template <int MT, int NT, int MS>
+struct MmaAcc {
   float acc[MT][NT][4];
 
   __device__ __forceinline__ void zero() {
@@ -28,16 +27,30 @@ struct WarpTileNT {
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
   }
-  // f(row, col, v0, v1) with references to the accumulator pair at (row, col), (row, col + 1).
   template <class F>
-  __device__ __forceinline__ void pairs(int lane, F&& f) {
+  __device__ __forceinline__ void pairs_from(int lane, int r0, F&& f) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) f(16 * mi + g + 8 * h, 8 * ni + 2 * t, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+        for (int h = 0; h < 2; ++h)
+          f(MS * mi + r0 + g + 8 * h, 8 * ni + 2 * t, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+  }
+};
+
+// ---- NT ----------------------------------------------------------------------------------------------
+template <int Prec, class Op, int MT, int NT, int PA, int PB>
+struct WarpTileNT : MmaAcc<MT, NT, 16> {
+  static_assert(Prec != kPrecFfma, "the FFMA tile is the specialisation below");
+  static constexpr int KS = 32 / (int)sizeof(Op);  // k per step: 16 16-bit or 8 TF32 elements (32 bytes a row)
+  static_assert((Prec == kPrecMma16) == (sizeof(Op) == 2), "16-bit operands on the 16-bit MMA, fp32 on TF32");
+  using MmaAcc<MT, NT, 16>::acc;
+  // f(row, col, v0, v1) with references to the accumulator pair at (row, col), (row, col + 1).
+  template <class F>
+  __device__ __forceinline__ void pairs(int lane, F&& f) {
+    this->pairs_from(lane, 0, f);
   }
 
   // acc += A B over k in [0, KSTEPS * KS). A: the warp's first row m0, B: its first row n0 (column k = 0).
@@ -134,28 +147,14 @@ struct WarpTileNT<kPrecFfma, float, MT, NT, PA, PB> {
 // ---- TN ----------------------------------------------------------------------------------------------
 // acc += X^T G over KSTEPS steps of windows: X points at (window 0, m0), G at (window 0, n0).
 template <int Prec, class Op, int MT, int NT, int PX, int PG>
-struct WarpTileTN {
+struct WarpTileTN : MmaAcc<MT, NT, 16> {
   static_assert(Prec != kPrecFfma, "the FFMA tile is the specialisation below");
   static constexpr int KS = Prec == kPrecMma16 ? 16 : 8;  // windows per step
-  float acc[MT][NT][4];
-
-  __device__ __forceinline__ void zero() {
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
-  }
+  using MmaAcc<MT, NT, 16>::acc;
+  // f(row, col, v0, v1) with references to the accumulator pair at (row, col), (row, col + 1).
   template <class F>
   __device__ __forceinline__ void pairs(int lane, F&& f) {
-    const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) f(16 * mi + g + 8 * h, 8 * ni + 2 * t, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+    this->pairs_from(lane, 0, f);
   }
 
   template <int KSTEPS>

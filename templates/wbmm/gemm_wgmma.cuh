@@ -10,38 +10,24 @@
 #pragma once
 #include "common/mma.cuh"
 #include "common/wgmma.cuh"
+#include "wbmm/gemm.cuh"
 
 namespace lkjit {
 namespace wbmm {
 
 template <class Op, int MT, int NT, int PA, int DP>
-struct WarpGroupTileNT {
+struct WarpGroupTileNT : MmaAcc<MT, NT, 64> {
   static constexpr int KS = 16;  // k per wgmma (16-bit operands)
   static_assert(sizeof(Op) == 2, "wgmma here takes 16-bit operands");
   static_assert(DP % KS == 0, "whole k16 steps");
-  float acc[MT][NT][4];
+  using MmaAcc<MT, NT, 64>::acc;
   int w;  // warp of the warpgroup: rows 16 w .. 16 w + 15 of each m64 tile
 
   __device__ __forceinline__ explicit WarpGroupTileNT(int warp) : w(warp & 3) {}
 
-  __device__ __forceinline__ void zero() {
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
-  }
   template <class F>
   __device__ __forceinline__ void pairs(int lane, F&& f) {
-    const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          f(64 * mi + 16 * w + g + 8 * h, 8 * ni + 2 * t, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+    this->pairs_from(lane, 16 * w, f);
   }
 
   // acc += A B over k in [0, DP). A: the group's first row (pitch PA); B: row n0 of the core-matrix operand
