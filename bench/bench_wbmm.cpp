@@ -5,6 +5,8 @@
 // Shapes (docs/wbmm.md, issue targets in docs/anchors-h200.md): the operator study, C = 256 at 51.4 M elements
 // (64 x 256 x 56 x 56), windows 7 and 14, fp32 with TF32 off (fp32-accurate) and on, and bf16; the WBMM-T layers
 // (batch 128, 7x7 windows: 80 @ 56, 160 @ 28, 320 @ 14, 640 @ 7) in bf16, NCHW and channels_last.
+// Tile forms beside the defaults: wbmm_wgmma_* (bf16 forward / dgrad on wgmma), wbmm_kt<kchunk>_* (14x14: the
+// forward / dgrad K-tiled, M_c's rows streamed in chunks, no column split).
 // Counters: GB/s of the traffic floor (fwd 2|x|, bwd 3|x|, fwd+bwd 5|x|) and that as % of copy, TFLOP/s of the
 // products (2 d FLOP per padded element per product; fwd 1 product, bwd 2).
 //
@@ -109,7 +111,29 @@ bool use_wgmma(lkjit::WBMM& layer, const Row& r, bool bwd) {
   return any;
 }
 
-void BM_Lkjit(benchmark::State& st, Row r, Pass pass, bool wgmma) {
+// The forward and dgrad kernels K-tiled (M_c's rows streamed in chunks of kchunk, the kchunk axis) without a
+// column split, on the default tile's engine and warps; fewer channels a block where shared memory asks.
+bool use_ktile(lkjit::WBMM& layer, const Row& r, bool bwd, int kchunk, int wn) {
+  using namespace lkjit;
+  bool any = false;
+  for (const auto& pk : layer.plan(r.B, r.H, r.H, bwd)) {
+    if (pk.spec.kernel != kWBMMFwd && pk.spec.kernel != kWBMMDgrad) continue;
+    Tile t = Tile(pk.tile).set("kchunk", kchunk).set("split", 1);
+    if (wn) t.set("wn", wn);
+    if (t.get("engine") == 2) t.set("engine", 1).set("wm", 4);  // mma.sync: wgmma reads M_c whole
+    for (; !in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape) && t.get("cpb") > 1;)
+      t.set("cpb", t.get("cpb") / 2).set("vec", std::min(t.get("vec"), t.get("cpb")));
+    if (!in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape)) return false;
+    layer.set_tile_override(pk.spec.kernel, t);
+    any = true;
+  }
+  return any;
+}
+
+// form: 0 the default tiles; -1 the default tiles on the split backward (dgrad + wgrad without dX); 1 wgmma
+// (use_wgmma); 16, 32, 64: K-tiled with that kchunk (use_ktile), + 1000 wn for wn warps along the columns instead
+// of the default's. wgmma and K-tiled rows run the split backward (the dgrad is the kernel they change).
+void BM_Lkjit(benchmark::State& st, Row r, Pass pass, int form) {
   using namespace lkjit;
   const Sizes z = sizes_of(r);
   WBMMOptions o;
@@ -119,9 +143,15 @@ void BM_Lkjit(benchmark::State& st, Row r, Pass pass, bool wgmma) {
   const bool bwd = pass != Pass::kFwd;
   try {
     layer.plan(r.B, r.H, r.H, bwd);
-    if (wgmma) {
+    if (form == -1) {
+      layer.set_backward_path(WBMMBackward::kSplit);
+    } else if (form == 1) {
       layer.set_backward_path(WBMMBackward::kSplit);  // the fused wgrad has no wgmma form; the dgrad has
       if (!use_wgmma(layer, r, bwd)) throw std::runtime_error("no wgmma tile here (sm_90a only)");
+    } else if (form > 1) {
+      layer.set_backward_path(WBMMBackward::kSplit);
+      if (!use_ktile(layer, r, bwd, form % 1000, form / 1000))
+        throw std::runtime_error(fmt::format("no kchunk={} tile here", form % 1000));
     }
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
@@ -225,9 +255,15 @@ int main(int argc, char** argv) {
   reg("copy/2GiB", BM_Copy);
   for (const auto& r : rows())
     for (Pass p : {Pass::kFwd, Pass::kBwd, Pass::kTrain}) {
-      reg(fmt::format("wbmm_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, false); });
+      reg(fmt::format("wbmm_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, 0); });
       if (std::string(r.dtype) == "bf16" && p != Pass::kTrain)
-        reg(fmt::format("wbmm_wgmma_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, true); });
+        reg(fmt::format("wbmm_wgmma_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, 1); });
+      if (r.w == 14 && p == Pass::kBwd)
+        reg(fmt::format("wbmm_split_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, -1); });
+      if (r.w == 14 && p != Pass::kTrain)  // d = 196: M_c's part large enough to K-tile
+        for (int form : {32, 64, 4032, 4064})
+          reg(fmt::format("wbmm_kt{}{}_{}/{}", form % 1000, form > 1000 ? "_wn4" : "", pass_name(p), row_name(r)),
+              [r, p, form](benchmark::State& st) { BM_Lkjit(st, r, p, form); });
       if (!r.nhwc)  // the baseline's best layout is its own (C, N, d): one row per shape
         reg(fmt::format("torch_path_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_TorchPath(st, r, p); });
     }

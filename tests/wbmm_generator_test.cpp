@@ -234,7 +234,7 @@ TEST(WBMMFamily, GeneratedUnitHasTheDerivedLaunchBounds) {
   const auto g = generate(f, t);
   EXPECT_THAT(g.source, AllOf(HasSubstr("#include \"wbmm/fwd.cuh\""), HasSubstr("__launch_bounds__(256)\n"),
                               HasSubstr("using T = lkjit::f16;"), HasSubstr("bias = true, nhwc = true, wgmma = false;"),
-                              HasSubstr("wm = 2, wn = 1, mt = 2, dp = 64, nsplit = 1, cpb = 4, stages = 2, vec = 2, threads = 256;"),
+                              HasSubstr("wm = 2, wn = 1, mt = 2, dp = 64, nsplit = 1, kchunk = 0, cpb = 4, stages = 2, vec = 2, threads = 256;"),
                               HasSubstr("lkjit::wbmm_fwd<Cfg>(p);")));
   EXPECT_EQ(g.headers->count("wbmm/fwd.cuh"), 1u);
   EXPECT_EQ(g.headers->count("wtconv/fwd_plane.cuh"), 0u);  // the closure holds the family's own templates only

@@ -386,7 +386,7 @@ TEST(WBMMGeometry, CfgBodyAndNames) {
   EXPECT_THAT(cfg, HasSubstr("using T = lkjit::bf16;"));
   EXPECT_THAT(cfg, HasSubstr("wh = 14, ww = 14, mode = 0, prec = 0;"));
   EXPECT_THAT(cfg, HasSubstr("rotate = false, identity = true, fold_identity = false, bias = false, nhwc = false, wgmma = false;"));
-  EXPECT_THAT(cfg, HasSubstr("wm = 4, wn = 2, mt = 1, dp = 208, nsplit = 1, cpb = 1, stages = 2, vec = 4, threads = 256;"));
+  EXPECT_THAT(cfg, HasSubstr("wm = 4, wn = 2, mt = 1, dp = 208, nsplit = 1, kchunk = 0, cpb = 1, stages = 2, vec = 4, threads = 256;"));
   EXPECT_EQ(name_of(s, t), "lkjit_wbmm_fwd_bf16_wh14_ww14_m0_tf0_id1_bi0_l0_e1_wm4_wn2_mt1_s1_c1_st2_vc4_ch8_sm90");
   s.kernel = gen::WBMMKernel::kDgrad;
   EXPECT_THAT(gen::cfg_body(s, t), HasSubstr("rotate = true"));

@@ -34,6 +34,9 @@
 //   wn      wn     1, 2, 4, 7, 8            fwd/dgrad      warps along output positions (MMA N) per channel
 //   mt      mt     1, 2, 4                  fwd/dgrad      m16 tiles per warp: windows per tile = 16 mt wm
 //   split   s      1, 2, 4                  fwd/dgrad/wgrad fwd: M_c column parts (grid z); wgrad: dM row parts
+//   kchunk  kt     0, 16, 32, 64 (d > 64)   fwd/dgrad      K-tiling: M_c's rows k streamed in chunks of kchunk
+//                                                           through two shared buffers, rebuilt every tile
+//                                                           (0: whole; not with wgmma)
 //   cpb     c      1, 2, 4, 8 (wgrad 1-4)   fwd/dgrad/wgrad channels per block (one warp group each)
 //   stages  st     1, 2                     fwd/dgrad/wgrad 2: the next tile's loads in flight during products
 //   vec     vc     1, 2, 4, 8 (f32 1-4)     fwd/dgrad/wgrad elements a global access (up to 16 bytes) where a
@@ -52,7 +55,7 @@
 //
 // ---- Cfg members (generated; templates static_assert every relation) -------------------------------------
 //   wbmm_fwd / wbmm_dgrad: T, wh, ww, mode, prec, rotate, identity, fold_identity, bias, nhwc, wgmma, wm, wn, mt,
-//                          dp, nsplit, cpb, stages, vec, threads
+//                          dp, nsplit, kchunk, cpb, stages, vec, threads
 //   wbmm_wgrad:            T, wh, ww, mode, prec, identity, fold_identity, dbias, nhwc, fuse_dx, wpb, gm,
 //                          gn, wm, wn, dp, isplit, cpb, stages, vec, threads
 //   wbmm_reduce:           wh, ww, mode, dbias, threads
@@ -93,7 +96,7 @@ struct WBMMSpec {
 };
 
 struct WBMMTile {
-  int engine = 1, wm = 2, wn = 2, mt = 2, split = 1, cpb = 1, stages = 2, chunk = 1, fold = 0, vec = 4;
+  int engine = 1, wm = 2, wn = 2, mt = 2, split = 1, kchunk = 0, cpb = 1, stages = 2, chunk = 1, fold = 0, vec = 4;
   int wpb = 64, gm = 2, gn = 2;  // wgrad
   int threads = 256;             // reduce
 };
@@ -143,6 +146,7 @@ inline const std::vector<AxisDef>& axis_defs() {
       {"wn", "wn", "warps along output positions (MMA N) per channel (wgrad: gm gn / wm)"},
       {"mt", "mt", "m16 tiles per warp: a tile holds 16 mt wm windows (fwd, dgrad)"},
       {"split", "s", "fwd/dgrad: M_c column parts (grid z); wgrad: dM row parts"},
+      {"kchunk", "kt", "fwd/dgrad: M_c's rows k streamed in chunks of kchunk, rebuilt every tile (0: whole)"},
       {"cpb", "c", "channels per block, one warp group each"},
       {"stages", "st", "2: the next tile's loads in flight during the products"},
       {"vec", "vc", "elements a global access where tile columns are runs (at most 16 bytes)"},
@@ -184,6 +188,8 @@ inline std::vector<AxisInfo> tile_axes(const WBMMSpec& s) {
     v.push_back({"wm", {1, 2, 4}});
   }
   v.push_back({"split", {1, 2, 4}});
+  // K-tiling where M_c's parts are large (d > 64: 14x14, 16x16 windows); wgmma reads M_c whole (reject()).
+  if (!is_wgrad(s) && s.wh * s.ww > 64) v.push_back({"kchunk", {0, 16, 32, 64}});
   v.push_back({"cpb", is_wgrad(s) ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2, 4, 8}});
   v.push_back({"stages", {1, 2}});
   v.push_back({"vec", f32 ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2, 4, 8}});
@@ -202,6 +208,7 @@ inline int tile_value(const WBMMTile& t, const std::string& axis) {
   if (axis == "wn") return t.wn;
   if (axis == "mt") return t.mt;
   if (axis == "split") return t.split;
+  if (axis == "kchunk") return t.kchunk;
   if (axis == "cpb") return t.cpb;
   if (axis == "stages") return t.stages;
   if (axis == "vec") return t.vec;
@@ -215,7 +222,7 @@ inline int tile_value(const WBMMTile& t, const std::string& axis) {
 }
 inline bool set_tile_value(WBMMTile& t, const std::string& axis, int v) {
   int* f = axis == "engine" ? &t.engine : axis == "wm" ? &t.wm : axis == "wn" ? &t.wn : axis == "mt" ? &t.mt
-         : axis == "split" ? &t.split : axis == "cpb" ? &t.cpb : axis == "stages" ? &t.stages : axis == "vec" ? &t.vec
+         : axis == "split" ? &t.split : axis == "kchunk" ? &t.kchunk : axis == "cpb" ? &t.cpb : axis == "stages" ? &t.stages : axis == "vec" ? &t.vec
          : axis == "chunk" ? &t.chunk : axis == "fold" ? &t.fold : axis == "wpb" ? &t.wpb : axis == "gm" ? &t.gm
          : axis == "gn" ? &t.gn : axis == "threads" ? &t.threads : nullptr;
   if (!f) return false;
@@ -349,8 +356,8 @@ inline SmemParts smem_parts(const WBMMSpec& s, const WBMMTile& t) {
   if (s.kernel == WBMMKernel::kReduce) return m;
   const int dp = dp_of(s, t), wpb = wpb_of(s, t), tb = dtype_size(s.dtype), ob = operand_size(s, t);
   if (!is_wgrad(s)) {
-    const int64_t nb = dp / t.split;  // wgmma's core-matrix layout of M_c has no row padding
-    m.operand = align16(int64_t(t.cpb) * nb * (t.engine == 2 ? dp : operand_pitch(dp, ob)) * ob);
+    const int64_t nb = dp / t.split;  // wgmma's core-matrix layout of M_c has no row padding; K-tiled: 2 buffers
+    m.operand = (t.kchunk ? 2 : 1) * align16(int64_t(t.cpb) * nb * (t.engine == 2 ? dp : operand_pitch(t.kchunk ? t.kchunk : dp, ob)) * ob);
     m.tiles = align16(int64_t(t.cpb) * wpb * operand_pitch(dp, tb) * tb) + align16(int64_t(t.cpb) * wpb * staging_pitch(nb) * tb);
     m.tables = kTables * wpb * kWinEntry2;
   } else {
@@ -465,7 +472,16 @@ inline std::optional<std::string> reject(const WBMMSpec& s, const WBMMTile& t, c
     // Every column part must hold output positions (else its blocks compute nothing).
     if ((t.split - 1) * (dp / t.split) >= npos)
       return fmt::format("split={} leaves column part {} without output positions (d={}, dp={})", t.split, t.split - 1, npos, dp);
+    if (t.kchunk != 0) {
+      if (!in(t.kchunk, {16, 32, 64})) return fmt::format("kchunk={} is not supported; supported: 0, 16, 32, 64", t.kchunk);
+      if (t.engine == 2)
+        return fmt::format("kchunk={}: engine=2 (wgmma) reads M_c whole in its core-matrix layout; supported: kchunk=0", t.kchunk);
+      if (ceil_div(dp, t.kchunk) < 3)
+        return fmt::format("kchunk={} makes {} K chunks of dp={}; supported: 3 or more (fewer fit whole: kchunk=0)", t.kchunk,
+                           ceil_div(dp, t.kchunk), dp);
+    }
   } else {
+    if (t.kchunk != 0) return fmt::format("kchunk={}: K-tiling applies to the fwd/dgrad product only; supported: 0", t.kchunk);
     if (t.wpb < 16 || t.wpb % 16 != 0 || t.wpb > 256)
       return fmt::format("wpb={} is not supported; supported: a multiple of 16 in [16, 256]", t.wpb);
     if (t.gm < 1 || t.gn < 1) return fmt::format("gm={}, gn={}: warps must be >= 1", t.gm, t.gn);
@@ -544,9 +560,9 @@ inline std::string cfg_body(const WBMMSpec& s, const WBMMTile& t) {
   if (!is_wgrad(s)) {
     c += fmt::format("  static constexpr bool rotate = {}, identity = {}, fold_identity = {}, bias = {}, nhwc = {}, wgmma = {};\n",
                      b(s.kernel == WBMMKernel::kDgrad), b(s.identity), b(t.fold), b(s.bias), b(s.layout), b(t.engine == 2));
-    c += fmt::format("  static constexpr int wm = {}, wn = {}, mt = {}, dp = {}, nsplit = {}, cpb = {}, stages = {}, vec = {}, "
-                     "threads = {};\n",
-                     t.wm, t.wn, t.mt, dp_of(s, t), t.split, t.cpb, t.stages, t.vec, threads_of(s, t));
+    c += fmt::format("  static constexpr int wm = {}, wn = {}, mt = {}, dp = {}, nsplit = {}, kchunk = {}, cpb = {}, stages = {}, "
+                     "vec = {}, threads = {};\n",
+                     t.wm, t.wn, t.mt, dp_of(s, t), t.split, t.kchunk, t.cpb, t.stages, t.vec, threads_of(s, t));
   } else {
     c += fmt::format("  static constexpr bool identity = {}, fold_identity = {}, dbias = {}, nhwc = {}, fuse_dx = {};\n",
                      b(s.identity), b(t.fold), b(s.bias), b(s.layout), b(s.fuse_dx));

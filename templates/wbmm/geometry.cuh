@@ -130,18 +130,28 @@ struct WinEntry {
 };
 enum { kTables = 3 };  // tile t uses table t % 3: loads of t+1 and stores of t overlap writes for t+2
 
+// K-tiling of the forward / dX product (the kchunk axis): 0 keeps M_c's part whole in shared memory; kc > 0
+// streams its rows k in chunks of kc (the last one dp - (chunks - 1) kc) through two buffers, rebuilt for every
+// window tile (the next chunk built while this one's products run), so that d x d operands that do not fit
+// whole run without a column split.
+LKJIT_HD constexpr int k_chunks(int dp, int kc) { return kc == 0 ? 1 : ceil_div(dp, kc); }
+LKJIT_HD constexpr int b_buffers(int kc) { return kc == 0 ? 1 : 2; }
+
 // Forward / dX kernel (wbmm/fwd.cuh), byte offsets into dynamic shared memory:
 //   B:   cpb x NB x PB of the operand type (NB = dp/nsplit rows n, PB = pitch over k = dp)   M_c or M_c^T
-//        (core: wgmma's core-matrix layout, NB x dp elements without padding)
+//        (core: wgmma's core-matrix layout, NB x dp elements without padding; K-tiled: two buffers of
+//        cpb x NB x PB(kc), chunk g of the walk in buffer g % 2)
 //   A:   cpb x WPB x PA of T   (PA = pitch over dp)                                        input tile
 //   Y:   cpb x WPB x PY of T   (PY = pitch over NB)                                        output staging
 //   tab: kTables x WPB window entries (2 bases: input, output)
 struct FwdLayout {
   int b, a, y, tab, total;
 };
-LKJIT_HD constexpr FwdLayout fwd_layout(int dp, int nsplit, int wpb, int cpb, int t_bytes, int op_bytes, bool core = false) {
+LKJIT_HD constexpr FwdLayout fwd_layout(int dp, int nsplit, int wpb, int cpb, int t_bytes, int op_bytes, bool core = false,
+                                        int kc = 0) {
   const int nb = dp / nsplit;
-  const int b_bytes = align16(cpb * nb * (core ? dp : operand_pitch(dp, op_bytes)) * op_bytes);
+  const int b_bytes =
+      b_buffers(kc) * align16(cpb * nb * (core ? dp : operand_pitch(kc ? kc : dp, op_bytes)) * op_bytes);
   const int a_bytes = align16(cpb * wpb * operand_pitch(dp, t_bytes) * t_bytes);
   const int y_bytes = align16(cpb * wpb * staging_pitch(nb) * t_bytes);
   const int tab_bytes = kTables * wpb * (int)sizeof(WinEntry<2>);

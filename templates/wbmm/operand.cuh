@@ -1,7 +1,7 @@
 // The per-channel operand of the window product, built on chip: M_c never exists in device memory. The
-// shared tile holds NB rows n (output positions jn = n0 + n of the block's column part) of k = 0..dp-1
-// (input positions), row-major with pitch PB, or with Core in wgmma's core-matrix layout (K = DP;
-// common/wgmma_layout.h):
+// shared tile holds NB rows n (output positions jn = n0 + n of the block's column part) of KC input
+// positions k = k0 .. k0 + KC - 1 (the whole 0..dp-1 unless the product streams M_c in K chunks), row-major
+// with pitch PB, or with Core in wgmma's core-matrix layout (K = DP; common/wgmma_layout.h):
 //   forward:  B[n][k] = M[c][k][jn]     (Y[j] = sum_i T[i] M[i][j])
 //   rotate:   B[n][k] = M[c][jn][k]     (dX[i] = sum_j dY[j] M[i][j]: M_c^T, the M of the rotated table)
 // Table mode reads M[c][i][j] = R[c][I[i, j]] (the rotated form as R[c][K-1-I[k, jn]]); dense mode reads M.
@@ -15,15 +15,19 @@
 namespace lkjit {
 namespace wbmm {
 
-template <class Op, int WH, int WW, int Mode, bool Rotate, bool Fold, int DP, int NB, int PB, bool Core = false>
+template <class Op, int WH, int WW, int Mode, bool Rotate, bool Fold, int DP, int NB, int PB, bool Core = false, int KC = DP>
 __device__ __forceinline__ void build_operand(Op* __restrict__ dst, const WBMMParams& p, int c, bool valid, int n0,
-                                              int tid, int nthreads) {
+                                              int tid, int nthreads, int k0 = 0) {
   constexpr int D = WH * WW, K = table_size(WH, WW);
+  static_assert(!Core || KC == DP, "wgmma's core layout holds the whole K");
   // Dense forward reads M column-wise: walk n fastest so consecutive threads read consecutive floats.
   constexpr bool kNFast = Mode == kModeDense && !Rotate;
   const float* __restrict__ src = Mode == kModeTable ? p.R + (long long)c * K : p.M + (long long)c * D * D;
-  for (int e = tid; e < NB * DP; e += nthreads) {
-    const int n = kNFast ? e % NB : e / DP, k = kNFast ? e / NB : e % DP, jn = n0 + n;
+  // (Built once per block where B is whole; per chunk of every tile where K-tiled, inside the product loop, which
+  // keeps its accumulators live: not unrolled there, so the build's loads do not take registers from them.)
+#pragma unroll(KC == DP ? 4 : 1)
+  for (int e = tid; e < NB * KC; e += nthreads) {
+    const int n = kNFast ? e % NB : e / KC, kl = kNFast ? e / NB : e % KC, k = k0 + kl, jn = n0 + n;
     float v = 0.f;
     if (valid && jn < D && k < D) {
       if constexpr (Mode == kModeTable) {
@@ -34,7 +38,7 @@ __device__ __forceinline__ void build_operand(Op* __restrict__ dst, const WBMMPa
       }
       if (Fold && k == jn) v += 1.f;
     }
-    dst[Core ? wgmma::core_offset(n, k, DP) : n * PB + k] = from_f32<Op>(v);
+    dst[Core ? wgmma::core_offset(n, k, DP) : n * PB + kl] = from_f32<Op>(v);
   }
 }
 

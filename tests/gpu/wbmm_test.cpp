@@ -117,34 +117,44 @@ int64_t count_bad(const std::vector<double>& want, const std::vector<double>& bo
   return bad;
 }
 
-// Problems run the engine the precision names where the planned tile with that engine is a point of its
-// space (f32: FFMA or tensor cores; 16-bit: mma.sync, or wgmma in its form, fwd / dgrad on sm_90a); elsewhere the
-// planner's choice stands. Returns how many kernels were switched.
-// Tile axes set on top of the wgmma form (0: the form's own value), for the wgmma tile sweep.
+// Tile axes set on top of the planned tile or its wgmma form (0: that tile's own value), for the wgmma and
+// K-tiling sweeps; kchunk (K-tiling) applies to the forward and dgrad kernels only, fold = -1 sets 0.
 struct Variant {
-  int wn = 0, mt = 0, split = 0, cpb = 0, stages = 0;
+  int wn = 0, mt = 0, split = 0, cpb = 0, stages = 0, kchunk = 0, chunk = 0, fold = 0;
 };
 Tile with(Tile t, const Variant& v) {
   for (auto [axis, value] : {std::pair<const char*, int>{"wn", v.wn}, {"mt", v.mt}, {"split", v.split}, {"cpb", v.cpb},
-                             {"stages", v.stages}})
-    if (value) t.set(axis, value);
+                             {"stages", v.stages}, {"kchunk", v.kchunk}, {"chunk", v.chunk}, {"fold", v.fold}})
+    if (value) t.set(axis, value < 0 ? 0 : value);
   return t;
 }
 
-int force_engine(WBMM& layer, const WBMMProblem& p, bool backward, const WBMMPrecision& q, const Variant& v = {}) {
+// Problems run the engine the precision names where the planned tile with that engine is a point of its
+// space (f32: FFMA or tensor cores; 16-bit: mma.sync, or wgmma in its form, fwd / dgrad on sm_90a); elsewhere the
+// planner's choice stands. A K-tiling variant is set on the fwd / dgrad tiles. Returns how many kernels were
+// switched; *ktiled counts the K-tiled ones.
+int force_engine(WBMM& layer, const WBMMProblem& p, bool backward, const WBMMPrecision& q, const Variant& v = {},
+                 int* ktiled = nullptr) {
   int n = 0;
   for (const auto& pk : layer.plan(p.B, p.H, p.W, backward)) {
+    const std::string k = pk.spec.kernel.name();
+    const bool ktile = v.kchunk && (k == "wbmm_fwd" || k == "wbmm_dgrad");
     // (wgmma tiles are set even where the default already is one: the sweep's variants apply to it.)
-    if (pk.spec.kernel.name() == "wbmm_reduce" || (pk.tile.get("engine") == q.engine && q.engine != 2)) continue;
+    if (k == "wbmm_reduce" || (pk.tile.get("engine") == q.engine && q.engine != 2 && !ktile)) continue;
     std::vector<Tile> ts;
     if (q.engine == 2) {
       for (const auto& f : lkjit::testing::wgmma_forms(pk.tile)) ts.push_back(with(f, v));
+    } else if (ktile) {  // then fewer channels a block where two buffers of M_c's chunks outgrow shared memory
+      const Tile t = with(Tile(pk.tile).set("engine", q.engine), v);
+      ts.push_back(t);
+      for (int cpb = t.get("cpb") / 2; cpb >= 1; cpb /= 2) ts.push_back(Tile(t).set("cpb", cpb).set("vec", std::min(t.get("vec"), cpb)));
     } else {
       ts.push_back(Tile(pk.tile).set("engine", q.engine));
     }
     for (const auto& t : ts)
       if (in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape)) {
         layer.set_tile_override(pk.spec.kernel, t), ++n;
+        if (ktiled && ktile) ++*ktiled;
         break;
       }
   }
@@ -176,11 +186,13 @@ void check_problem(const WBMMProblem& p, const WBMMPrecision& q, const Variant& 
   (p.mode ? w.M : w.R) = static_cast<const float*>(dw.data());
   if (p.bias) w.bias = static_cast<const float*>(dbias.data());
   layer.set_weights(w);
-  if (force_engine(layer, p, false, q, v) == 0 && q.engine == 2) {
+  int ktiled = 0;
+  if (force_engine(layer, p, false, q, v, &ktiled) == 0 && q.engine == 2) {
     const OpSpec fwd = layer.plan(p.B, p.H, p.W).front().spec;
     if (!fwd.arch_specific) GTEST_SKIP() << "wgmma runs on sm_90a; this device's forward kernel is for " << fwd.target();
     FAIL() << "the wgmma tile is not a point of the forward's space";
   }
+  if (v.kchunk && ktiled == 0) FAIL() << "the K-tiled tile (kchunk=" << v.kchunk << ") is not a point of the forward's space";
   WBMMStrides st;
   st.x = st.dout = st.out = d.st;
 
@@ -210,7 +222,9 @@ void check_problem(const WBMMProblem& p, const WBMMPrecision& q, const Variant& 
     SCOPED_TRACE(path == WBMMBackward::kFused ? "fused" : "split");
     layer.set_backward_path(path);
     layer.clear_tile_overrides();  // a fused wgrad's tile is no split wgrad's (wm, wn)
-    force_engine(layer, p, true, q, v);  // wgmma: the split path's dgrad
+    ktiled = 0;
+    force_engine(layer, p, true, q, v, &ktiled);  // wgmma, K-tiling: the split path's dgrad
+    if (v.kchunk && path == WBMMBackward::kSplit && ktiled == 0) FAIL() << "the K-tiled tile is not a point of the dgrad's space";
     for (int rep = 0; rep < 2; ++rep) {
       ddx.fill_u32(0xffffffffu);
       dgw.fill_u32(0xffffffffu);
@@ -276,6 +290,40 @@ INSTANTIATE_TEST_SUITE_P(Tiles, WBMMWgmmaTiles, ::testing::ValuesIn(wgmma_cases(
   return lkjit::testing::wbmm_problem_name(info.param.p, WBMMPrecision{info.param.dt, 0, 2}) + "_wn" + std::to_string(v.wn) +
          "_mt" + std::to_string(v.mt) + "_s" + std::to_string(v.split) + "_c" + std::to_string(v.cpb) + "_st" +
          std::to_string(v.stages);
+});
+
+// K-tiling (kchunk): M_c's rows streamed in chunks through two buffers, fwd and dgrad, every precision; chunk
+// counts odd and even with a shorter last chunk (dp = 208: 13, 7, 4 chunks; dp = 256: 16, 8, 4; 9x9: dp = 96),
+// blocks walking two tiles (chunk = 2: the buffers' parity carries across tiles), dense fp32 16x16 without a
+// column split (too large for shared memory whole), the identity folded into the streamed diagonal, one stage,
+// two channels a block, NHWC.
+struct KTileCase {
+  WBMMProblem p;
+  WBMMPrecision q;
+  Variant v;
+};
+std::vector<KTileCase> ktile_cases() {
+  const WBMMProblem big14{2, 2, 112, 98, 14, 14, 0, 1, 1, 0}, d14{1, 2, 30, 29, 14, 14, 1, 1, 0, 1};
+  const WBMMProblem t16{1, 2, 33, 17, 16, 16, 0, 1, 0, 0}, d16{1, 2, 20, 16, 16, 16, 1, 1, 1, 1}, w9{2, 3, 19, 20, 9, 9, 0, 0, 1, 0};
+  const WBMMPrecision bf{DType::kBF16, 0, 1}, f16{DType::kF16, 0, 1}, ffma{DType::kF32, 0, 0}, x3{DType::kF32, 0, 1},
+      tf{DType::kF32, 1, 1};
+  auto kv = [](int kchunk, int split, int chunk, int stages = 0, int cpb = 0, int fold = 0) {
+    Variant v;
+    v.kchunk = kchunk, v.split = split, v.chunk = chunk, v.stages = stages, v.cpb = cpb, v.fold = fold;
+    return v;
+  };
+  return {{big14, bf, kv(32, 1, 2)},        {big14, ffma, kv(16, 1, 2)},        {big14, x3, kv(64, 1, 2)},
+          {big14, ffma, kv(32, 1, 2, 1, 0, 1)}, {d14, f16, kv(64, 1, 1)},       {d14, tf, kv(32, 1, 1)},
+          {d16, ffma, kv(32, 1, 1)},        {d16, x3, kv(32, 1, 1, 0, 0, 1)},   {t16, bf, kv(16, 1, 1, 1)},
+          {w9, bf, kv(32, 1, 1, 0, 2)},     {w9, ffma, kv(16, 1, 1)}};
+}
+class WBMMKTiles : public lkjit::testing::GpuTestP<KTileCase> {};
+TEST_P(WBMMKTiles, MatchTheReference) { check_problem(GetParam().p, GetParam().q, GetParam().v); }
+INSTANTIATE_TEST_SUITE_P(Tiles, WBMMKTiles, ::testing::ValuesIn(ktile_cases()), [](const auto& info) {
+  const auto& v = info.param.v;
+  return lkjit::testing::wbmm_problem_name(info.param.p, info.param.q) + "_kt" + std::to_string(v.kchunk) + "_ch" +
+         std::to_string(v.chunk) + (v.stages == 1 ? "_st1" : "") + (v.cpb ? "_c" + std::to_string(v.cpb) : "") +
+         (v.fold == 1 ? "_fold" : "");
 });
 
 // A backward without dX runs the wgrad alone and writes the same weight gradients.
