@@ -616,6 +616,8 @@ inline int default_chunk(const WBMMSpec& s, WBMMTile t, const Shape& sh, const D
 //  - split 1 (x read once) unless M_c's part does not fit, then the smallest that fits; stages 2; 4-byte
 //    global accesses (vec; see below), along the block's channels in NHWC order.
 //  - chunk: default_chunk.
+//  - the wgrad without dX above d = 64: first the tiles tuning found there (measured below), whatever the
+//    register estimate says.
 // Candidates are tried in order and the first accepted with 128 threads or more, estimated registers
 // <= 224 and at least one block an SM by them wins (then with fewer threads); if none is, the first tile of the space that reject() accepts.
 inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLimits& d) {
@@ -627,6 +629,9 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
   const int d2 = d_of(s);
   const bool f32 = s.dtype == DType::kF32;
   std::vector<WBMMTile> cands;
+  // Candidates measured to run without spills though the register estimate (a guide fitted to the forward
+  // tiles) exceeds 224: tried first, the estimate not consulted.
+  std::vector<WBMMTile> measured;
   WBMMTile base;
   // 16-bit fwd / dgrad on sm_90a with d > 64: wgmma (measured on an H200, bf16 64x256x56x56: 14x14 forward
   // 0.238 ms against 0.271 on mma.sync; 7x7 0.138 against 0.128, so mma.sync stays up to d = 64).
@@ -652,6 +657,20 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
           cands.push_back(t);
         }
   } else {
+    // The wgrad without dX above d = 64 (the split backward's): dM rows in two parts, one warp along them, 7-8
+    // along its columns, longer window tiles and wider accesses than the estimate allows (H200, 14x14
+    // 64x256x56x56, greedy tuning: bf16 wp64 gn8 vc4 0.481 ms against the next default's 0.817; fp32 wp32 gn7
+    // vc2 1.749 against 2.188; 248 and 246 registers, no spills). The bf16 tile's dp is 256 for 14x14 and 16x16
+    // alike; fp32's 7 column warps pad 16x16 to dp = 448, so there (unmeasured) the estimate's tiles stay.
+    if (!s.fuse_dx && d2 > 64 && (!f32 || d2 <= 224))
+      for (int cpb : {base.cpb, 1}) {
+        WBMMTile t = base;
+        t.cpb = cpb, t.split = 2, t.gm = 1, t.gn = f32 ? 7 : 8, t.wpb = f32 ? 32 : 64, t.wm = t.wn = 1;
+        const int v = 2 * base.vec;  // two pixels' worth where the runs keep them aligned
+        t.vec = (s.layout ? sh.C % v == 0 : sh.W % v == 0) ? v : base.vec;
+        if (s.layout) t.vec = std::min(t.vec, cpb);
+        measured.push_back(t);
+      }
     struct W { int wpb, gm, gn, wm, wn; };
     const std::vector<W> shapes = d2 <= 64 ? std::vector<W>{{64, 2, 2, 2, 2}, {32, 2, 2, 2, 2}, {32, 1, 2, 1, 2}}
                                            : std::vector<W>{{32, 1, 14, 2, 7}, {32, 2, 8, 2, 8}, {32, 1, 8, 2, 4}, {16, 1, 8, 1, 8}, {16, 1, 4, 1, 4}};
@@ -664,6 +683,10 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
           if (s.layout) t.vec = std::min(base.vec, cpb);
           cands.push_back(t);
         }
+  }
+  for (auto t : measured) {
+    t.chunk = default_chunk(s, t, sh, d);
+    if (!reject(s, t, d, &sh) && blocks_per_sm(s, t, d) >= 1) return t;
   }
   for (int min_threads : {128, 32})  // 4 warps a block or more where any candidate allows
     for (auto t : cands) {
