@@ -91,17 +91,15 @@ std::vector<float> random_floats(size_t n, float scale, unsigned seed) {
 enum class Pass { kFwd, kBwd, kTrain };
 const char* pass_name(Pass p) { return p == Pass::kFwd ? "fwd" : p == Pass::kBwd ? "bwd" : "fwd+bwd"; }
 
-// The forward and dgrad kernels on wgmma (engine 2, sm_90a) instead of the default tile's mma.sync: a
-// warpgroup of 4 warps along the windows, the default's windows per tile, fewer channels a block where the
-// larger tile outgrows shared memory. False where no such tile is in a kernel's space (not sm_90).
-bool use_wgmma(lkjit::WBMM& layer, const Row& r, bool bwd) {
+// Overrides the forward and dgrad kernels' tiles with form(default tile), halving the channels a block where the
+// result outgrows shared memory. False where no such tile is in a kernel's space.
+template <class Form>
+bool override_products(lkjit::WBMM& layer, const Row& r, bool bwd, Form form) {
   using namespace lkjit;
   bool any = false;
   for (const auto& pk : layer.plan(r.B, r.H, r.H, bwd)) {
     if (pk.spec.kernel != kWBMMFwd && pk.spec.kernel != kWBMMDgrad) continue;
-    Tile t = pk.tile;
-    const int windows16 = t.get("wm") * t.get("mt");
-    t.set("engine", 2).set("wm", 4).set("mt", std::max(1, windows16 / 4));
+    Tile t = form(Tile(pk.tile));
     for (; !in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape) && t.get("cpb") > 1;)
       t.set("cpb", t.get("cpb") / 2).set("vec", std::min(t.get("vec"), t.get("cpb")));
     if (!in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape)) return false;
@@ -111,23 +109,24 @@ bool use_wgmma(lkjit::WBMM& layer, const Row& r, bool bwd) {
   return any;
 }
 
+// The forward and dgrad kernels on wgmma (engine 2, sm_90a) instead of the default tile's mma.sync: a
+// warpgroup of 4 warps along the windows, the default's windows per tile (not on sm_90 without the a).
+bool use_wgmma(lkjit::WBMM& layer, const Row& r, bool bwd) {
+  return override_products(layer, r, bwd, [](lkjit::Tile t) {
+    const int windows16 = t.get("wm") * t.get("mt");
+    return t.set("engine", 2).set("wm", 4).set("mt", std::max(1, windows16 / 4));
+  });
+}
+
 // The forward and dgrad kernels K-tiled (M_c's rows streamed in chunks of kchunk, the kchunk axis) without a
-// column split, on the default tile's engine and warps; fewer channels a block where shared memory asks.
+// column split, on the default tile's engine (mma.sync for wgmma, which reads M_c whole) and warps (wn if given).
 bool use_ktile(lkjit::WBMM& layer, const Row& r, bool bwd, int kchunk, int wn) {
-  using namespace lkjit;
-  bool any = false;
-  for (const auto& pk : layer.plan(r.B, r.H, r.H, bwd)) {
-    if (pk.spec.kernel != kWBMMFwd && pk.spec.kernel != kWBMMDgrad) continue;
-    Tile t = Tile(pk.tile).set("kchunk", kchunk).set("split", 1);
+  return override_products(layer, r, bwd, [&](lkjit::Tile t) {
+    t.set("kchunk", kchunk).set("split", 1);
     if (wn) t.set("wn", wn);
-    if (t.get("engine") == 2) t.set("engine", 1).set("wm", 4);  // mma.sync: wgmma reads M_c whole
-    for (; !in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape) && t.get("cpb") > 1;)
-      t.set("cpb", t.get("cpb") / 2).set("vec", std::min(t.get("vec"), t.get("cpb")));
-    if (!in_space(pk.spec, t, DeviceLimits::for_arch(pk.spec.arch), &pk.shape)) return false;
-    layer.set_tile_override(pk.spec.kernel, t);
-    any = true;
-  }
-  return any;
+    if (t.get("engine") == 2) t.set("engine", 1).set("wm", 4);
+    return t;
+  });
 }
 
 // form: 0 the default tiles; -1 the default tiles on the split backward (dgrad + wgrad without dX); 1 wgmma
