@@ -5,8 +5,9 @@
 // Shapes (docs/wbmm.md, issue targets in docs/anchors-h200.md): the operator study, C = 256 at 51.4 M elements
 // (64 x 256 x 56 x 56), windows 7 and 14, fp32 with TF32 off (fp32-accurate) and on, and bf16; the WBMM-T layers
 // (batch 128, 7x7 windows: 80 @ 56, 160 @ 28, 320 @ 14, 640 @ 7) in bf16, NCHW and channels_last.
-// Tile forms beside the defaults: wbmm_wgmma_* (bf16 forward / dgrad on wgmma), wbmm_kt<kchunk>_* (14x14: the
-// forward / dgrad K-tiled, M_c's rows streamed in chunks, no column split).
+// Tile forms beside the defaults: wbmm_wgmma_* (bf16 forward / dgrad on wgmma), wbmm_kt<kchunk>[_wn4]_* (14x14:
+// the forward / dgrad K-tiled, M_c's rows streamed in chunks, no column split; 4 warps along the columns),
+// wbmm_split_bwd (14x14: the default tiles on the split backward).
 // Counters: GB/s of the traffic floor (fwd 2|x|, bwd 3|x|, fwd+bwd 5|x|) and that as % of copy, TFLOP/s of the
 // products (2 d FLOP per padded element per product; fwd 1 product, bwd 2).
 //

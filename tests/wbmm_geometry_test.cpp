@@ -377,35 +377,36 @@ TEST(WBMMGeometry, DefaultTilesAreAccepted) {
   EXPECT_GT(n, 3000);
 }
 
-// The wgrad without dX above d = 64 (the split backward's) takes the tiles greedy tuning found on an H200 (dM rows
-// in two parts, 1 x 8 or 1 x 7 warps, longer window tiles, wider accesses), on sm_80 too.
-TEST(WBMMGeometry, SplitWgradDefaultsAboveD64AreTheTunedTiles) {
+// The wgrad without dX at 14x14-class windows on sm_90, NCHW (the split backward's) takes the tiles greedy tuning
+// found on an H200 (dM rows in two parts, 1 x 8 or 1 x 7 warps, longer window tiles, wider accesses); where that
+// was not measured (sm_80, NHWC, fp32 16x16, 9x9) the estimate's tiles stay.
+TEST(WBMMGeometry, SplitWgradDefaultsAtD196AreTheTunedTiles) {
   const lkjit::Shape sh{64, 256, 56, 56, 1};
-  for (int arch : {80, 90})
-    for (auto dt : {lkjit::DType::kBF16, lkjit::DType::kF32})
-      for (int w : {14, 16}) {
-        if (dt == lkjit::DType::kF32 && w == 16) continue;  // 7 column warps would pad d = 256 to 448
-        gen::WBMMSpec s;
-        s.kernel = gen::WBMMKernel::kWgrad, s.dtype = dt, s.wh = s.ww = w, s.fuse_dx = 0, s.arch = arch;
-        const auto lim = lkjit::DeviceLimits::for_arch(arch);
-        const auto t = gen::default_tile(s, sh, lim);
-        SCOPED_TRACE(name_of(s, t));
-        const bool f32 = dt == lkjit::DType::kF32;
-        EXPECT_EQ(t.split, 2);
-        EXPECT_EQ(t.gm, 1);
-        EXPECT_EQ(t.gn, f32 ? 7 : 8);
-        EXPECT_EQ(t.wpb, f32 ? 32 : 64);
-        EXPECT_EQ(t.vec, f32 ? 2 : 4);
-        EXPECT_FALSE(gen::reject(s, t, lim, &sh));
-      }
-  // A width the wider accesses do not divide keeps the base vector width; 7x7 keeps the estimate's tiles.
-  gen::WBMMSpec s;
-  s.kernel = gen::WBMMKernel::kWgrad, s.wh = s.ww = 14, s.fuse_dx = 0;
-  EXPECT_EQ(gen::default_tile(s, {64, 256, 58, 58, 1}, lkjit::DeviceLimits::for_arch(90)).vec, 2);
-  s.wh = s.ww = 7;
-  const auto t7 = gen::default_tile(s, sh, lkjit::DeviceLimits::for_arch(90));
-  EXPECT_EQ(t7.split, 1);
-  EXPECT_EQ(t7.gm, 2);
+  const auto d90 = lkjit::DeviceLimits::for_arch(90), d80 = lkjit::DeviceLimits::for_arch(80);
+  auto wgrad = [](lkjit::DType dt, int w, int layout = 0) {
+    gen::WBMMSpec s;
+    s.kernel = gen::WBMMKernel::kWgrad, s.dtype = dt, s.wh = s.ww = w, s.fuse_dx = 0, s.layout = layout;
+    return s;
+  };
+  auto tuned = [](const gen::WBMMTile& t, bool f32) {
+    return t.split == 2 && t.gm == 1 && t.gn == (f32 ? 7 : 8) && t.wpb == (f32 ? 32 : 64);
+  };
+  for (auto dt : {lkjit::DType::kBF16, lkjit::DType::kF16, lkjit::DType::kF32})
+    for (int w : {14, 16}) {
+      const bool f32 = dt == lkjit::DType::kF32;
+      gen::WBMMSpec s = wgrad(dt, w);
+      const auto t = gen::default_tile(s, sh, d90);
+      SCOPED_TRACE(name_of(s, t));
+      EXPECT_FALSE(gen::reject(s, t, d90, &sh));
+      EXPECT_EQ(tuned(t, f32), !(f32 && w == 16));  // fp32 16x16: 7 column warps would pad d = 256 to 448
+      if (tuned(t, f32)) EXPECT_EQ(t.vec, f32 ? 2 : 4);
+      s.arch = 80;
+      EXPECT_FALSE(tuned(gen::default_tile(s, sh, d80), f32));
+      EXPECT_FALSE(tuned(gen::default_tile(wgrad(dt, w, 1), sh, d90), f32));
+    }
+  EXPECT_FALSE(tuned(gen::default_tile(wgrad(lkjit::DType::kBF16, 9), sh, d90), false));
+  // A width the wider accesses do not divide keeps the base vector width.
+  EXPECT_EQ(gen::default_tile(wgrad(lkjit::DType::kBF16, 14), {64, 256, 58, 58, 1}, d90).vec, 2);
 }
 
 TEST(WBMMGeometry, CfgBodyAndNames) {

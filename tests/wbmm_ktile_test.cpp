@@ -144,27 +144,28 @@ TEST(WBMMKTiling, NamesAndCfg) {
 }
 
 // NVRTC compiles of K-tiled kernels: every precision (16-bit MMA, FFMA, 3xTF32, TF32), fwd and dgrad, table and
-// dense, the identity in the accumulator and folded, NHWC, one stage, several channels a block, chunks of 16 to
-// 64 with a shorter last one (dp = 208); sm_80 and sm_90 alternate.
+// dense, the identity in the accumulator and folded, NHWC, one stage, several channels a block, a column split,
+// chunks of 16 to 64 with a shorter last one (dp = 208); sm_80 and sm_90 alternate.
 TEST(WBMMKTiling, CompilesForSm80AndSm90) {
   using K = gen::WBMMKernel;
   using lkjit::DType;
   struct C {
     K k;
     DType dt;
-    int w, mode, tf32, engine, kc, fold, layout, stages, cpb, arch;
+    int w, mode, tf32, engine, kc, fold, layout, stages, cpb, arch, split = 1;
   };
   const std::vector<C> cases = {
       {K::kFwd, DType::kBF16, 14, 0, 0, 1, 64, 0, 0, 2, 1, 90},  {K::kDgrad, DType::kF16, 16, 1, 0, 1, 32, 0, 1, 1, 2, 80},
       {K::kFwd, DType::kF32, 16, 1, 0, 0, 32, 1, 0, 2, 1, 90},   {K::kDgrad, DType::kF32, 14, 0, 0, 1, 16, 0, 1, 2, 1, 80},
       {K::kFwd, DType::kF32, 14, 0, 1, 1, 64, 0, 0, 1, 1, 90},   {K::kFwd, DType::kF32, 9, 0, 0, 0, 16, 0, 1, 2, 2, 80},
+      {K::kDgrad, DType::kBF16, 16, 0, 0, 1, 32, 0, 0, 2, 1, 90, 2},  // with a column split: j0 > 0
   };
   const lkjit::Shape sh{2, 8, 56, 56, 1};
   for (const auto& c : cases) {
     gen::WBMMSpec s = spec(c.k, c.dt, c.w, c.w, c.mode);
     s.arch = c.arch, s.tf32 = c.tf32, s.layout = c.layout, s.bias = c.k == K::kFwd;
     gen::WBMMTile t = ktile(c.kc, c.engine);
-    t.fold = c.fold, t.stages = c.stages, t.cpb = c.cpb;
+    t.fold = c.fold, t.stages = c.stages, t.cpb = c.cpb, t.split = c.split;
     const auto r = gen::reject(s, t, lkjit::DeviceLimits::for_arch(c.arch), &sh);
     ASSERT_FALSE(r) << *r;
     const std::string name = lkjit::kernel_name(gen::to_opspec(s), gen::to_tile(s, t));

@@ -616,9 +616,9 @@ inline int default_chunk(const WBMMSpec& s, WBMMTile t, const Shape& sh, const D
 //  - split 1 (x read once) unless M_c's part does not fit, then the smallest that fits; stages 2; 4-byte
 //    global accesses (vec; see below), along the block's channels in NHWC order.
 //  - chunk: default_chunk.
-//  - the wgrad without dX above d = 64: first the tiles tuning found there (measured below), whatever the
-//    register estimate says.
-// Candidates are tried in order and the first accepted with 128 threads or more, estimated registers
+//  - the wgrad without dX at 14x14-class windows on sm_90 (NCHW): first the tiles tuning found there
+//    (measured below), whatever the register estimate says.
+// Other candidates are tried in order and the first accepted with 128 threads or more, estimated registers
 // <= 224 and at least one block an SM by them wins (then with fewer threads); if none is, the first tile of the space that reject() accepts.
 inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLimits& d) {
   WBMMTile best;
@@ -660,17 +660,16 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
     // The wgrad without dX above d = 64 (the split backward's): dM rows in two parts, one warp along them, 7-8
     // along its columns, longer window tiles and wider accesses than the estimate allows (H200, 14x14
     // 64x256x56x56, greedy tuning: bf16 wp64 gn8 vc4 0.481 ms against the next default's 0.817; fp32 wp32 gn7
-    // vc2 1.749 against 2.188; 248 and 246 registers, no spills). The bf16 tile's dp is 256 for 14x14 and 16x16
-    // alike; fp32's 7 column warps pad 16x16 to dp = 448, so there (unmeasured) the estimate's tiles stay.
-    if (!s.fuse_dx && d2 > 64 && (!f32 || d2 <= 224))
-      for (int cpb : {base.cpb, 1}) {
-        WBMMTile t = base;
-        t.cpb = cpb, t.split = 2, t.gm = 1, t.gn = f32 ? 7 : 8, t.wpb = f32 ? 32 : 64, t.wm = t.wn = 1;
-        const int v = 2 * base.vec;  // two pixels' worth where the runs keep them aligned
-        t.vec = (s.layout ? sh.C % v == 0 : sh.W % v == 0) ? v : base.vec;
-        if (s.layout) t.vec = std::min(t.vec, cpb);
-        measured.push_back(t);
-      }
+    // vc2 1.749 against 2.188; 248 and 246 registers, no spills with NVRTC 13). Taken where that measurement
+    // applies: sm_90, NCHW, d in (192, 256] for bf16 / f16 (dp = 256, as for 14x14) and (192, 224] for fp32 (dp =
+    // 224; 7 column warps would pad 16x16 to 448); elsewhere the estimate's tiles stay.
+    if (!s.fuse_dx && d.arch == 90 && !s.layout && d2 > 192 && d2 <= (f32 ? 224 : 256)) {
+      WBMMTile t = base;
+      t.split = 2, t.gm = 1, t.gn = f32 ? 7 : 8, t.wpb = f32 ? 32 : 64, t.wm = t.wn = 1;
+      const int v = 2 * base.vec;  // two pixels' worth where the rows keep them aligned
+      t.vec = sh.W % v == 0 ? v : base.vec;
+      measured.push_back(t);
+    }
     struct W { int wpb, gm, gn, wm, wn; };
     const std::vector<W> shapes = d2 <= 64 ? std::vector<W>{{64, 2, 2, 2, 2}, {32, 2, 2, 2, 2}, {32, 1, 2, 1, 2}}
                                            : std::vector<W>{{32, 1, 14, 2, 7}, {32, 2, 8, 2, 8}, {32, 1, 8, 2, 4}, {16, 1, 8, 1, 8}, {16, 1, 4, 1, 4}};

@@ -82,8 +82,8 @@ struct WBMMGradients {
 
 // How the backward computes dX. kFused: the wgrad kernel writes dX in the same pass over x and dY (about 3|x|
 // of traffic); kSplit: a dgrad kernel (the forward on the rotated table) and a wgrad without dX. kAuto: fused,
-// except where the dgrad runs on wgmma (16-bit, sm_90, d > 64) and for fp32 with d > 64, where split is faster
-// (measured on an H200; bench/RESULTS.md). A backward with
+// except where the dgrad runs on wgmma (16-bit, sm_90, d > 64) and for fp32 with d > 144 on sm_90, where split
+// is faster (measured on an H200; bench/RESULTS.md). A backward with
 // dx == nullptr runs the wgrad alone.
 enum class WBMMBackward { kAuto, kFused, kSplit };
 

@@ -148,12 +148,12 @@ std::vector<PlannedKernel> wbmm_plan(const WBMMOptions& o, const Shape& sh, cons
     return plan;
   }
   // kAuto fuses dX into the wgrad unless the dgrad kernel runs on wgmma (16-bit, sm_90a, d > 64) or the inputs
-  // are fp32 with d > 64: there the split path is faster (H200, 64x256x56x56 14x14: bf16 0.847 ms against 1.14
-  // fused; fp32 3xTF32 2.20 against 3.32, TF32 1.58 against 1.79), the fused wgrad's dX product taking
-  // registers and shared memory from its dM product.
+  // are fp32 with d > 144 on sm_90: there the split path is faster (H200, 64x256x56x56 14x14: bf16 0.847 ms
+  // against 1.14 fused; fp32 3xTF32 2.20 against 3.32, TF32 1.58 against 1.79), the fused wgrad's dX product
+  // taking registers and shared memory from its dM product. (Other archs and windows: not measured.)
   const OpSpec dgrad = spec_of(o, kWBMMDgrad, lim.arch, false);
   const bool split_wins = default_tile(dgrad, sh, lim).get("engine") == 2 ||
-                          (o.dtype == DType::kF32 && wbmm_positions(o) > 64);
+                          (o.dtype == DType::kF32 && lim.arch == 90 && wbmm_positions(o) > 144);
   const bool fused = need_dx && (path == WBMMBackward::kFused || (path == WBMMBackward::kAuto && !split_wins));
   if (need_dx && !fused) add(dgrad, 2 * act);
   add(spec_of(o, kWBMMWgrad, lim.arch, fused), (fused ? 3 : 2) * act);

@@ -4,13 +4,14 @@
 //
 // Block (chunk, channel group, column part) = (blockIdx.x, .y, .z), .x and .y swapped in NHWC order
 // (common.cuh): Cfg::cpb channels, a chunk of p.chunk_tiles tiles of WPB = 16 mt wm consecutive windows,
-// and the output positions j of part z: dp / nsplit of them (M_c tiled along its columns where it does
-// not fit in shared memory whole). A group of wm x wn warps per channel; warp (wmi, wni) computes windows
+// and the output positions j of part z: dp / nsplit of them (M_c tiled along its columns; or along its rows,
+// K-tiled, below). A group of wm x wn warps per channel; warp (wmi, wni) computes windows
 // 16 mt wmi .. 16 mt (wmi + 1) - 1 and the wni-th slice of the part's columns.
 //   once:     B = M_c (or its part) built on chip from R (or read from dense M), identity folded into the
 //             diagonal if Cfg::fold_identity; never written to device memory. K-tiled (Cfg::kchunk = kc > 0):
 //             rows k of B in chunks of kc through two buffers instead, rebuilt every tile, chunk g + 1
-//             built while chunk g's products run (one barrier a chunk).
+//             built while chunk g's products run (a barrier after every chunk but a tile's last, whose
+//             barrier is the epilogue's).
 //   per tile: global -> registers (window partition fused into the loads, Cfg::vec elements an access
 //             where the tile's columns are runs; the next tile's loads in flight during this tile's
 //             products with stages = 2) -> A in shared memory -> warp products
@@ -18,7 +19,7 @@
 //             (un-partition and crop fused into the stores).
 // Traffic: |x| read once (nsplit times with a column split) and |y| written once; R or M_c read once per
 // block from L2 (K-tiled: once per tile, from L1/L2). FLOPs: 2 dp^2 per window of padded products (2 d^2 needed), + the B build of dp^2/nsplit
-// entries per block. 7x7 bf16 (dp = 64): 167 padded FLOP an element against 4 bytes moved; at C = 256,
+// entries per block (K-tiled: NB x kc x chunks per tile). 7x7 bf16 (dp = 64): 167 padded FLOP an element against 4 bytes moved; at C = 256,
 // 64x56x56 that is 8.6 GFLOP and 206 MB, 48 us at the 4.27 TB/s copy rate (measured on an H200 with the
 // default tile: 132 us, 1.56 TB/s).
 #pragma once

@@ -23,9 +23,6 @@ __device__ __forceinline__ void build_operand(Op* __restrict__ dst, const WBMMPa
   // Dense forward reads M column-wise: walk n fastest so consecutive threads read consecutive floats.
   constexpr bool kNFast = Mode == kModeDense && !Rotate;
   const float* __restrict__ src = Mode == kModeTable ? p.R + (long long)c * K : p.M + (long long)c * D * D;
-  // (Built once per block where B is whole; per chunk of every tile where K-tiled, inside the product loop, which
-  // keeps its accumulators live: not unrolled there, so the build's loads do not take registers from them.)
-#pragma unroll(KC == DP ? 4 : 1)
   for (int e = tid; e < NB * KC; e += nthreads) {
     const int n = kNFast ? e % NB : e / KC, kl = kNFast ? e / NB : e % KC, k = k0 + kl, jn = n0 + n;
     float v = 0.f;

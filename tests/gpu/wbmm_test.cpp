@@ -294,8 +294,8 @@ INSTANTIATE_TEST_SUITE_P(Tiles, WBMMWgmmaTiles, ::testing::ValuesIn(wgmma_cases(
 
 // K-tiling (kchunk): M_c's rows streamed in chunks through two buffers, fwd and dgrad, every precision; chunk
 // counts odd and even with a shorter last chunk (dp = 208: 13, 7, 4 chunks; dp = 256: 16, 8, 4; 9x9: dp = 96),
-// blocks walking two tiles (chunk = 2: the buffers' parity carries across tiles), dense fp32 16x16 without a
-// column split (too large for shared memory whole), the identity folded into the streamed diagonal, one stage,
+// blocks walking two tiles (chunk = 2: the buffers' parity carries across tiles), a column split on top (j0 > 0),
+// 4 warps along the columns, dense fp32 16x16 without a column split (too large for shared memory whole), the identity folded into the streamed diagonal, one stage,
 // two channels a block, NHWC.
 struct KTileCase {
   WBMMProblem p;
@@ -312,17 +312,23 @@ std::vector<KTileCase> ktile_cases() {
     v.kchunk = kchunk, v.split = split, v.chunk = chunk, v.stages = stages, v.cpb = cpb, v.fold = fold;
     return v;
   };
+  auto wn4 = [](Variant v) {
+    v.wn = 4;
+    return v;
+  };
   return {{big14, bf, kv(32, 1, 2)},        {big14, ffma, kv(16, 1, 2)},        {big14, x3, kv(64, 1, 2)},
           {big14, ffma, kv(32, 1, 2, 1, 0, 1)}, {d14, f16, kv(64, 1, 1)},       {d14, tf, kv(32, 1, 1)},
           {d16, ffma, kv(32, 1, 1)},        {d16, x3, kv(32, 1, 1, 0, 0, 1)},   {t16, bf, kv(16, 1, 1, 1)},
-          {w9, bf, kv(32, 1, 1, 0, 2)},     {w9, ffma, kv(16, 1, 1)}};
+          {w9, bf, kv(32, 1, 1, 0, 2)},     {w9, ffma, kv(16, 1, 1)},           {big14, bf, kv(32, 2, 2)},
+          {big14, x3, wn4(kv(32, 1, 2))}};
 }
 class WBMMKTiles : public lkjit::testing::GpuTestP<KTileCase> {};
 TEST_P(WBMMKTiles, MatchTheReference) { check_problem(GetParam().p, GetParam().q, GetParam().v); }
 INSTANTIATE_TEST_SUITE_P(Tiles, WBMMKTiles, ::testing::ValuesIn(ktile_cases()), [](const auto& info) {
   const auto& v = info.param.v;
   return lkjit::testing::wbmm_problem_name(info.param.p, info.param.q) + "_kt" + std::to_string(v.kchunk) + "_ch" +
-         std::to_string(v.chunk) + (v.stages == 1 ? "_st1" : "") + (v.cpb ? "_c" + std::to_string(v.cpb) : "") +
+         std::to_string(v.chunk) + (v.split == 2 ? "_s2" : "") + (v.wn ? "_wn" + std::to_string(v.wn) : "") +
+         (v.stages == 1 ? "_st1" : "") + (v.cpb ? "_c" + std::to_string(v.cpb) : "") +
          (v.fold == 1 ? "_fold" : "");
 });
 
