@@ -657,7 +657,7 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
           cands.push_back(t);
         }
   } else {
-    // The wgrad without dX above d = 64 (the split backward's): dM rows in two parts, one warp along them, 7-8
+    // The split backward's wgrad (no dX) at 14x14-class windows: dM rows in two parts, one warp along them, 7-8
     // along its columns, longer window tiles and wider accesses than the estimate allows (H200, 14x14
     // 64x256x56x56, greedy tuning: bf16 wp64 gn8 vc4 0.481 ms against the next default's 0.817; fp32 wp32 gn7
     // vc2 1.749 against 2.188; 248 and 246 registers, no spills with NVRTC 13). Taken where that measurement
