@@ -130,10 +130,15 @@ bool use_ktile(lkjit::WBMM& layer, const Row& r, bool bwd, int kchunk, int wn) {
   });
 }
 
-// form: 0 the default tiles; -1 the default tiles on the split backward (dgrad + wgrad without dX); 1 wgmma
-// (use_wgmma); 16, 32, 64: K-tiled with that kchunk (use_ktile), + 1000 wn for wn warps along the columns instead
-// of the default's. wgmma and K-tiled rows run the split backward (the dgrad is the kernel they change).
-void BM_Lkjit(benchmark::State& st, Row r, Pass pass, int form) {
+// How a row picks its kernels: the default tiles and path, or the split backward (dgrad + wgrad without dX) with
+// the default tiles, wgmma (use_wgmma) or K-tiling (use_ktile: kchunk, wn column warps if given). wgmma and
+// K-tiled rows run the split backward too: the dgrad is the kernel they change.
+struct Form {
+  bool split = false, wgmma = false;
+  int kchunk = 0, wn = 0;
+};
+
+void BM_Lkjit(benchmark::State& st, Row r, Pass pass, Form form) {
   using namespace lkjit;
   const Sizes z = sizes_of(r);
   WBMMOptions o;
@@ -143,16 +148,10 @@ void BM_Lkjit(benchmark::State& st, Row r, Pass pass, int form) {
   const bool bwd = pass != Pass::kFwd;
   try {
     layer.plan(r.B, r.H, r.H, bwd);
-    if (form == -1) {
-      layer.set_backward_path(WBMMBackward::kSplit);
-    } else if (form == 1) {
-      layer.set_backward_path(WBMMBackward::kSplit);  // the fused wgrad has no wgmma form; the dgrad has
-      if (!use_wgmma(layer, r, bwd)) throw std::runtime_error("no wgmma tile here (sm_90a only)");
-    } else if (form > 1) {
-      layer.set_backward_path(WBMMBackward::kSplit);
-      if (!use_ktile(layer, r, bwd, form % 1000, form / 1000))
-        throw std::runtime_error(fmt::format("no kchunk={} tile here", form % 1000));
-    }
+    if (form.split || form.wgmma || form.kchunk) layer.set_backward_path(WBMMBackward::kSplit);
+    if (form.wgmma && !use_wgmma(layer, r, bwd)) throw std::runtime_error("no wgmma tile here (sm_90a only)");
+    if (form.kchunk && !use_ktile(layer, r, bwd, form.kchunk, form.wn))
+      throw std::runtime_error(fmt::format("no kchunk={} tile here", form.kchunk));
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
     return;
@@ -255,15 +254,15 @@ int main(int argc, char** argv) {
   reg("copy/2GiB", BM_Copy);
   for (const auto& r : rows())
     for (Pass p : {Pass::kFwd, Pass::kBwd, Pass::kTrain}) {
-      reg(fmt::format("wbmm_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, 0); });
-      if (std::string(r.dtype) == "bf16" && p != Pass::kTrain)
-        reg(fmt::format("wbmm_wgmma_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, 1); });
-      if (r.w == 14 && p == Pass::kBwd)
-        reg(fmt::format("wbmm_split_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_Lkjit(st, r, p, -1); });
+      const auto lk = [&](const std::string& prefix, Form f) {
+        reg(fmt::format("{}_{}/{}", prefix, pass_name(p), row_name(r)), [r, p, f](benchmark::State& st) { BM_Lkjit(st, r, p, f); });
+      };
+      lk("wbmm", {});
+      if (std::string(r.dtype) == "bf16" && p != Pass::kTrain) lk("wbmm_wgmma", {false, true});
+      if (r.w == 14 && p == Pass::kBwd) lk("wbmm_split", {true});
       if (r.w == 14 && p != Pass::kTrain)  // d = 196: M_c's part large enough to K-tile
-        for (int form : {32, 64, 4032, 4064})
-          reg(fmt::format("wbmm_kt{}{}_{}/{}", form % 1000, form > 1000 ? "_wn4" : "", pass_name(p), row_name(r)),
-              [r, p, form](benchmark::State& st) { BM_Lkjit(st, r, p, form); });
+        for (int wn : {0, 4})
+          for (int kc : {32, 64}) lk(fmt::format("wbmm_kt{}{}", kc, wn ? "_wn4" : ""), {false, false, kc, wn});
       if (!r.nhwc)  // the baseline's best layout is its own (C, N, d): one row per shape
         reg(fmt::format("torch_path_{}/{}", pass_name(p), row_name(r)), [r, p](benchmark::State& st) { BM_TorchPath(st, r, p); });
     }

@@ -629,9 +629,9 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
   const int d2 = d_of(s);
   const bool f32 = s.dtype == DType::kF32;
   std::vector<WBMMTile> cands;
-  // Candidates measured to run without spills though the register estimate (a guide fitted to the forward
+  // A candidate measured to run without spills though the register estimate (a guide fitted to the forward
   // tiles) exceeds 224: tried first, the estimate not consulted.
-  std::vector<WBMMTile> measured;
+  std::optional<WBMMTile> measured;
   WBMMTile base;
   // 16-bit fwd / dgrad on sm_90a with d > 64: wgmma (measured on an H200, bf16 64x256x56x56: 14x14 forward
   // 0.238 ms against 0.271 on mma.sync; 7x7 0.138 against 0.128, so mma.sync stays up to d = 64).
@@ -668,7 +668,7 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
       t.split = 2, t.gm = 1, t.gn = f32 ? 7 : 8, t.wpb = f32 ? 32 : 64, t.wm = t.wn = 1;
       const int v = 2 * base.vec;  // two pixels' worth where the rows keep them aligned
       t.vec = sh.W % v == 0 ? v : base.vec;
-      measured.push_back(t);
+      measured = t;
     }
     struct W { int wpb, gm, gn, wm, wn; };
     const std::vector<W> shapes = d2 <= 64 ? std::vector<W>{{64, 2, 2, 2, 2}, {32, 2, 2, 2, 2}, {32, 1, 2, 1, 2}}
@@ -683,9 +683,9 @@ inline WBMMTile default_tile(const WBMMSpec& s, const Shape& sh, const DeviceLim
           cands.push_back(t);
         }
   }
-  for (auto t : measured) {
-    t.chunk = default_chunk(s, t, sh, d);
-    if (!reject(s, t, d, &sh) && blocks_per_sm(s, t, d) >= 1) return t;
+  if (measured) {
+    measured->chunk = default_chunk(s, *measured, sh, d);
+    if (!reject(s, *measured, d, &sh) && blocks_per_sm(s, *measured, d) >= 1) return *measured;
   }
   for (int min_threads : {128, 32})  // 4 warps a block or more where any candidate allows
     for (auto t : cands) {

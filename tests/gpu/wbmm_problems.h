@@ -27,15 +27,20 @@ inline const std::vector<WBMMPrecision>& wbmm_precisions() {
   return v;
 }
 
+// A tile, then the same with half the channels a block, and half again down to one (vec no wider than the
+// channels): the forms to try in order where a larger tile may outgrow shared memory.
+inline std::vector<Tile> with_fewer_channels(const Tile& t) {
+  std::vector<Tile> v = {t};
+  for (int cpb = t.get("cpb") / 2; cpb >= 1; cpb /= 2) v.push_back(Tile(t).set("cpb", cpb).set("vec", std::min(t.get("vec"), cpb)));
+  return v;
+}
+
 // The wgmma (engine 2) forms of a forward / dgrad tile, to try in order: a warpgroup of wm = 4 warps along the
 // windows, about the same windows per tile (16 mt wm); then, where the larger tile outgrows shared memory,
 // fewer channels a block.
 inline std::vector<Tile> wgmma_forms(Tile t) {
   const int windows16 = t.get("wm") * t.get("mt");
-  t.set("engine", 2).set("wm", 4).set("mt", windows16 >= 8 ? windows16 / 4 : 1);
-  std::vector<Tile> v = {t};
-  for (int cpb = t.get("cpb") / 2; cpb >= 1; cpb /= 2) v.push_back(Tile(t).set("cpb", cpb).set("vec", std::min(t.get("vec"), cpb)));
-  return v;
+  return with_fewer_channels(t.set("engine", 2).set("wm", 4).set("mt", windows16 >= 8 ? windows16 / 4 : 1));
 }
 
 struct WBMMProblem {

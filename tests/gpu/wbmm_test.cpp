@@ -118,14 +118,14 @@ int64_t count_bad(const std::vector<double>& want, const std::vector<double>& bo
 }
 
 // Tile axes set on top of the planned tile or its wgmma form (0: that tile's own value), for the wgmma and
-// K-tiling sweeps; kchunk (K-tiling) applies to the forward and dgrad kernels only, fold = -1 sets 0.
+// K-tiling sweeps; kchunk (K-tiling) applies to the forward and dgrad kernels only.
 struct Variant {
   int wn = 0, mt = 0, split = 0, cpb = 0, stages = 0, kchunk = 0, chunk = 0, fold = 0;
 };
 Tile with(Tile t, const Variant& v) {
   for (auto [axis, value] : {std::pair<const char*, int>{"wn", v.wn}, {"mt", v.mt}, {"split", v.split}, {"cpb", v.cpb},
                              {"stages", v.stages}, {"kchunk", v.kchunk}, {"chunk", v.chunk}, {"fold", v.fold}})
-    if (value) t.set(axis, value < 0 ? 0 : value);
+    if (value) t.set(axis, value);
   return t;
 }
 
@@ -144,10 +144,8 @@ int force_engine(WBMM& layer, const WBMMProblem& p, bool backward, const WBMMPre
     std::vector<Tile> ts;
     if (q.engine == 2) {
       for (const auto& f : lkjit::testing::wgmma_forms(pk.tile)) ts.push_back(with(f, v));
-    } else if (ktile) {  // then fewer channels a block where two buffers of M_c's chunks outgrow shared memory
-      const Tile t = with(Tile(pk.tile).set("engine", q.engine), v);
-      ts.push_back(t);
-      for (int cpb = t.get("cpb") / 2; cpb >= 1; cpb /= 2) ts.push_back(Tile(t).set("cpb", cpb).set("vec", std::min(t.get("vec"), cpb)));
+    } else if (ktile) {  // two buffers of M_c's chunks may outgrow shared memory
+      ts = lkjit::testing::with_fewer_channels(with(Tile(pk.tile).set("engine", q.engine), v));
     } else {
       ts.push_back(Tile(pk.tile).set("engine", q.engine));
     }
@@ -295,8 +293,8 @@ INSTANTIATE_TEST_SUITE_P(Tiles, WBMMWgmmaTiles, ::testing::ValuesIn(wgmma_cases(
 // K-tiling (kchunk): M_c's rows streamed in chunks through two buffers, fwd and dgrad, every precision; chunk
 // counts odd and even with a shorter last chunk (dp = 208: 13, 7, 4 chunks; dp = 256: 16, 8, 4; 9x9: dp = 96),
 // blocks walking two tiles (chunk = 2: the buffers' parity carries across tiles), a column split on top (j0 > 0),
-// 4 warps along the columns, dense fp32 16x16 without a column split (too large for shared memory whole), the identity folded into the streamed diagonal, one stage,
-// two channels a block, NHWC.
+// 4 warps along the columns, dense fp32 16x16 without a column split (too large for shared memory whole), the
+// identity folded into the streamed diagonal, one stage, two channels a block, NHWC.
 struct KTileCase {
   WBMMProblem p;
   WBMMPrecision q;
