@@ -295,10 +295,15 @@ def profile_network(args, B=64, steps=3):
 
 
 def step_kernels_us(m, x, g, steps=10):
-    """Self CUDA time (us per step) of each kernel of a bf16 AMP training step of layer m alone."""
+    """Self CUDA time (us per step) of each kernel of a bf16 AMP training step of layer m alone. Each step
+    starts with every gradient set to None, as the network's step does (zero_grad(set_to_none=True)): the
+    backward writes fresh gradients, so no accumulating add per parameter tensor is timed (WTConv2d has
+    2L+3 parameter tensors, a depthwise conv 2)."""
     from torch.profiler import ProfilerActivity, profile
 
     def step():
+        m.zero_grad(set_to_none=True)
+        x.grad = None
         with torch.autocast("cuda", dtype=torch.bfloat16):
             y = m(x)
         y.backward(g)
@@ -310,7 +315,22 @@ def step_kernels_us(m, x, g, steps=10):
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
-    return {e.key: e.self_device_time_total / steps for e in prof.key_averages() if e.self_device_time_total > 0}
+    return {e.key: (e.self_device_time_total / steps, e.count / steps) for e in prof.key_averages()
+            if e.self_device_time_total > 0}
+
+
+def copy_us(x, iters=20):
+    """Median time of one device copy of x in its own layout (the bandwidth a layout transpose is held to)."""
+    y = torch.empty_like(x)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(iters + 3):
+        start.record()
+        y.copy_(x)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1000)
+    return statistics.median(times[3:])
 
 
 def bench_kernels(args):
@@ -332,12 +352,15 @@ def bench_kernels(args):
                 g = torch.randn_like(x)
                 k = step_kernels_us(wt, x, g)
                 d = step_kernels_us(dw7.to(memory_format=torch.channels_last) if layout == "channels_last" else dw7, x, g)
-                part = lambda key: sum(v for n, v in k.items() if key in n)  # noqa: E731
+                part = lambda key: sum(v[0] for n, v in k.items() if key in n)  # noqa: E731
+                transposes = sum(v[1] for n, v in k.items() if "wtconv_transpose" in n)
                 r = {"B": B, "C": C, "H": H, "L": L, "layout": layout if layout == "nchw" else f"{layout}, {mode}",
                      "lkjit_fwd_us": part("wtconv_fwd_plane") + part("wtconv_fwd_lane"),
                      "lkjit_bwd_us": part("wtconv_bwd_plane") + part("wtconv_bwd_lane"),
-                     "lkjit_transpose_us": part("wtconv_transpose"), "lkjit_all_us": sum(k.values()),
-                     "dw7_all_us": sum(d.values())}
+                     "lkjit_transpose_us": part("wtconv_transpose"), "transposes_per_step": transposes,
+                     "lkjit_all_us": sum(v[0] for v in k.values()), "dw7_all_us": sum(v[0] for v in d.values())}
+                if transposes:  # each moves x's bytes once each way, as a copy of x does
+                    r["transpose_pct_of_copy"] = 100 * transposes * copy_us(x.detach()) / r["lkjit_transpose_us"]
                 out.append(r)
                 print(f"  {B}x{C}x{H}x{H} L={L} {r['layout']}: lkjit {r['lkjit_all_us']:.0f} us, dw7 {r['dw7_all_us']:.0f} us",
                       file=sys.stderr)
@@ -473,12 +496,14 @@ def print_tables(res):
         print("| B x C x H=W | L | input layout, LKJIT_TORCH_LAYOUT | lkjit fwd (plane or lane) | lkjit bwd (plane or lane) | "
               "lkjit transposes | lkjit all kernels | dw7 all kernels | lkjit / dw7 |")
         print("|---|---|---|---|---|---|---|---|---|")
+        tpct = lambda r: f" ({r['transpose_pct_of_copy']:.0f} % of copy)" if "transpose_pct_of_copy" in r else ""  # noqa: E731
         for r in res["kernels"]:
             print(f"| {r['B']}x{r['C']}x{r['H']} | {r['L']} | {r['layout']} | {r['lkjit_fwd_us']:.0f} | "
-                  f"{r['lkjit_bwd_us']:.0f} | {r['lkjit_transpose_us']:.0f} | {r['lkjit_all_us']:.0f} | "
+                  f"{r['lkjit_bwd_us']:.0f} | {r['lkjit_transpose_us']:.0f}{tpct(r)} | {r['lkjit_all_us']:.0f} | "
                   f"{r['dw7_all_us']:.0f} | {r['lkjit_all_us'] / r['dw7_all_us']:.2f} |")
-        print("\nOne layer alone, dOut given; \"all kernels\" includes autocast weight casts and gradient "
-              "accumulation. The network runs channels_last (auto: lkjit transposes maps of >= 100 pixels to "
+        print("\nOne layer alone, dOut given, gradients set to None before each step (as the network's step); "
+              "\"all kernels\" includes autocast weight casts; % of copy: the transposes' time against as many copies of "
+              "the activation in the same run. The network runs channels_last (auto: lkjit transposes maps of >= 100 pixels to "
               "NCHW around the plane kernels, and runs the lane kernels on channels_last maps up to 16 wide; strided: "
               "reads them in place). Below 1.00 lkjit is the faster layer.")
     m = res.get("memory")
