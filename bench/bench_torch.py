@@ -320,17 +320,18 @@ def step_kernels_us(m, x, g, steps=10):
 
 
 def copy_us(x, iters=20):
-    """Median time of one device copy of x in its own layout (the bandwidth a layout transpose is held to)."""
+    """Device time of one copy of x in its own layout (torch.profiler, as the layers' kernels): the bandwidth
+    a layout transpose is held to."""
+    from torch.profiler import ProfilerActivity, profile
     y = torch.empty_like(x)
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(iters + 3):
-        start.record()
+    for _ in range(3):
         y.copy_(x)
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1000)
-    return statistics.median(times[3:])
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            y.copy_(x)
+        torch.cuda.synchronize()
+    return sum(e.self_device_time_total for e in prof.key_averages()) / iters
 
 
 def bench_kernels(args):
