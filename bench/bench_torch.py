@@ -297,8 +297,8 @@ def profile_network(args, B=64, steps=3):
 def step_kernels_us(m, x, g, steps=10):
     """Self CUDA time (us per step) of each kernel of a bf16 AMP training step of layer m alone. Each step
     starts with every gradient set to None, as the network's step does (zero_grad(set_to_none=True)): the
-    backward writes fresh gradients, so no accumulating add per parameter tensor is timed (WTConv2d has
-    2L+3 parameter tensors, a depthwise conv 2)."""
+    backward writes fresh gradients, so no accumulating add per parameter tensor (WTConv2d has 2L+3, a
+    depthwise conv 2) or into x.grad is timed."""
     from torch.profiler import ProfilerActivity, profile
 
     def step():
@@ -319,19 +319,25 @@ def step_kernels_us(m, x, g, steps=10):
             if e.self_device_time_total > 0}
 
 
-def copy_us(x, iters=20):
-    """Device time of one copy of x in its own layout (torch.profiler, as the layers' kernels): the bandwidth
-    a layout transpose is held to."""
+def copy_us(x, iters=20, l2_bytes=50 << 20):
+    """Device time of one copy of x in its own layout from DRAM (torch.profiler, as the layers' kernels): the
+    bandwidth a layout transpose is held to. The copies rotate over pairs of buffers that together exceed 4x
+    the L2 cache (50 MiB on an H200), so no copy reads what an earlier one left in L2."""
     from torch.profiler import ProfilerActivity, profile
-    y = torch.empty_like(x)
-    for _ in range(3):
-        y.copy_(x)
+    pairs = max(2, -(-4 * l2_bytes // (2 * x.numel() * x.element_size())))
+    bufs = [(x.clone(), torch.empty_like(x)) for _ in range(pairs)]
+    for src, dst in bufs:
+        dst.copy_(src)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            y.copy_(x)
+        for i in range(iters):
+            src, dst = bufs[i % pairs]
+            dst.copy_(src)
         torch.cuda.synchronize()
-    return sum(e.self_device_time_total for e in prof.key_averages()) / iters
+    events = [e for e in prof.key_averages() if e.self_device_time_total > 0]
+    if len(events) != 1 or events[0].count != iters:  # one copy kernel (or memcpy), once per iteration
+        raise RuntimeError(f"copy_us: expected {iters} runs of one copy, got {[(e.key, e.count) for e in events]}")
+    return events[0].self_device_time_total / iters
 
 
 def bench_kernels(args):
@@ -497,14 +503,16 @@ def print_tables(res):
         print("| B x C x H=W | L | input layout, LKJIT_TORCH_LAYOUT | lkjit fwd (plane or lane) | lkjit bwd (plane or lane) | "
               "lkjit transposes | lkjit all kernels | dw7 all kernels | lkjit / dw7 |")
         print("|---|---|---|---|---|---|---|---|---|")
-        tpct = lambda r: f" ({r['transpose_pct_of_copy']:.0f} % of copy)" if "transpose_pct_of_copy" in r else ""  # noqa: E731
+        tpct = lambda r: (f" ({r['transposes_per_step']:g}, {r['transpose_pct_of_copy']:.0f} % of copy)"  # noqa: E731
+                          if "transpose_pct_of_copy" in r else "")
         for r in res["kernels"]:
             print(f"| {r['B']}x{r['C']}x{r['H']} | {r['L']} | {r['layout']} | {r['lkjit_fwd_us']:.0f} | "
                   f"{r['lkjit_bwd_us']:.0f} | {r['lkjit_transpose_us']:.0f}{tpct(r)} | {r['lkjit_all_us']:.0f} | "
                   f"{r['dw7_all_us']:.0f} | {r['lkjit_all_us'] / r['dw7_all_us']:.2f} |")
         print("\nOne layer alone, dOut given, gradients set to None before each step (as the network's step); "
-              "\"all kernels\" includes autocast weight casts; % of copy: the transposes' time against as many copies of "
-              "the activation in the same run. The network runs channels_last (auto: lkjit transposes maps of >= 100 pixels to "
+              "\"all kernels\" includes autocast weight casts. Transposes: their time (how many a step, and their "
+              "throughput as a % of a copy's: as many DRAM-to-DRAM copies of the activation, timed in the same run, "
+              "over the transposes' time). The network runs channels_last (auto: lkjit transposes maps of >= 100 pixels to "
               "NCHW around the plane kernels, and runs the lane kernels on channels_last maps up to 16 wide; strided: "
               "reads them in place). Below 1.00 lkjit is the faster layer.")
     m = res.get("memory")

@@ -133,12 +133,16 @@ __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   constexpr int kT = kTransposeTile, kRows = Cfg::threads / 32;
   static_assert(kT % kRows == 0, "whole tile rows per warp");
   // 16-bit elements take half the words: the vector path 64 x 32, the word path 64 x 33, elements 64 x 65
-  // halves: 8.4 KB a block (at 16.6 KB shared memory held 12 blocks of 128 threads an SM, as the 34
-  // registers do; capping them to 32 for 16 blocks measured no faster: the 56x56 copies run at 96 % of a copy).
+  // halves: 8.4 KB a block, against 16.6 (measured side by side on an H200: the WTConvNeXt-T 56x56 layer's
+  // transposes 103 us against 119, 96 % of a DRAM copy against 83 %; either way the 34 registers allow 12
+  // blocks of 128 threads an SM, and capping them to 32 for 16 blocks measured no faster).
   constexpr int kWords = sizeof(T) == 2 ? kT * (kT / 2 + 1) : kT * (kT + 1);
-  static_assert(sizeof(T) != 2 || kT * (kT + 1) <= 2 * kWords, "the 16-bit element path's halves fit");
   __shared__ __align__(16) unsigned tile[kWords];
-  using E = typename TileWord<sizeof(T)>::type;  // the element path's [pixel][channel], odd pitch
+  // The element path's [pixel][channel] tile: an odd pitch in words (33 words of two halves, or 65 words), so
+  // lanes along pixels hit distinct banks and lanes along channels distinct or shared words.
+  using E = typename TileWord<sizeof(T)>::type;
+  constexpr int kEP = sizeof(T) == 2 ? kT + 2 : kT + 1;
+  static_assert(kT * kEP * (int)sizeof(E) <= 4 * kWords, "the element path's tile fits");
   E* const etile = reinterpret_cast<E*>(tile);
   const int C = p.C, W = p.W, HW = p.H * p.W;
   // 32-bit block indices (the host keeps the grid below 2^31 blocks): 64-bit divisions cost ~100 instructions.
@@ -170,12 +174,12 @@ __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   // Any other strides: element by element, lanes along the contiguous dim of each side.
   for_each_in_tile<kT, kRows>(p.x_st[1] == 1 && C > 1, c0, p0, C, HW, [&](int ch, int px) {
     const int c = c0 + ch, q = p0 + px, y = q / W, xx = q - y * W;
-    etile[px * (kT + 1) + ch] = (E)to_bits(x[c * p.x_st[1] + y * p.x_st[2] + xx * p.x_st[3]]);
+    etile[px * kEP + ch] = (E)to_bits(x[c * p.x_st[1] + y * p.x_st[2] + xx * p.x_st[3]]);
   });
   __syncthreads();
   for_each_in_tile<kT, kRows>(p.out_st[1] == 1 && C > 1, c0, p0, C, HW, [&](int ch, int px) {
     const int c = c0 + ch, q = p0 + px, y = q / W, xx = q - y * W;
-    out[c * p.out_st[1] + y * p.out_st[2] + xx * p.out_st[3]] = from_bits<T>(etile[px * (kT + 1) + ch]);
+    out[c * p.out_st[1] + y * p.out_st[2] + xx * p.out_st[3]] = from_bits<T>(etile[px * kEP + ch]);
   });
 }
 
