@@ -132,10 +132,9 @@ __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   using T = typename Cfg::T;
   constexpr int kT = kTransposeTile, kRows = Cfg::threads / 32;
   static_assert(kT % kRows == 0, "whole tile rows per warp");
-  // 16-bit elements take half the words: the vector path 64 x 32, the word path 64 x 33, elements 64 x 65
-  // halves: 8.4 KB a block, against 16.6 (measured side by side on an H200: the WTConvNeXt-T 56x56 layer's
-  // transposes 103 us against 119, 96 % of a DRAM copy against 83 %; either way the 34 registers allow 12
-  // blocks of 128 threads an SM, and capping them to 32 for 16 blocks measured no faster).
+  // 16-bit elements take half the words (the vector path 64 x 32, the word path 64 x 33, elements 64 x 66 halves):
+  // 8.4 KB a block instead of 16.6 made a 56x56 layer's transposes 103 us instead of 119 on an H200 (RESULTS
+  // section 16), at the same 12 blocks an SM (by registers; capping them for 16 blocks was no faster).
   constexpr int kWords = sizeof(T) == 2 ? kT * (kT / 2 + 1) : kT * (kT + 1);
   __shared__ __align__(16) unsigned tile[kWords];
   // The element path's [pixel][channel] tile: an odd pitch in words (33 words of two halves, or 65 words), so
