@@ -52,6 +52,17 @@ TEST_F(DWConvCli, PresetsAndSpacesListWithoutAGpu) {
   EXPECT_THAT(r.output, HasSubstr("dwconv_fwd_direct f32 kh=5 kw=5 stride=1 dil=1 sm_90 on 8x32x14x14"));
 }
 
+// A manifest layer's kw defaults to its kh, as -k sets both on the command line.
+TEST_F(DWConvCli, ManifestFiltersAreSquareUnlessKwIsGiven) {
+  const std::string manifest = tmp_.path() + "/m.json";
+  lkjit::test::write_file(manifest, R"({"archs": ["sm_90"], "dtypes": ["bf16"], "passes": ["fwd"], "layers": [
+    {"op": "dwconv", "C": 96, "H": 56, "W": 56, "kh": 31}, {"op": "dwconv", "C": 96, "H": 56, "W": 56, "kh": 51, "kw": 5}]})");
+  CommandResult r = run("prewarm --list --manifest " + lkjit::test::shell_quote(manifest));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("_kh31_kw31_"), HasSubstr("_kh51_kw5_"))) << r.output;
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("_kh31_kw7_"))) << r.output;
+}
+
 // tune --paths: the path decision's key and options in --list (no GPU); refused with --kernel, and for an op of one
 // path per problem, before any GPU is asked for.
 TEST_F(DWConvCli, TunePathsListsThePathsAndRefusesWhatItCannotDo) {

@@ -44,6 +44,17 @@ TEST_F(WBMMCli, PlansShapesAndPresetWithoutAGpu) {
   EXPECT_THAT(r.output, HasSubstr("lkjit_wbmm_wgrad_f16_wh7_ww7_m0_tf0_id1_bi0_l0_fx1_e1_"));
 }
 
+// A manifest layer's ww defaults to its wh (a square window), as a shape item's w does.
+TEST_F(WBMMCli, ManifestWindowsAreSquareUnlessWwIsGiven) {
+  const std::string manifest = tmp_.path() + "/m.json";
+  lkjit::test::write_file(manifest, R"({"archs": ["sm_80"], "dtypes": ["f32"], "passes": ["fwd"], "layers": [
+    {"op": "wbmm", "C": 8, "H": 28, "W": 28, "wh": 14}, {"op": "wbmm", "C": 8, "H": 30, "W": 30, "wh": 3, "ww": 5}]})");
+  CommandResult r = run("prewarm --list --manifest '" + manifest + "'");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wbmm_fwd_f32_wh14_ww14"), HasSubstr("lkjit_wbmm_fwd_f32_wh3_ww5"),
+                              Not(HasSubstr("_wh14_ww7"))));
+}
+
 TEST_F(WBMMCli, BadWindowsAndShapesNameTheValue) {
   CommandResult r = run("tune --list --op wbmm --shape 1:4:8:8:17");
   EXPECT_EQ(r.code, 2) << r.output;

@@ -62,6 +62,7 @@ struct LayerParam {
   int lo = 0, hi = 0;
   int def = 0;       // when the layer does not give it
   bool odd = false;  // only odd values (kernel sizes)
+  std::string def_from = {};  // when set: the default is this earlier parameter's value (dwconv's kw: kh)
 };
 
 // Which kernels OpCli::plan returns.

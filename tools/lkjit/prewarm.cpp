@@ -78,7 +78,8 @@ std::string layer_keys() {
   std::string s;
   for (const OpCli* f : op_clis()) {
     std::string keys;
-    for (const auto& p : f->layer_params()) keys += fmt::format("{}{} {}", keys.empty() ? "" : ", ", p.name, p.def);
+    for (const auto& p : f->layer_params())
+      keys += fmt::format("{}{} {}", keys.empty() ? "" : ", ", p.name, p.def_from.empty() ? std::to_string(p.def) : p.def_from);
     s += fmt::format("{}{}: {}", s.empty() ? "" : "; ", f->name(), keys);
   }
   return s;

@@ -263,7 +263,8 @@ void parse_manifest(const std::string& text, const std::string& path, PrewarmSet
       ly.H = integer(*o, "H", std::nullopt, 1, int64_t(1) << 20, where, literal("H"));
       ly.W = integer(*o, "W", std::nullopt, 1, int64_t(1) << 20, where, literal("W"));
       for (const auto& p : params) {
-        const int v = static_cast<int>(integer(*o, p.name.c_str(), p.def, p.lo, p.hi, where, literal(p.name)));
+        const int def = p.def_from.empty() ? p.def : ly.params.get(p.def_from, p.def);
+        const int v = static_cast<int>(integer(*o, p.name.c_str(), def, p.lo, p.hi, where, literal(p.name)));
         if (p.odd && v % 2 == 0)
           throw Error(ErrorCode::kInvalidArgument,
                       fmt::format("lkjit: error: {}: \"{}\" is {}; supported: an odd integer in [{}, {}]", where, p.name,

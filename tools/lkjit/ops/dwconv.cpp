@@ -81,7 +81,7 @@ class DWConvCli final : public OpCli {
             {"replknet-31b", "RepLKNet-31B's depthwise stages (k = 31/29/27/13) at 224x224, batch 64", replknet_31b()}};
   }
   std::vector<LayerParam> layer_params() const override {
-    return {{"kh", 1, kMaxK, 7, false}, {"kw", 1, kMaxK, 7, false}, {"stride", 1, 2, 1, false},
+    return {{"kh", 1, kMaxK, 7, false}, {"kw", 1, kMaxK, 7, false, "kh"}, {"stride", 1, 2, 1, false},
             {"dil", 1, 4, 1, false},    {"pad", -1, 1000, -1, false}};
   }
   std::string shape_form(Cmd c) const override {

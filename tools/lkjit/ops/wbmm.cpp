@@ -55,7 +55,7 @@ class WBMMCli final : public OpCli {
       t.layers.push_back(wbmm_layer(128, C, HW, HW, 7, 7));
     return {t};
   }
-  std::vector<LayerParam> layer_params() const override { return {{"wh", 1, 16, 7, false}, {"ww", 1, 16, 7, false}}; }
+  std::vector<LayerParam> layer_params() const override { return {{"wh", 1, 16, 7, false}, {"ww", 1, 16, 7, false, "wh"}}; }
   std::string shape_form(Cmd) const override { return "B:C:H:W[:w[:ww]]"; }
   std::string demo_doc() const override { return "the wbmm-t preset (WBMM-T at 224x224, batch 128)"; }
 
