@@ -132,16 +132,16 @@ __device__ __forceinline__ void wtconv_transpose(const WTConvParams& p) {
   using T = typename Cfg::T;
   constexpr int kT = kTransposeTile, kRows = Cfg::threads / 32;
   static_assert(kT % kRows == 0, "whole tile rows per warp");
-  // 16-bit elements take half the words (the vector path 64 x 32, the word path 64 x 33, elements 64 x 66 halves):
-  // 8.4 KB a block instead of 16.6 made a 56x56 layer's transposes 103 us instead of 119 on an H200 (RESULTS
+  // The element path's [pixel][channel] tile sizes the shared memory: elements of 16 bits in 16-bit words at a
+  // pitch of 33 words (kT + 2 halves), others in 32-bit words at 65; odd word pitches, so lanes along pixels hit
+  // distinct banks. For 16-bit elements that is 8.4 KB, the word path's 64 x 33 words and more than the vector
+  // path's 64 x 32: against 16.6 KB it made a 56x56 layer's transposes 103 us instead of 119 on an H200 (RESULTS
   // section 16), at the same 12 blocks an SM (by registers; capping them for 16 blocks was no faster).
-  constexpr int kWords = sizeof(T) == 2 ? kT * (kT / 2 + 1) : kT * (kT + 1);
-  __shared__ __align__(16) unsigned tile[kWords];
-  // The element path's [pixel][channel] tile: an odd pitch in words (33 words of two halves, or 65 words), so
-  // lanes along pixels hit distinct banks and lanes along channels distinct or shared words.
   using E = typename TileWord<sizeof(T)>::type;
   constexpr int kEP = sizeof(T) == 2 ? kT + 2 : kT + 1;
-  static_assert(kT * kEP * (int)sizeof(E) <= 4 * kWords, "the element path's tile fits");
+  constexpr int kWords = kT * kEP * (int)sizeof(E) / 4;
+  static_assert(sizeof(T) != 2 || kT * (kT / 2 + 1) <= kWords, "the word path's tile fits");
+  __shared__ __align__(16) unsigned tile[kWords];
   E* const etile = reinterpret_cast<E*>(tile);
   const int C = p.C, W = p.W, HW = p.H * p.W;
   // 32-bit block indices (the host keeps the grid below 2^31 blocks): 64-bit divisions cost ~100 instructions.
