@@ -65,13 +65,18 @@ def mechanism(iters):
     lib = torch.library.Library("lkjit_bench", "DEF")
     lib.define("wtconv_fwd(Tensor x, Tensor base_w, Tensor? base_b, Tensor base_s, Tensor[] level_w, "
                "Tensor[] level_s, int layer_id, int stride) -> Tensor")
+    lib.define("wtconv_fwd_save(Tensor x, Tensor base_w, Tensor? base_b, Tensor base_s, Tensor[] level_w, "
+               "Tensor[] level_s, int layer_id, int stride) -> (Tensor, Tensor)")
     lib.define("wtconv_bwd(Tensor grad_out, Tensor x, Tensor base_w, Tensor? base_b, Tensor base_s, Tensor[] level_w, "
-               "Tensor[] level_s, int layer_id, int stride, bool reuse_fold=False) -> Tensor[]")
+               "Tensor[] level_s, int layer_id, int stride, bool reuse_fold=False, bool x_is_nchw_copy=False) -> "
+               "Tensor[]")
     # Kernels that only allocate their outputs: what is timed is the dispatch and autograd plumbing.
     lib.impl("wtconv_fwd", lambda x, *a: torch.empty_like(x), "CPU")
+    lib.impl("wtconv_fwd_save", lambda x, *a: (torch.empty_like(x), x.new_empty(0)), "CPU")
     lib.impl("wtconv_bwd", lambda g, x, bw, bb, bs, lw, ls, *a: [torch.empty_like(x), torch.empty_like(bw),
                                                                  torch.empty_like(bs)], "CPU")
     wtconv._fwd_op, wtconv._bwd_op = torch.ops.lkjit_bench.wtconv_fwd.default, torch.ops.lkjit_bench.wtconv_bwd.default
+    wtconv._fwd_save_op = torch.ops.lkjit_bench.wtconv_fwd_save.default
     fwd, bwd = torch.ops.lkjit_bench.wtconv_fwd, torch.ops.lkjit_bench.wtconv_bwd
 
     def setup_context(ctx, inputs, output):
@@ -90,7 +95,7 @@ def mechanism(iters):
     bw, bs = m.base_conv.weight, m.base_scale.weight
 
     def via_function():
-        wtconv._WTConvFunction.apply(m._lkjit_id, 1, 0, x, bw, bs).backward(g)
+        wtconv._WTConvFunction.apply(m._lkjit_id, 1, 0, x, bw, bs)[0].backward(g)
 
     def via_register_autograd():
         fwd(x, bw, None, bs, [], [], m._lkjit_id, 1).backward(g)

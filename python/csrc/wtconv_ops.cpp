@@ -1,4 +1,5 @@
-// WTConv's ops in the PyTorch binding: the CUDA kernels of lkjit::wtconv_fwd and lkjit::wtconv_bwd (their schema,
+// WTConv's ops in the PyTorch binding: the CUDA kernels of lkjit::wtconv_fwd, lkjit::wtconv_fwd_save (the forward that
+// also returns its NCHW copy of a channels_last x, which the layer's backward reads) and lkjit::wtconv_bwd (their schema,
 // fake implementations and autograd are Python's, lkjit/wtconv.py), doing in C++ what the ctypes kernels
 // (_fwd_impl / _bwd_impl there) do per call: the C ABI's tensor checks, LKJIT_TORCH_LAYOUT, the module's lkjit
 // layer per (dtype, device, C, k, L, bias, stride), the fold, lane lookup, transposes, strides, the current
@@ -17,6 +18,7 @@ namespace {
 
 constexpr const char* kWhere = "lkjit.torch.WTConv2d";
 constexpr int64_t kTransposeMinHW = 100;  // lkjit/wtconv.py's _TRANSPOSE_MIN_HW
+constexpr int64_t kLaneMaxW = 16;         // lkjit/wtconv.py's _LANE_MAX_W (the lane kernels' widest map)
 
 using Key = std::tuple<int, int, int64_t, int64_t, int, int, int>;  // dtype, device, C, k, L, bias, stride
 
@@ -137,38 +139,64 @@ int32_t dtype_of(const Tensor& t) {
   return dt;
 }
 
-Tensor wtconv_fwd(Tensor x, Tensor bw, std::optional<Tensor> bb, Tensor bs, std::vector<Tensor> lw,
-                  std::vector<Tensor> ls, int64_t layer_id, int64_t stride) {
+// lkjit/wtconv.py's _keeps_nchw: a transposed channels_last map that no lane kernel can take, decided from x's
+// shape and layout alone (as the fake implementation decides it).
+bool keeps_nchw(const Tensor& x, int64_t stride, Layout mode) {
+  return mode == Layout::kAuto && x.size(2) * x.size(3) >= kTransposeMinHW && (x.size(3) > kLaneMaxW || stride != 1) &&
+         !x.is_contiguous() && is_channels_last(x);
+}
+
+// The forward of both ops; with `keep`, the NCHW copy of x a keeping call made (else an empty tensor) too.
+std::tuple<Tensor, Tensor> forward(Tensor x, const Tensor& bw, const std::optional<Tensor>& bb, const Tensor& bs,
+                                   const std::vector<Tensor>& lw, const std::vector<Tensor>& ls, int64_t layer_id,
+                                   int64_t stride, bool keep, const char* where) {
   const auto p = flat(bw, bb, bs, lw, ls);
-  check_call("lkjit::wtconv_fwd", x, nullptr, stride, p, lw.size(), ls.size(), bb.has_value());
+  check_call(where, x, nullptr, stride, p, lw.size(), ls.size(), bb.has_value());
   const Layout mode = layout_mode(kWhere);
   const int L = int(lw.size());
   const bool cl = !x.is_contiguous() && is_channels_last(x) && mode != Layout::kNchw;
   if (!is_dense(x, mode)) x = torch::stable::contiguous(x);
+  keep = keep && keeps_nchw(x, stride, mode);
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   Tensor out = alloc({B, C, (H + stride - 1) / stride, (W + stride - 1) / stride}, x, dtype_of(x), cl);
-  if (out.numel() == 0) return out;
+  Tensor none = alloc({0}, x, dtype_of(x), false);
+  if (out.numel() == 0) return {out, keep ? alloc_nchw(x, dtype_of(x)) : none};
   Entry& e = entry(layer_id, x, p, L, stride);
   void* stream = current_stream(x.get_device_index());
   fold(e, p, L, stream);
-  std::array<int64_t, 4> xs, os;
-  if (transposing(e, x, false, mode)) {
+  // (keep implies transposing: no lane kernel takes W > kLaneMaxW or stride > 1.)
+  if (keep || transposing(e, x, false, mode)) {
     Tensor xn = as_nchw(x, stream);
     Tensor on = alloc_nchw(out, dtype_of(out));
     check(capi().lkjit_wtconv_forward_strided(e.h, xn.data_ptr(), nullptr, on.data_ptr(), nullptr, B, H, W, stream));
     copy_layout(on, out, stream);
-    return out;
+    return {out, keep ? xn : none};
   }
+  std::array<int64_t, 4> xs, os;
   check(capi().lkjit_wtconv_forward_strided(e.h, x.data_ptr(), c_strides(x, xs), out.data_ptr(), c_strides(out, os), B,
                                             H, W, stream));
-  return out;
+  return {out, none};
+}
+
+Tensor wtconv_fwd(Tensor x, Tensor bw, std::optional<Tensor> bb, Tensor bs, std::vector<Tensor> lw,
+                  std::vector<Tensor> ls, int64_t layer_id, int64_t stride) {
+  return std::get<0>(forward(std::move(x), bw, bb, bs, lw, ls, layer_id, stride, false, "lkjit::wtconv_fwd"));
+}
+
+std::tuple<Tensor, Tensor> wtconv_fwd_save(Tensor x, Tensor bw, std::optional<Tensor> bb, Tensor bs,
+                                           std::vector<Tensor> lw, std::vector<Tensor> ls, int64_t layer_id,
+                                           int64_t stride) {
+  return forward(std::move(x), bw, bb, bs, lw, ls, layer_id, stride, true, "lkjit::wtconv_fwd_save");
 }
 
 std::vector<Tensor> wtconv_bwd(Tensor g, Tensor x, Tensor bw, std::optional<Tensor> bb, Tensor bs,
                                std::vector<Tensor> lw, std::vector<Tensor> ls, int64_t layer_id, int64_t stride,
-                               bool reuse_fold) {
+                               bool reuse_fold, bool x_is_nchw_copy) {
   const auto p = flat(bw, bb, bs, lw, ls);
   check_call("lkjit::wtconv_bwd", x, &g, stride, p, lw.size(), ls.size(), bb.has_value());
+  if (x_is_nchw_copy && !x.is_contiguous())
+    fail_spec("lkjit: error: lkjit::wtconv_bwd: x_is_nchw_copy=True with an x that is not NCHW contiguous; supported: the forward's "
+              "NCHW copy (lkjit::wtconv_fwd_save's second output)");
   const Layout mode = layout_mode(kWhere);
   const int L = int(lw.size());
   if (!is_dense(x, mode)) x = torch::stable::contiguous(x);
@@ -186,7 +214,9 @@ std::vector<Tensor> wtconv_bwd(Tensor g, Tensor x, Tensor bw, std::optional<Tens
   // reuse_fold: these are the forward's saved parameters; fold only where that forward's fold is not there.
   const bool reuse = reuse_fold && same_params(e, p);
   if (!reuse) fold(e, p, L, stream);
-  Tensor dx = alloc_like(x);
+  // dX: x's strides, or channels_last where x is the forward's NCHW copy of a channels_last input.
+  Tensor dx = x_is_nchw_copy ? alloc(std::vector<int64_t>(x.sizes().begin(), x.sizes().end()), x, dtype_of(x), true)
+                             : alloc_like(x);
   res.push_back(dx);
   const int32_t f32 = torch_dtype_float32();
   for (const auto& t : p) res.push_back(alloc_nchw(t, f32));
@@ -200,7 +230,7 @@ std::vector<Tensor> wtconv_bwd(Tensor g, Tensor x, Tensor bw, std::optional<Tens
   float* gbb = bb ? static_cast<float*>(res[3 + 2 * L].data_ptr()) : nullptr;
   const unsigned flags = reuse ? LKJIT_BACKWARD_REUSE_FORWARD_FOLD : 0u;
   std::array<int64_t, 4> xs, gsb, ds;
-  if (transposing(e, x, true, mode)) {
+  if (x_is_nchw_copy || transposing(e, x, true, mode)) {
     Tensor xn = as_nchw(x, stream), gn = as_nchw(g, stream);
     Tensor dxn = alloc_nchw(x, dtype_of(x));
     check(capi().lkjit_wtconv_backward_flags(e.h, xn.data_ptr(), nullptr, gn.data_ptr(), nullptr, dxn.data_ptr(), nullptr,
@@ -223,12 +253,13 @@ uint64_t workspace_bytes(int64_t layer_id) {
   });
 }
 
-const bool kRegistered = (register_family({"lkjit::wtconv_fwd,lkjit::wtconv_bwd", &release, &workspace_bytes}), true);
+const bool kRegistered = (register_family({"lkjit::wtconv_fwd,lkjit::wtconv_fwd_save,lkjit::wtconv_bwd", &release, &workspace_bytes}), true);
 
 }  // namespace
 }  // namespace lkjit_torch
 
 STABLE_TORCH_LIBRARY_IMPL(lkjit, CUDA, m) {
   m.impl("wtconv_fwd", TORCH_BOX(&lkjit_torch::wtconv_fwd));
+  m.impl("wtconv_fwd_save", TORCH_BOX(&lkjit_torch::wtconv_fwd_save));
   m.impl("wtconv_bwd", TORCH_BOX(&lkjit_torch::wtconv_bwd));
 }

@@ -8,10 +8,11 @@ computed with the I/O-aware reformulation of Aflalo et al. (2026): Haar analysis
 closed-form synthesis (Eq. 7), scales folded into the weights (Eq. 8) with gradients recovered by Eq. 9.
 The exact operator, padding of odd sizes and crop included: the project's operator spec, docs/wtconv.md.
 
-Ops: ``lkjit::wtconv_fwd`` and ``lkjit::wtconv_bwd`` (one schema; fake implementations here; CUDA kernels
-from the binding, else ``_fwd_impl`` / ``_bwd_impl`` below through ctypes). One autograd mechanism for the
-layer, eager and compiled alike: ``_WTConvFunction`` (torch.autograd.Function) around the two ops, which
-torch.compile traces with the ops inside. Measured host time per forward+backward on CPU tensors through a
+Ops: ``lkjit::wtconv_fwd``, ``lkjit::wtconv_fwd_save`` (the layer's forward: also the NCHW copy of x its
+kernels read, for the backward) and ``lkjit::wtconv_bwd`` (one schema; fake implementations here; CUDA kernels
+from the binding, else ``_fwd_impl`` / ``_fwd_save_impl`` / ``_bwd_impl`` below through ctypes). One autograd
+mechanism for the layer, eager and compiled alike: ``_WTConvFunction`` (torch.autograd.Function) around
+wtconv_fwd_save and wtconv_bwd, which torch.compile traces with the ops inside. Measured host time per forward+backward on CPU tensors through a
 test-only CPU kernel (bench/bench_torch_host.py): the autograd.Function around the ops costs less than
 register_autograd on the op, whose Python wrapper (pytree flattening, custom-op autograd glue) runs on every
 call; bench/RESULTS.md has the numbers. wtconv_fwd still has that autograd, for direct calls of the op; the
@@ -23,7 +24,8 @@ The output is channels_last for a channels_last input, NCHW contiguous otherwise
 Small channels_last maps (W <= 16 at stride 1 with k <= 5, W <= 8 with k = 7; see lkjit::WTConvPath)
 run lkjit's lane kernels, forward and backward, which read channels_last directly. For larger
 channels_last maps of at least ``_TRANSPOSE_MIN_HW`` pixels the ops run the plane kernels on NCHW copies made
-by lkjit's coalesced layout transpose (lkjit::wtconv_transpose) and transpose the results back;
+by lkjit's coalesced layout transpose (lkjit::wtconv_transpose) and transpose the results back (the layer's
+backward reads its forward's copy of x where the map is wider than ``_LANE_MAX_W`` or strided);
 ``LKJIT_TORCH_LAYOUT`` = auto (that; the default) | strided (never transpose) | nchw (PyTorch copies, for
 comparison). Results are bit-identical whichever way, except that the lane kernels round differently from
 the plane kernels an NCHW input runs.
@@ -46,11 +48,15 @@ __all__ = ["WTConv2d", "wtconv_fwd", "wtconv_bwd"]
 
 _DTYPE_CODES = ops.DTYPE_CODES
 _WHERE = "lkjit.torch.WTConv2d"
-_FWD, _BWD = "lkjit::wtconv_fwd", "lkjit::wtconv_bwd"
+_FWD, _FWD_SAVE, _BWD = "lkjit::wtconv_fwd", "lkjit::wtconv_fwd_save", "lkjit::wtconv_bwd"
 # Smallest channels_last map (H*W) the layer transposes for: below it the transposes cost more than the
 # strided plane loads lose (WTConvNeXt-T's 7x7 stage measured even; bench/RESULTS.md, section 3). The binding
 # has the same constant (python/csrc/wtconv_ops.cpp).
 _TRANSPOSE_MIN_HW = 100
+# The widest map a lane kernel takes (kLaneMaxW, generator/ops/wtconv_lane.cpp; the lane kernels run stride 1
+# only): a transposed channels_last map wider than this, or strided, always runs on the NCHW copy, so the
+# layer's forward can hand that copy to its backward (_keeps_nchw). The binding has the same constant.
+_LANE_MAX_W = 16
 
 # Parameters travel as one flat list in the order of the backward's gradients:
 #     [base_w, base_s, level_w[0..L-1], level_s[0..L-1], (base_b if bias)]
@@ -231,6 +237,15 @@ def _transposing(x, ent, backward, mode):
     return not lane
 
 
+def _keeps_nchw(x, stride, mode):
+    """Whether lkjit::wtconv_fwd_save returns its NCHW copy of x for the backward: a channels_last CUDA map that
+    the forward transposes and no lane kernel can take (W > _LANE_MAX_W, or stride > 1). Decided from x's shape
+    and layout alone, so that the fake implementation gives the kernel's answer."""
+    return (x.is_cuda and mode == "auto" and x.shape[2] * x.shape[3] >= _TRANSPOSE_MIN_HW
+            and (x.shape[3] > _LANE_MAX_W or stride != 1) and not x.is_contiguous()
+            and x.is_contiguous(memory_format=torch.channels_last))
+
+
 def _copy_layout(src, dst, device, stream):
     """dst[...] = src[...] (same shape and dtype, any dense strides) with lkjit's layout transpose."""
     _abi._transpose(src.data_ptr(), _lib.Strides(*src.stride()), dst.data_ptr(), _lib.Strides(*dst.stride()),
@@ -250,31 +265,51 @@ def _as_nchw(t, device, stream):
 # pointers are data_ptr()s and the stream is torch's, valid by construction, and the public methods' checks of
 # them would cost every call.
 
-def _fwd_impl(x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
-    """lkjit::wtconv_fwd's ctypes kernel (see wtconv_fwd)."""
-    params = _check_call(_FWD, x, None, stride, base_w, base_b, base_s, level_w, level_s)
+def _forward(where, keep, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
+    """Both forward ops' ctypes kernel: (out, the NCHW copy of x where keep and _keeps_nchw, else None)."""
+    params = _check_call(where, x, None, stride, base_w, base_b, base_s, level_w, level_s)
     mode = ops.layout_mode(_WHERE)  # a bad LKJIT_TORCH_LAYOUT fails every call, whatever the input's layout
     L = len(level_w)
     out = _new_out(x, stride, mode)
     if not ops.dense(x, mode):
         x = x.contiguous()
+    keep = keep and _keeps_nchw(x, stride, mode)
     B, C, H, W = x.shape
     if out.numel() == 0:
-        return out
+        return out, (torch.empty(x.shape, dtype=x.dtype, device=x.device) if keep else None)
     ent, params, stream = _layer(x, params, L, layer_id, stride)
     device = x.get_device()
-    if _transposing(x, ent, False, mode):
+    if keep or _transposing(x, ent, False, mode):  # (keep implies transposing: no lane kernel takes the map)
         xn, on = _as_nchw(x, device, stream), torch.empty(out.shape, dtype=out.dtype, device=out.device)
         ent.layer._forward(xn.data_ptr(), on.data_ptr(), B, H, W, stream, None, None)
         _copy_layout(on, out, device, stream)
-        return out
+        return out, (xn if keep else None)
     ent.layer._forward(x.data_ptr(), out.data_ptr(), B, H, W, stream, ops.c_strides(x), ops.c_strides(out))
-    return out
+    return out, None
 
 
-def _bwd_impl(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold=False):
+def _fwd_impl(x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
+    """lkjit::wtconv_fwd's ctypes kernel (see wtconv_fwd)."""
+    return _forward(_FWD, False, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride)[0]
+
+
+def _fwd_save_impl(x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
+    """lkjit::wtconv_fwd_save's ctypes kernel (see _fwd_save_op)."""
+    out, xn = _forward(_FWD_SAVE, True, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride)
+    return out, (xn if xn is not None else x.new_empty(0))
+
+
+def _check_nchw_copy(x, x_is_nchw_copy):
+    if x_is_nchw_copy and not x.is_contiguous():
+        raise _lib.SpecError(f"lkjit: error: {_BWD}: x_is_nchw_copy=True with an x that is not NCHW contiguous (strides "
+                         f"{tuple(x.stride())}); supported: the forward's NCHW copy ({_FWD_SAVE}'s second output)")
+
+
+def _bwd_impl(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold=False,
+              x_is_nchw_copy=False):
     """lkjit::wtconv_bwd's ctypes kernel (see wtconv_bwd)."""
     params = _check_call(_BWD, x, grad_out, stride, base_w, base_b, base_s, level_w, level_s)
+    _check_nchw_copy(x, x_is_nchw_copy)
     mode = ops.layout_mode(_WHERE)
     L = len(level_w)
     if not ops.dense(x, mode):
@@ -285,15 +320,17 @@ def _bwd_impl(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, s
     if not ops.dense(grad_out, mode):  # e.g. the expanded gradient of out.sum()
         grad_out = grad_out.contiguous()
     if x.numel() == 0:
-        return [torch.zeros_like(x)] + [torch.zeros(p.shape, dtype=p.dtype, device=p.device) for p in params]
+        dx = torch.zeros_like(x, memory_format=torch.channels_last) if x_is_nchw_copy else torch.zeros_like(x)
+        return [dx] + [torch.zeros(p.shape, dtype=p.dtype, device=p.device) for p in params]
     ent, params, stream = _layer(x, params, L, layer_id, stride)
     device = x.get_device()
-    dx = torch.empty_like(x)  # x is dense here: dx gets its strides
+    # x is dense here: dx gets its strides, or channels_last ones where x is the forward's copy of such an input
+    dx = torch.empty_like(x, memory_format=torch.channels_last) if x_is_nchw_copy else torch.empty_like(x)
     grads = [torch.empty_like(p) for p in params]
     ptrs = [g.data_ptr() for g in grads]
     gb = ptrs[2 + 2 * L] if len(params) > 2 + 2 * L else 0
     gw = (ptrs[2:2 + L], ptrs[2 + L:2 + 2 * L])
-    if _transposing(x, ent, True, mode):
+    if x_is_nchw_copy or _transposing(x, ent, True, mode):
         xn, gn = _as_nchw(x, device, stream), _as_nchw(grad_out, device, stream)
         dxn = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         ent.layer._backward(xn.data_ptr(), gn.data_ptr(), dxn.data_ptr(), ptrs[0], gb, ptrs[1], *gw, B, H, W,
@@ -317,9 +354,20 @@ def _wtconv_fwd_fake(x, base_w, base_b, base_s, level_w, level_s, layer_id, stri
     return _new_out(x, stride, ops.layout_mode(_WHERE))  # the strides the kernels' output has
 
 
-def _wtconv_bwd_fake(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold=False):
+def _wtconv_fwd_save_fake(x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
+    mode = ops.layout_mode(_WHERE)
+    keep = _keeps_nchw(x if ops.dense(x, mode) else x.contiguous(), stride, mode)
+    return _new_out(x, stride, mode), x.new_empty(x.shape) if keep else x.new_empty(0)
+
+
+def _wtconv_bwd_fake(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold=False,
+                     x_is_nchw_copy=False):
+    _check_nchw_copy(x, x_is_nchw_copy)
     params = [base_w, base_s, *level_w, *level_s] + ([base_b] if base_b is not None else [])
-    dx = torch.empty_like(x) if ops.dense(x, ops.layout_mode(_WHERE)) else x.new_empty(x.shape)  # as dX's
+    if x_is_nchw_copy:
+        dx = torch.empty_like(x, memory_format=torch.channels_last)
+    else:
+        dx = torch.empty_like(x) if ops.dense(x, ops.layout_mode(_WHERE)) else x.new_empty(x.shape)  # as dX's
     return [dx] + [p.new_empty(p.shape) for p in params]
 
 
@@ -347,24 +395,49 @@ _fwd_op = ops.define_op(
     "wtconv_fwd", "(Tensor x, Tensor base_w, Tensor? base_b, Tensor base_s, Tensor[] level_w, Tensor[] level_s, "
     "int layer_id, int stride) -> Tensor", _wtconv_fwd_fake, _fwd_impl,
     autograd=(_op_backward, _op_setup_context))
+# The layer's forward (inside its autograd.Functions, below autograd): wtconv_fwd's out, and the NCHW copy of x
+# that the plane kernels read where x is a channels_last map the forward transposes and no lane kernel can take
+# (_keeps_nchw), else an empty tensor (0 elements). The backward reads that copy (x_is_nchw_copy) instead of
+# transposing x again: one layout copy less a training step, and x itself need not stay alive.
+_fwd_save_op = ops.define_op(
+    "wtconv_fwd_save", "(Tensor x, Tensor base_w, Tensor? base_b, Tensor base_s, Tensor[] level_w, "
+    "Tensor[] level_s, int layer_id, int stride) -> (Tensor, Tensor)", _wtconv_fwd_save_fake, _fwd_save_impl)
 # No autograd for wtconv_bwd: WTConv has no double backward (torch's fallback warns if one is attempted).
 _bwd_op = ops.define_op(
     "wtconv_bwd", "(Tensor grad_out, Tensor x, Tensor base_w, Tensor? base_b, Tensor base_s, Tensor[] level_w, "
-    "Tensor[] level_s, int layer_id, int stride, bool reuse_fold=False) -> Tensor[]", _wtconv_bwd_fake, _bwd_impl)
+    "Tensor[] level_s, int layer_id, int stride, bool reuse_fold=False, bool x_is_nchw_copy=False) -> Tensor[]",
+    _wtconv_bwd_fake, _bwd_impl)
 
 
 _BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
 
 
 def _fwd_no_autograd(*args):
-    """lkjit::wtconv_fwd where no autograd node of the op is wanted (inside _WTConvFunction, under no_grad):
-    below the autograd keys, so the op's Python autograd wrapper (pytree flattening, custom-op glue) does not
-    run on every call. Under torch.compile the plain op: dynamo records it (AOT autograd differentiates the
-    enclosing autograd.Function, not the op)."""
+    """lkjit::wtconv_fwd where no autograd node of the op is wanted (under no_grad): below the autograd keys,
+    so the op's Python autograd wrapper (pytree flattening, custom-op glue) does not run on every call. Under
+    torch.compile the plain op: dynamo records it (AOT autograd differentiates the enclosing code, not the op)."""
     if ops.is_compiling():
         return _fwd_op(*args)
     with _BELOW_AUTOGRAD():
         return _fwd_op(*args)
+
+
+def _fwd_save(*args):
+    """lkjit::wtconv_fwd_save inside the layer's autograd.Functions (no autograd of its own), as _fwd_no_autograd."""
+    if ops.is_compiling():
+        return _fwd_save_op(*args)
+    with _BELOW_AUTOGRAD():
+        return _fwd_save_op(*args)
+
+
+def _save_input(ctx, x, output):
+    """setup_context's half for x: saves the forward's NCHW copy of x where it made one (and then not x), and
+    marks that copy as no output to differentiate. Returns the tensor to save."""
+    xn = output[1]
+    ctx.mark_non_differentiable(xn)
+    ctx.set_materialize_grads(False)  # no zero gradient of the copy's size for the backward
+    ctx.x_is_nchw_copy = xn.numel() > 0
+    return xn if ctx.x_is_nchw_copy else x
 
 
 
@@ -380,14 +453,17 @@ def wtconv_fwd(x: Tensor, base_w: Tensor, base_b: typing.Optional[Tensor], base_
 
 def wtconv_bwd(grad_out: Tensor, x: Tensor, base_w: Tensor, base_b: typing.Optional[Tensor], base_s: Tensor,
                level_w: typing.List[Tensor], level_s: typing.List[Tensor], layer_id: int,
-               stride: int, reuse_fold: bool = False) -> typing.List[Tensor]:
+               stride: int, reuse_fold: bool = False, x_is_nchw_copy: bool = False) -> typing.List[Tensor]:
     """torch.ops.lkjit.wtconv_bwd: [dX, d base_w, d base_s, d level_w[0..L-1], d level_s[0..L-1], (d base_b if
     bias)]: dX in x's dtype, shape and strides (NCHW contiguous if x is not dense), parameter gradients fp32 in
     the parameters' shapes; deterministic. grad_out in any layout. reuse_fold (the layer's backward sets it):
     the parameters are those the layer's last forward saw, so a layer captured in a CUDA graph reads that
-    forward's fold instead of folding again; leave it False when calling the op directly. Not differentiable
-    (no double backward)."""
-    return _bwd_op(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold)
+    forward's fold instead of folding again; leave it False when calling the op directly. x_is_nchw_copy (the
+    layer's backward sets it where its forward kept one): x is the NCHW-contiguous copy of a channels_last input
+    (lkjit::wtconv_fwd_save's second output), and dX is channels_last; SpecError (a ValueError) if x is not NCHW
+    contiguous. Not differentiable (no double backward)."""
+    return _bwd_op(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold,
+                   x_is_nchw_copy)
 
 
 # ---- autograd: one mechanism, eager and compiled ---------------------------------------------------
@@ -401,24 +477,25 @@ class _WTConvFunction(torch.autograd.Function):
     @staticmethod
     def forward(layer_id, stride, L, x, *params):
         bias = params[2 + 2 * L] if len(params) > 2 + 2 * L else None
-        return _fwd_no_autograd(x, params[0], bias, params[1], list(params[2:2 + L]),
-                                list(params[2 + L:2 + 2 * L]), layer_id, stride)
+        return _fwd_save(x, params[0], bias, params[1], list(params[2:2 + L]), list(params[2 + L:2 + 2 * L]),
+                         layer_id, stride)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         layer_id, stride, L, x, *params = inputs
         ctx.layer_id, ctx.stride, ctx.L = layer_id, stride, L
-        ctx.save_for_backward(x, *params)
+        ctx.save_for_backward(_save_input(ctx, x, output), *params)
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx, grad_out, _):
         x, *params = ctx.saved_tensors
         L = ctx.L
         bias = params[2 + 2 * L] if len(params) > 2 + 2 * L else None
         # reuse_fold: these are the forward's saved parameters (autograd refuses in-place changes of them). The
-        # kernel computes every gradient at once, so needs_input_grad saves nothing.
+        # kernel computes every gradient at once, so needs_input_grad saves nothing. (grad_out is a tensor: the
+        # copy is not differentiable, so autograd calls this only for out's gradient.)
         g = _bwd_op(grad_out, x, params[0], bias, params[1], params[2:2 + L], params[2 + L:2 + 2 * L], ctx.layer_id,
-                    ctx.stride, True)
+                    ctx.stride, True, ctx.x_is_nchw_copy)
         return (None, None, None, *g)
 
 
@@ -432,23 +509,23 @@ class _WTConvPackedFunction(torch.autograd.Function):
     @staticmethod
     def forward(layer_id, stride, L, views, x, packed):
         bias = views[2 + 2 * L] if len(views) > 2 + 2 * L else None
-        return _fwd_no_autograd(x, views[0], bias, views[1], list(views[2:2 + L]), list(views[2 + L:2 + 2 * L]),
-                                layer_id, stride)
+        return _fwd_save(x, views[0], bias, views[1], list(views[2:2 + L]), list(views[2 + L:2 + 2 * L]), layer_id,
+                         stride)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         layer_id, stride, L, views, x, packed = inputs
         ctx.layer_id, ctx.stride, ctx.L = layer_id, stride, L
         ctx.views = views  # no-grad views of an input: not saved tensors (packed's saving checks versions)
-        ctx.save_for_backward(x, packed)
+        ctx.save_for_backward(_save_input(ctx, x, output), packed)
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx, grad_out, _):
         x, _ = ctx.saved_tensors
         v, L = ctx.views, ctx.L
         bias = v[2 + 2 * L] if len(v) > 2 + 2 * L else None
         g = _bwd_op(grad_out, x, v[0], bias, v[1], list(v[2:2 + L]), list(v[2 + L:2 + 2 * L]), ctx.layer_id,
-                    ctx.stride, True)
+                    ctx.stride, True, ctx.x_is_nchw_copy)
         return None, None, None, None, g[0], torch.cat([t.reshape(-1) for t in g[1:]])
 
 
@@ -681,12 +758,12 @@ class WTConv2d(nn.Module):
             if not torch.is_grad_enabled():
                 return _fwd_no_autograd(x, views[0], views[2 + 2 * L] if len(views) > 2 + 2 * L else None,
                                         views[1], views[2:2 + L], views[2 + L:2 + 2 * L], self._lkjit_id, self.stride)
-            return _WTConvPackedFunction.apply(self._lkjit_id, self.stride, L, views, x, self.packed)
+            return _WTConvPackedFunction.apply(self._lkjit_id, self.stride, L, views, x, self.packed)[0]
         params = self._flat_params()
         if not torch.is_grad_enabled():  # no_grad / inference_mode: no autograd node to build
             return _fwd_no_autograd(x, params[0], params[2 + 2 * L] if len(params) > 2 + 2 * L else None,
                                     params[1], params[2:2 + L], params[2 + L:2 + 2 * L], self._lkjit_id, self.stride)
-        return _WTConvFunction.apply(self._lkjit_id, self.stride, L, x, *params)
+        return _WTConvFunction.apply(self._lkjit_id, self.stride, L, x, *params)[0]
 
     def _forward_cpu(self, x):
         """WTConv in PyTorch ops (lkjit/_wtconv_torch_ref.py) in fp32, output in x's dtype and memory format."""

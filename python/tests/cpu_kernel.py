@@ -1,6 +1,6 @@
-"""A CPU kernel for lkjit::wtconv_fwd / lkjit::wtconv_bwd, registered only by the tests (register()): the
-reference algorithm (lkjit/_wtconv_torch_ref.py) in fp32, so that torch.library.opcheck, torch.compile and the
-host-time benchmark can run the ops on a machine without a GPU. Production registers no CPU kernel: WTConv2d
+"""A CPU kernel for lkjit::wtconv_fwd, lkjit::wtconv_fwd_save and lkjit::wtconv_bwd, registered only by the tests
+(register()): the reference algorithm (lkjit/_wtconv_torch_ref.py) in fp32, so that torch.library.opcheck,
+torch.compile and the host-time benchmark can run the ops on a machine without a GPU. Production registers no CPU kernel: WTConv2d
 runs CPU tensors through PyTorch ops directly."""
 import threading
 
@@ -17,7 +17,12 @@ def _fwd(x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
     return out.contiguous(memory_format=ops.out_format(x, ops.layout_mode("cpu kernel")))
 
 
-def _bwd(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold=False):
+def _fwd_save(x, base_w, base_b, base_s, level_w, level_s, layer_id, stride):
+    return _fwd(x, base_w, base_b, base_s, level_w, level_s, layer_id, stride), x.new_empty(0)  # CPU: no copy
+
+
+def _bwd(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride, reuse_fold=False,
+         x_is_nchw_copy=False):
     params = [base_w, base_s, *level_w, *level_s] + ([base_b] if base_b is not None else [])
     L = len(level_w)
 
@@ -33,7 +38,10 @@ def _bwd(grad_out, x, base_w, base_b, base_s, level_w, level_s, layer_id, stride
     t.start()
     t.join()
     grads = res[0]
-    dx = torch.empty_like(x) if ops.dense(x, "auto") else x.new_empty(x.shape)
+    if x_is_nchw_copy:
+        dx = torch.empty_like(x, memory_format=torch.channels_last)
+    else:
+        dx = torch.empty_like(x) if ops.dense(x, "auto") else x.new_empty(x.shape)
     dx.copy_(grads[0])
     return [dx] + [g.contiguous() for g in grads[1:]]
 
@@ -43,5 +51,6 @@ def register():
     if not _registered:
         lib = torch.library.Library("lkjit", "IMPL")
         lib.impl("wtconv_fwd", _fwd, "CPU")
+        lib.impl("wtconv_fwd_save", _fwd_save, "CPU")
         lib.impl("wtconv_bwd", _bwd, "CPU")
         _registered.append(lib)

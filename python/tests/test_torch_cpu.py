@@ -66,7 +66,13 @@ def test_opcheck(wt, layout, stride, bias):
     g = torch.randn(2, 4, -(-9 // stride), -(-14 // stride))
     utils = ("test_schema", "test_faketensor", "test_aot_dispatch_static", "test_aot_dispatch_dynamic")
     torch.library.opcheck(torch.ops.lkjit.wtconv_fwd.default, args, test_utils=utils)
+    torch.library.opcheck(torch.ops.lkjit.wtconv_fwd_save.default, args, test_utils=utils)
     torch.library.opcheck(torch.ops.lkjit.wtconv_bwd.default, (g,) + args, test_utils=utils)
+    # The backward of the layer's kept NCHW copy: dX channels_last.
+    gc = g.to(memory_format=torch.channels_last)
+    nchw_args = (gc, args[0].contiguous()) + args[1:] + (False, True)
+    torch.library.opcheck(torch.ops.lkjit.wtconv_bwd.default, nchw_args, test_utils=utils)
+    assert torch.ops.lkjit.wtconv_bwd(*nchw_args)[0].is_contiguous(memory_format=torch.channels_last)
     grad_args = (args[0].detach().requires_grad_(), *[
         None if a is None else [t.detach().requires_grad_() for t in a] if isinstance(a, list) else
         a.detach().requires_grad_() for a in args[1:6]], *args[6:])
@@ -95,7 +101,7 @@ def test_direct_op_call_is_differentiable(wt):
                     out = torch.ops.lkjit.wtconv_fwd(xr, bw, bb, bs, lw, ls, m._lkjit_id, stride)
                     assert type(out.grad_fn).__name__ != "_WTConvFunctionBackward", out.grad_fn
                 else:
-                    out = wt._WTConvFunction.apply(m._lkjit_id, stride, 2, xr, *m._flat_params())
+                    out = wt._WTConvFunction.apply(m._lkjit_id, stride, 2, xr, *m._flat_params())[0]
                     assert type(out.grad_fn).__name__ == "_WTConvFunctionBackward", out.grad_fn
                 out.backward(g)
             grads = [xr.grad, bw.grad, bs.grad, *[t.grad for t in lw], *[t.grad for t in ls]] + \
@@ -164,13 +170,13 @@ def test_compile_fullgraph_aot_eager(wt):
     assert torch.allclose(got, eager, atol=1e-5)
     for a, b in zip([x.grad] + [p.grad for p in m.parameters()], want):
         assert torch.allclose(a, b, atol=1e-5)
-    # The op path, as CUDA inputs take it: the autograd.Function around lkjit::wtconv_fwd / _bwd.
+    # The op path, as CUDA inputs take it: the autograd.Function around lkjit::wtconv_fwd_save / _bwd.
     layer = m[1]
     params = layer._flat_params()
     fn = wt._WTConvFunction
 
     def f(x):
-        return fn.apply(layer._lkjit_id, layer.stride, layer.wt_levels, x, *params).square().sum()
+        return fn.apply(layer._lkjit_id, layer.stride, layer.wt_levels, x, *params)[0].square().sum()
     torch._dynamo.reset()
     seen = []
 
@@ -187,7 +193,7 @@ def test_compile_fullgraph_aot_eager(wt):
     xe = xc.detach().clone().requires_grad_()
     f(xe).backward()
     assert torch.allclose(xc.grad, xe.grad, atol=1e-5)
-    assert "lkjit.wtconv_fwd.default" in seen and "lkjit.wtconv_bwd.default" in seen, seen
+    assert "lkjit.wtconv_fwd_save.default" in seen and "lkjit.wtconv_bwd.default" in seen, seen
 
 
 WTCONVNEXT_T = [(96, 56, 5), (192, 28, 4), (384, 14, 3), (768, 7, 2)]  # C, H=W, L at a 224x224 input
@@ -214,6 +220,37 @@ def test_fake_tensor_mode_at_wtconvnext_t_shapes(wt, B):
                 assert len(g) == 4 + 2 * L and g[0].stride() == x.stride() and g[1].shape == bw.shape
 
 
+@pytest.mark.parametrize("B", [64, 1])
+def test_fake_forward_keeps_the_nchw_copy_where_the_kernels_make_one(wt, B):
+    """lkjit::wtconv_fwd_save's fake on fake CUDA tensors (no GPU) at the WTConvNeXt-T layers: channels_last 56x56
+    and 28x28 maps keep the forward's NCHW copy for the backward, the lane maps (14x14, 7x7) and NCHW inputs do
+    not, a strided 14x14 map does; the backward of a kept copy gives a channels_last dX; a copy that is not NCHW
+    contiguous is refused, naming the strides."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        for C, HW, L in WTCONVNEXT_T:
+            for cl, stride in ((False, 1), (True, 1), (True, 2)):
+                x = torch.empty(B, C, HW, HW, device="cuda", dtype=torch.bfloat16)
+                if cl:
+                    x = x.to(memory_format=torch.channels_last)
+                bw, bs = torch.empty(C, 1, 5, 5, device="cuda"), torch.empty(1, C, 1, 1, device="cuda")
+                lw = [torch.empty(4 * C, 1, 5, 5, device="cuda") for _ in range(L)]
+                ls = [torch.empty(1, 4 * C, 1, 1, device="cuda") for _ in range(L)]
+                out, xn = torch.ops.lkjit.wtconv_fwd_save(x, bw, None, bs, lw, ls, 1, stride)
+                keeps = cl and (HW > 16 or stride == 2) and HW * HW >= 100
+                assert (tuple(xn.shape) == tuple(x.shape) and xn.is_contiguous()) if keeps else xn.numel() == 0, \
+                    (C, HW, cl, stride, xn.shape)
+                assert out.is_contiguous(memory_format=torch.channels_last) == cl
+                if keeps:
+                    g = torch.ops.lkjit.wtconv_bwd(out, xn, bw, None, bs, lw, ls, 1, stride, True, True)
+                    assert g[0].shape == x.shape and g[0].stride() == x.stride(), g[0].stride()
+        x = torch.empty(2, 4, 20, 20, device="cuda").to(memory_format=torch.channels_last)
+        w = (torch.empty(4, 1, 5, 5, device="cuda"), None, torch.empty(1, 4, 1, 1, device="cuda"), [], [], 1, 1)
+        with pytest.raises(ValueError, match=r"x_is_nchw_copy=True with an x that is not NCHW contiguous \(strides "
+                                             r"\(1600, 1, 80, 4\)\)"):
+            torch.ops.lkjit.wtconv_bwd(x, x, *w, False, True)
+
+
 def test_compile_dynamic_does_not_recompile_per_batch(wt):
     """torch.compile(dynamic=True) through the ops: one graph for batches 2, 3 and 5."""
     m = _layer(4, 5, 2, 1, True, seed=7)
@@ -225,7 +262,7 @@ def test_compile_dynamic_does_not_recompile_per_batch(wt):
         frames.append(gm)
         return gm.forward
 
-    f = torch.compile(lambda x: fn.apply(m._lkjit_id, 1, 2, x, *params), dynamic=True, fullgraph=True, backend=backend)
+    f = torch.compile(lambda x: fn.apply(m._lkjit_id, 1, 2, x, *params)[0], dynamic=True, fullgraph=True, backend=backend)
     torch._dynamo.reset()
     for B in (2, 3, 5):
         assert f(torch.randn(B, 4, 10, 9)).shape == (B, 4, 10, 9)
@@ -399,7 +436,7 @@ def test_the_layer_path_skips_the_ops_autograd_wrapper(wt):
             sys.setprofile(None)
         return calls.count("autograd_impl")
 
-    assert wrapper_calls(lambda: wt._WTConvFunction.apply(m._lkjit_id, 1, 2, x, *params).sum().backward()) == 0
+    assert wrapper_calls(lambda: wt._WTConvFunction.apply(m._lkjit_id, 1, 2, x, *params)[0].sum().backward()) == 0
     with torch.no_grad():
         assert wrapper_calls(lambda: m._forward_op(x)) == 0
     assert wrapper_calls(lambda: torch.ops.lkjit.wtconv_fwd(*op_args)) == 1  # the probe sees the wrapper

@@ -182,7 +182,7 @@ def test_eager_path_matches_the_custom_op(shape, dt):
 
 def test_compiled_module_takes_the_custom_op():
     """Under torch.compile the module's autograd.Function is traced whole (fullgraph: the ctypes calls could
-    not run on fake tensors) with lkjit::wtconv_fwd in its forward and lkjit::wtconv_bwd in its backward
+    not run on fake tensors) with lkjit::wtconv_fwd_save in its forward and lkjit::wtconv_bwd in its backward
     (dynamo's graph and the subgraphs of its higher-order ops), and AOT autograd's forward and backward graphs,
     what inductor compiles, call the two ops themselves; outputs and gradients equal the eager path's bit for
     bit."""
@@ -213,10 +213,10 @@ def test_compiled_module_takes_the_custom_op():
         torch._dynamo.reset()
         got = run(m, x, g, call=torch.compile(m, backend=backend, fullgraph=True))
         assert_identical(got, eager, f"torch.compile(backend={getattr(backend, '__name__', backend)!r})")
-    for t in ("lkjit.wtconv_fwd.default", "lkjit.wtconv_bwd.default"):
+    for t in ("lkjit.wtconv_fwd_save.default", "lkjit.wtconv_bwd.default"):
         assert t in dynamo_targets, dynamo_targets
-    assert "lkjit.wtconv_fwd.default" in fw_targets and "lkjit.wtconv_bwd.default" not in fw_targets, fw_targets
-    assert "lkjit.wtconv_bwd.default" in bw_targets and "lkjit.wtconv_fwd.default" not in bw_targets, bw_targets
+    assert "lkjit.wtconv_fwd_save.default" in fw_targets and "lkjit.wtconv_bwd.default" not in fw_targets, fw_targets
+    assert "lkjit.wtconv_bwd.default" in bw_targets and "lkjit.wtconv_fwd_save.default" not in bw_targets, bw_targets
     torch._dynamo.reset()
     assert_identical(run(m, x, g), eager, "eager after compiling")
 
@@ -350,18 +350,14 @@ def test_layout_nchw_mode_copies_to_nchw(monkeypatch):
     assert_identical(got, base, "LKJIT_TORCH_LAYOUT=nchw vs strided")
 
 
-def _count_transposes(monkeypatch):
-    from lkjit import _torch_ops, _wtconv_abi
-    if _torch_ops.BINDING.loaded:
-        pytest.skip("counts the ctypes path's transposes: run with LKJIT_TORCH_BINDING=0")
-    calls = []
-    real = _wtconv_abi._transpose  # what lkjit.wtconv calls: transpose without the pointer checks
-
-    def counting(*a, **k):
-        calls.append(a[5:9])  # B, C, H, W
-        return real(*a, **k)
-    monkeypatch.setattr(_wtconv_abi, "_transpose", counting)
-    return calls
+def _transposes(fn):
+    """(fn(), how many lkjit layout transposes it ran): counted from the profiler's CUDA kernels by name, so the
+    binding and the ctypes path count alike."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        res = fn()
+        torch.cuda.synchronize()
+    return res, sum(e.count for e in prof.key_averages() if "wtconv_transpose" in e.key)
 
 
 @pytest.mark.parametrize("shape,dt", [((2, 6, 7, 17, 5, 2, 1, True), F32), ((2, 8, 21, 19, 5, 3, 2, True), BF16),
@@ -369,9 +365,10 @@ def _count_transposes(monkeypatch):
                                       ((1, 6, 10, 12, 3, 2, 2, False), F16)])
 def test_layout_auto_transposes_channels_last_maps(shape, dt, monkeypatch):
     """LKJIT_TORCH_LAYOUT=auto (the default): channels_last maps of >= 100 pixels run on lkjit-transposed
-    NCHW copies (x and out in the forward; dOut and dX in the backward, which reuses the forward's copy of
-    x on the eager path and transposes x again through the custom op), with the strided mode's bits and
-    layouts; smaller maps are read in place, and so are lane maps (W <= 16 at stride 1), in both passes."""
+    NCHW copies (x and out in the forward; dOut and dX in the backward, which reads the forward's copy of x
+    through the layer (lkjit::wtconv_fwd_save) and transposes x again through lkjit::wtconv_fwd's own autograd),
+    with the strided mode's bits and layouts; smaller maps are read in place, and so are lane maps (W <= 16 at
+    stride 1), in both passes."""
     stride = shape[6]
     m, x, g = layer_and_inputs(shape, dt, layer_seed=40, input_seed=41)
     cl = torch.channels_last
@@ -379,30 +376,28 @@ def test_layout_auto_transposes_channels_last_maps(shape, dt, monkeypatch):
     monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "strided")
     base = run(m, xc, gc)
     monkeypatch.setenv("LKJIT_TORCH_LAYOUT", "auto")
-    calls = _count_transposes(monkeypatch)
-    got = check_against_reference(m, xc, gc, dt, stride, "auto layout: ")
-    assert len(calls) == 4, calls
+    got, n = _transposes(lambda: check_against_reference(m, xc, gc, dt, stride, "auto layout: "))
+    assert n == 4, n
     assert got[0].is_contiguous(memory_format=cl) and got[1].stride() == xc.stride()
     assert_identical(got, base, "auto (transposed) vs strided")
-    calls.clear()
-    assert_identical(run(m, xc, g), base, "x channels_last, grad_out contiguous")  # dOut needs no copy
-    assert len(calls) == 3, calls
-    calls.clear()
-    op = run_custom_op(m, xc, gc)
-    assert len(calls) == 5, calls
+    xr = xc.detach().requires_grad_()
+    saved = m(xr).grad_fn.saved_tensors[0]  # the layer's autograd keeps the forward's copy, not x
+    assert saved.is_contiguous() and saved.data_ptr() != xr.data_ptr() and torch.equal(saved, xc)
+    got, n = _transposes(lambda: run(m, xc, g))
+    assert_identical(got, base, "x channels_last, grad_out contiguous")  # dOut needs no copy
+    assert n == 3, n
+    op, n = _transposes(lambda: run_custom_op(m, xc, gc))
+    assert n == 5, n
     assert op[1].stride() == xc.stride()
     assert_identical(op, base, "custom op, auto (transposed) vs strided")
-    calls.clear()
     small = layer_and_inputs((2, 6, 9, 7, 5, 2, 1, True), dt, layer_seed=42, input_seed=43)
-    run(small[0], small[1].to(memory_format=cl), small[2].to(memory_format=cl))
-    assert calls == []
+    assert _transposes(lambda: run(small[0], small[1].to(memory_format=cl), small[2].to(memory_format=cl)))[1] == 0
     lane = layer_and_inputs((2, 6, 12, 14, 5, 3, 1, True), dt, layer_seed=44, input_seed=45)
     assert runs_lane(lane[0], lane[1])
     assert runs_lane(lane[0], lane[1], backward=True)
-    check_against_reference(lane[0], lane[1].to(memory_format=cl), lane[2].to(memory_format=cl), dt, 1, "lane: ")
-    assert calls == []
-    run_custom_op(lane[0], lane[1].to(memory_format=cl), lane[2].to(memory_format=cl))
-    assert calls == []
+    xl, gl = lane[1].to(memory_format=cl), lane[2].to(memory_format=cl)
+    assert _transposes(lambda: check_against_reference(lane[0], xl, gl, dt, 1, "lane: "))[1] == 0
+    assert _transposes(lambda: run_custom_op(lane[0], xl, gl))[1] == 0
 
 
 def test_layout_mode_is_checked(monkeypatch):
@@ -444,6 +439,32 @@ def test_custom_op_fake_strides_match_the_kernels():
         dx = torch.ops.lkjit.wtconv_bwd(gv, *fwd_args)[0]
         assert f_out.stride() == out.stride(), (name, f_out.stride(), out.stride())
         assert f_dx.stride() == dx.stride(), (name, f_dx.stride(), dx.stride())
+    # wtconv_fwd_save's copy and the backward that reads it: channels_last maps that keep one (W > 16, or stride 2,
+    # >= 100 pixels), maps that do not (lane widths, small maps, NCHW), each against its fake.
+    for shape, stride, keeps in [((2, 4, 9, 17), 1, True), ((2, 4, 12, 12), 2, True), ((2, 4, 12, 14), 1, False),
+                                 ((2, 4, 9, 10), 2, False), ((2, 4, 6, 17), 1, True)]:
+        m2 = make_layer(4, 5, 2, stride, True, seed=36)
+        p2 = [t.detach() if isinstance(t, torch.Tensor) else [u.detach() for u in t] for t in params_of(m2)]
+        xc = torch.randn(*shape, device=DEV).to(memory_format=torch.channels_last)
+        for xv in (xc, xc.contiguous()):
+            args = (xv, *p2, m2._lkjit_id, stride)
+            opcheck(torch.ops.lkjit.wtconv_fwd_save.default, args, test_utils=("test_schema", "test_faketensor"))
+            out, xn = torch.ops.lkjit.wtconv_fwd_save(*args)
+            want = keeps and not xv.is_contiguous()
+            assert (xn.numel() > 0) == want, (shape, stride, xv.stride(), xn.shape)
+            plain = torch.ops.lkjit.wtconv_fwd(*args)
+            assert torch.equal(out, plain) and out.stride() == plain.stride(), (shape, out.stride(), plain.stride())
+            if want:
+                assert xn.is_contiguous() and torch.equal(xn, xv)
+                gv = torch.randn(out.shape, device=DEV).to(memory_format=torch.channels_last)
+                opcheck(torch.ops.lkjit.wtconv_bwd.default, (gv, xn, *p2, m2._lkjit_id, stride, False, True),
+                        test_utils=("test_schema", "test_faketensor"))
+                from_copy = torch.ops.lkjit.wtconv_bwd(gv, xn, *p2, m2._lkjit_id, stride, False, True)
+                direct = torch.ops.lkjit.wtconv_bwd(gv, xv, *p2, m2._lkjit_id, stride)
+                assert from_copy[0].stride() == xv.stride(), from_copy[0].stride()
+                assert len(from_copy) == len(direct)
+                for i, (a, b) in enumerate(zip(from_copy, direct)):  # the same kernels on the same values
+                    assert torch.equal(a, b), (shape, stride, i)
 
 
 def test_backward_is_deterministic():
@@ -886,7 +907,7 @@ def test_binding_serves_the_ops_when_built():
     from lkjit import _torch_ops
     if not _torch_ops.BINDING.loaded:
         pytest.skip(f"binding not loaded: {_torch_ops.BINDING.reason}")
-    assert {"lkjit::wtconv_fwd", "lkjit::wtconv_bwd"} <= _torch_ops.BINDING.ops
+    assert {"lkjit::wtconv_fwd", "lkjit::wtconv_fwd_save", "lkjit::wtconv_bwd"} <= _torch_ops.BINDING.ops
 
 
 def test_binding_cuda_graph_capture_and_autocast():
