@@ -381,7 +381,8 @@ def test_layout_auto_transposes_channels_last_maps(shape, dt, monkeypatch):
     assert got[0].is_contiguous(memory_format=cl) and got[1].stride() == xc.stride()
     assert_identical(got, base, "auto (transposed) vs strided")
     xr = xc.detach().requires_grad_()
-    saved = m(xr).grad_fn.saved_tensors[0]  # the layer's autograd keeps the forward's copy, not x
+    y = m(xr)
+    saved = y.grad_fn.saved_tensors[0]  # the layer's autograd keeps the forward's copy, not x
     assert saved.is_contiguous() and saved.data_ptr() != xr.data_ptr() and torch.equal(saved, xc)
     got, n = _transposes(lambda: run(m, xc, g))
     assert_identical(got, base, "x channels_last, grad_out contiguous")  # dOut needs no copy

@@ -165,9 +165,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
 #pragma unroll
           for (int v = 0; v < V; ++v) acc[v] = 0.f;
           conv_strip<K, V, true>(gs + y0 * lay.xs_pitch + x0, lay.xs_pitch, wf, acc);
-#pragma unroll
-          for (int v = 0; v < V; ++v)
-            if (y0 + v < H) xs[(y0 + v) * lay.xs_pitch + x0] = acc[v];
+          float* d = xs + y0 * lay.xs_pitch + x0;
+          for_strip_rows<V, 1>(H - y0, [&](int v) { d[v * lay.xs_pitch] = acc[v]; });
         }
       }
     }
@@ -214,10 +213,8 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] = 0.f;
         conv_strip<K, V, true>(dz_img + s * img + i0 * pitch + j, pitch, wf + KK4 * (1 + (l - 1) * 4 + s), acc);
-        float* d = dys + zoff + s * h * w;
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-          if (i0 + v < h) d[(i0 + v) * w + j] = acc[v];
+        float* d = dys + zoff + s * h * w + i0 * w + j;
+        for_strip_rows<V, 1>(h - i0, [&](int v) { d[v * w] = acc[v]; });
       }
       float* part = p.partial + p.part_off[l] + plane * (4 * KK);
       first = next_first(first, 4 * per_s, GA);
@@ -246,7 +243,9 @@ __device__ __forceinline__ void wtconv_bwd_plane(const WTConvParams& p) {
     float acc[V];
     if (e < claimed) {
 #pragma unroll
-      for (int v = 0; v < V; ++v) acc[v] = y0 + v < H ? xs[(y0 + v) * lay.xs_pitch + x0] : 0.f;
+      for (int v = 0; v < V; ++v) acc[v] = 0.f;
+      const float* b = xs + y0 * lay.xs_pitch + x0;
+      for_strip_rows<V, 1>(H - y0, [&](int v) { acc[v] = b[v * lay.xs_pitch]; });
     } else {
 #pragma unroll
       for (int v = 0; v < V; ++v) acc[v] = 0.f;

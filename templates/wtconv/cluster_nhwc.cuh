@@ -161,9 +161,8 @@ template <int V, class T>
 __device__ __forceinline__ void keep_or_store_strip(bool native, float* stage, int w, T* __restrict__ out,
                                                     const PlaneAddr& oa, int oy0, int ox, int h, const float (&acc)[V]) {
   if (native) {
-#pragma unroll
-    for (int v = 0; v < V; ++v)
-      if (oy0 + v < h) stage[(oy0 + v) * w + ox] = acc[v];
+    float* st = stage + oy0 * w + ox;
+    for_strip_rows<V, 1>(h - oy0, [&](int v) { st[v * w] = acc[v]; });
   } else {
     store_strip<V>(out, oa, oy0, ox, h, acc);
   }

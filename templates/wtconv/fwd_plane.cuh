@@ -115,10 +115,8 @@ __device__ __forceinline__ void wtconv_fwd_plane(const WTConvParams& p) {
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] = 0.f;
         conv_strip<K, V, true>(y + s * li.img + i0 * li.pitch + j, li.pitch, ws + W1 + ((l - 1) * 4 + s) * KK4, acc);
-        float* z = zs + zoff + s * h * w;
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-          if (i0 + v < h) z[(i0 + v) * w + j] = acc[v];
+        float* z = zs + zoff + s * h * w + i0 * w + j;
+        for_strip_rows<V, 1>(h - i0, [&](int v) { z[v * w] = acc[v]; });
       }
       zoff += 4 * h * w;
       y += 4 * li.img;

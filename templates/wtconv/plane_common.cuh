@@ -285,6 +285,23 @@ __device__ __forceinline__ void haar_level(int t, const float* const (&src)[N], 
   }
 }
 
+// f(v) for the rows v = 0, D, 2D, ... < V of a strip that exist (v < n): with no check per row where the whole
+// strip exists (n >= V, every strip but a map's last), which takes the row tests and their predicated address
+// math out of the strip epilogues (level Z stores, the level-1 synthesis, output stores).
+template <int V, int D, class F>
+__device__ __forceinline__ void for_strip_rows(int n, F&& f) {
+  if (n >= V) {
+#pragma unroll
+    for (int v = 0; v < V; v += D) f(v);
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; v += D) {
+      if (v >= n) break;
+      f(v);
+    }
+  }
+}
+
 // acc[v] += the level-1 synthesis at output row oy0 + v (full-resolution row y = (oy0+v)*S), full-resolution
 // column x (Eq. 7, l = 1): with Z_1's subbands z (LL, LH, HL, HH at strides hw1, row pitch w1) at (y/2, x/2),
 // 0.5 (LL + sy LH + sx HL + sy sx HH), sy and sx the signs of y's and x's parities. For S = 1 from an even
@@ -296,24 +313,21 @@ __device__ __forceinline__ void add_level1_synth(float (&acc)[V], const float* z
   const float* zc = zs + (x >> 1);
   const float hx = (x & 1) ? -0.5f : 0.5f;  // sx / 2
   if (V % 2 == 0 && S == 1) {
-#pragma unroll
-    for (int v = 0; v < V; v += 2) {
-      if (oy0 + v >= h_out) break;
-      const float* z = zc + ((oy0 + v) >> 1) * w1;
-      const float a = fmaf(hx, z[2 * hw1], 0.5f * z[0]), b = fmaf(hx, z[3 * hw1], 0.5f * z[hw1]);
+    const float* z = zc + (oy0 >> 1) * w1;  // the pair v, v+1's coarse row: v/2 rows below
+    for_strip_rows<V, 2>(h_out - oy0, [&](int v) {
+      const float* zr = z + (v >> 1) * w1;
+      const float a = fmaf(hx, zr[2 * hw1], 0.5f * zr[0]), b = fmaf(hx, zr[3 * hw1], 0.5f * zr[hw1]);
       acc[v] += a + b;
       if (v + 1 < V) acc[v + 1] += a - b;
-    }
+    });
     return;
   }
-#pragma unroll
-  for (int v = 0; v < V; ++v) {
-    if (oy0 + v >= h_out) break;
+  for_strip_rows<V, 1>(h_out - oy0, [&](int v) {
     const int y = (oy0 + v) * S;
     const float* z = zc + (y >> 1) * w1;
     const float a = fmaf(hx, z[2 * hw1], 0.5f * z[0]), b = fmaf(hx, z[3 * hw1], 0.5f * z[hw1]);
     acc[v] += (y & 1) ? a - b : a + b;
-  }
+  });
 }
 
 // Stores a strip of V output rows oy0.. (those below h_out) at column ox: one address, then a row stride each.
@@ -321,11 +335,7 @@ template <int V, class T>
 __device__ __forceinline__ void store_strip(T* __restrict__ out, const PlaneAddr& oa, int oy0, int ox, int h_out,
                                             const float (&acc)[V]) {
   T* o = out + oa.at(oy0, ox);
-#pragma unroll
-  for (int v = 0; v < V; ++v) {
-    if (oy0 + v >= h_out) break;
-    o[v * oa.sy] = from_f32<T>(acc[v]);
-  }
+  for_strip_rows<V, 1>(h_out - oy0, [&](int v) { o[v * oa.sy] = from_f32<T>(acc[v]); });
 }
 
 // Synthesis, coarse to fine, over one plane's level stack in shared memory (levels 1..L stored back to
