@@ -78,11 +78,14 @@ struct PlaneImages {
   }
 };
 
-// r / d for 0 <= r < 2^16, d >= 1, through an fp32 reciprocal (exact in that range).
+// r / d for 0 <= r < 2^16, d >= 1, through an fp32 reciprocal: exact in that range even with PTX's approximate
+// reciprocal (rcp.approx, relative error below 2^-22): (r + 0.5) / d lies at least 0.5 / d from an integer, and
+// the relative error of (r + 0.5) * inv is below 2^-21, so its absolute error is below 2^-5 / d. rcp.approx is one
+// MUFU.RCP; 1.f / d was a rounded division with a slow-path branch (4.6 % of the 56x56 forward's instructions).
 struct FastDiv {
   int d;
   float inv;
-  __device__ explicit FastDiv(int d_) : d(d_), inv(1.f / (float)d_) {}
+  __device__ explicit FastDiv(int d_) : d(d_) { asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"((float)d_)); }
   __device__ __forceinline__ int div(int r) const { return __float2int_rz(((float)r + 0.5f) * inv); }
 };
 
