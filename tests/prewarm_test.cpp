@@ -27,6 +27,8 @@
 #include "cache/lock.h"
 #include "lkjit/cache.h"
 #include "lkjit/error.h"
+#include "lkjit/generator.h"
+#include "lkjit/wtconv.h"
 #include "tests/cubin_fixture.h"
 #include "tests/test_support.h"
 
@@ -304,6 +306,36 @@ TEST_F(Prewarm, AllTilesAddsEveryCandidate) {
     for (const char* tile : {"t0x8_w32", "t0x8_w64", "t0x16_w256"}) EXPECT_THAT(all_list, HasSubstr(prefix + tile + "_sm90")) << pass;
     EXPECT_THAT(all_list, Not(HasSubstr(prefix + "t0x6_"))) << pass << ": W=8 exceeds tile_w=6";
   }
+}
+
+TEST_F(Prewarm, StrideListsPlanTheKernelsStridedLayersLoad) {
+  // --stride, as on run and tune: 8x8 planes take the lane kernels at stride 1 only, so the sets differ.
+  const std::string base = "prewarm --list --arch sm_90 --dtypes f32 --shapes 1:4:8:8 --k 3 --L 1";
+  const CommandResult one = run(base), two = run(base + " --stride 2"), both = run(base + " --stride 1,2");
+  ASSERT_EQ(two.code, 0) << two.output;
+  EXPECT_EQ(number(one.output, R"((\d+) kernels\n)"), 11);
+  EXPECT_EQ(number(two.output, R"((\d+) kernels\n)"), 8);
+  EXPECT_THAT(one.output, HasSubstr("_lane_"));
+  EXPECT_THAT(two.output, Not(HasSubstr("_lane_")));
+  EXPECT_EQ(number(both.output, R"((\d+) kernels\n)"), 11);  // the union: stride 2's are stride 1's here
+  // A manifest layer of stride 2 plans the same set.
+  const std::string manifest = tmp_ + "/m.json";
+  write_file(manifest, R"({"layers": [{"C": 4, "H": 8, "W": 8, "k": 3, "L": 1, "stride": 2}]})");
+  EXPECT_EQ(run("prewarm --list --arch sm_90 --dtypes f32 --manifest " + shell_quote(manifest)).output, two.output);
+  // Every kernel a stride-2 layer loads, forward and backward, NCHW or channels_last, is in the set.
+  for (const lkjit::Layout layout : {lkjit::Layout::kNCHW, lkjit::Layout::kNHWC})
+    for (const bool backward : {false, true}) {
+      lkjit::WTConvOptions o;
+      o.C = 4, o.k = 3, o.L = 1, o.stride = 2, o.layout = layout;
+      for (const auto& pk : lkjit::wtconv_plan(o, lkjit::Shape{1, 4, 8, 8, 2}, lkjit::DeviceLimits::for_arch(90), backward))
+        EXPECT_THAT(two.output, HasSubstr(lkjit::kernel_name(pk.spec, pk.tile) + "  ")) << backward;
+    }
+  CommandResult r = run(base + " --stride 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("lkjit: error: --stride: '0' is out of range; supported: [1, 64]"));
+  r = run("prewarm --list --stride 2");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--stride apply to --shapes, which is missing"));
 }
 
 TEST_F(Prewarm, ReadsAManifestAndATuningDatabase) {

@@ -1,7 +1,7 @@
 // WTConv in the lkjit CLI (tools/lkjit/op_cli.h): its options, presets (WTConvNeXt), demo layers, shape
-// items (run: B:C:H:W:L; prewarm: B:C:H:W crossed with --k and --L; tune: B:C:H:W), plans (lkjit/wtconv.h:
-// wtconv_plan), tuning pass (lkjit/wtconv_tune.h) and the forward that `run` times and checks against the
-// float64 reference (lkjit/reference.h).
+// items (run: B:C:H:W:L; prewarm: B:C:H:W crossed with --k, --L and --stride; tune: B:C:H:W), plans
+// (lkjit/wtconv.h: wtconv_plan), tuning pass (lkjit/wtconv_tune.h) and the forward that `run` times and checks
+// against the float64 reference (lkjit/reference.h).
 //
 // A problem's params: k, L, stride (shapes, presets, manifests), bias (0: --no-bias), path (WTConvPath) and
 // nhwc (tune: NHWC activations, from --nhwc or --path lane).
@@ -108,7 +108,7 @@ class WTConvCli final : public OpCli {
 
   std::string shape_form(Cmd c) const override {
     if (c == Cmd::kRun) return "B:C:H:W:L";
-    if (c == Cmd::kPrewarm) return "B:C:H:W, crossed with --k and --L";
+    if (c == Cmd::kPrewarm) return "B:C:H:W, crossed with --k, --L and --stride";
     return "B:C:H:W";
   }
   std::string demo_doc() const override { return "WTConvNeXt-T at 224x224, batch 64"; }
@@ -265,24 +265,28 @@ class WTConvCli final : public OpCli {
     return out;
   }
 
-  // prewarm --shapes B:C:H:W crossed with --k and --L.
+  // prewarm --shapes B:C:H:W crossed with --k, --L and --stride (as `run` and `tune`: the stride changes which
+  // kernels and tiles a layer plans, e.g. the lane path is stride 1's only).
   std::vector<LayerProblem> prewarm_problems(const std::optional<std::string>& shapes) const {
     if (!shapes) {
-      if (prewarm_k_.getNumOccurrences() || prewarm_L_.getNumOccurrences())
-        throw Error(ErrorCode::kUsage,
-                    "lkjit: error: --k and --L apply to --shapes, which is missing (e.g. --shapes 64:96:56:56)");
+      if (prewarm_k_.getNumOccurrences() || prewarm_L_.getNumOccurrences() || prewarm_stride_.getNumOccurrences())
+        throw Error(ErrorCode::kUsage, "lkjit: error: --k, --L and --stride apply to --shapes, which is missing (e.g. "
+                                       "--shapes 64:96:56:56)");
       return {};
     }
     const std::vector<int> ks = parse_int_list(prewarm_k_.getNumOccurrences() ? prewarm_k_.getValue() : "5", "--k", 1,
                                                kMaxK, /*odd=*/true);
     const std::vector<int> Ls = parse_int_list(prewarm_L_, "--L", 0, kMaxLevels);
+    const std::vector<int> strides =
+        parse_int_list(prewarm_stride_.getNumOccurrences() ? prewarm_stride_.getValue() : "1", "--stride", 1, 64);
     std::vector<LayerProblem> out;
     for (const auto& item : split_list(*shapes, "--shapes")) {
       const auto v = parse_dims(item, "--shapes", "B:C:H:W", field_range);
       // A well-formed value out of range is bad input (2), as in `run --shapes`, not a usage error (1).
       require_positive_bchw(v, "--shapes", item);
       for (int k : ks)
-        for (int L : Ls) out.push_back(layer(v[0], v[1], v[2], v[3], k, L, 1));
+        for (int L : Ls)
+          for (int stride : strides) out.push_back(layer(v[0], v[1], v[2], v[3], k, L, stride));
     }
     return out;
   }
@@ -336,6 +340,8 @@ class WTConvCli final : public OpCli {
       shared_value(Cmd::kPrewarm, "k", "wtconv", cat_, "odd, e.g. 3,5,7; default 5");
   cl::opt<std::string> prewarm_L_{"L", cl::desc("wavelet levels for --shapes, e.g. 1,2,3"), cl::init("3"),
                                   cl::sub(subcommand(Cmd::kPrewarm)), cl::cat(cat_)};
+  const cl::opt<std::string>& prewarm_stride_ =
+      shared_value(Cmd::kPrewarm, "stride", "wtconv", cat_, "1..64, e.g. 1,2; default 1");
 };
 
 bool WTConvCli::run(std::ostream& os, const LayerProblem& p, DType dt, const RunSettings& s,
