@@ -85,15 +85,33 @@ class DWConvCli final : public OpCli {
             {"dil", 1, 4, 1, false},    {"pad", -1, 1000, -1, false}};
   }
   std::string shape_form(Cmd c) const override {
-    return c == Cmd::kTune ? "B:C:H:W" : "B:C:H:W or B:C:H:W:k (k: a square filter; -k otherwise)";
+    if (c == Cmd::kTune) return "B:C:H:W";
+    if (c == Cmd::kPrewarm) return "B:C:H:W or B:C:H:W:k (k: a square filter; -k's otherwise), crossed with --stride";
+    return "B:C:H:W or B:C:H:W:k (k: a square filter; -k otherwise)";
   }
   std::string demo_doc() const override { return "ConvNeXt-T's four 7x7 stage layers and RepLKNet-31B's, batch 64"; }
 
   std::vector<LayerProblem> problems(Cmd c, const std::optional<std::string>& shapes) const override {
-    const auto* k_opt = c == Cmd::kRun ? &run_k_ : c == Cmd::kTune ? &tune_k_ : &prewarm_k_;
-    const int k = option_int(*k_opt, 1, kMaxK, false, 7);
+    const auto& k_opt = c == Cmd::kRun ? run_k_ : c == Cmd::kTune ? tune_k_ : prewarm_k_;
+    const auto& kw_opt = c == Cmd::kRun ? run_kw_ : c == Cmd::kTune ? tune_kw_ : prewarm_kw_;
+    const auto& stride_opt = c == Cmd::kRun ? run_stride_ : c == Cmd::kTune ? tune_stride_ : prewarm_stride_;
+    const auto& dil_opt = c == Cmd::kRun ? run_dil_ : c == Cmd::kTune ? tune_dil_ : prewarm_dil_;
+    // prewarm's -k and --stride are lists crossed with --shapes, as WTConv's (the shared options' help says so);
+    // run's and tune's are one value.
+    const bool lists = c == Cmd::kPrewarm;
+    const std::vector<int> ks =
+        lists ? parse_int_list(k_opt.getNumOccurrences() ? k_opt.getValue() : "7", "--k", 1, kMaxK)
+              : std::vector<int>{option_int(k_opt, 1, kMaxK, false, 7)};
+    const std::vector<int> strides =
+        lists ? parse_int_list(stride_opt.getNumOccurrences() ? stride_opt.getValue() : "1", "--stride", 1, 2)
+              : std::vector<int>{option_int(stride_opt, 1, 2, false, 1)};
     std::vector<LayerProblem> out;
     if (!shapes) {
+      // Presets and manifests give their own filters: the options would be dropped silently.
+      if (c == Cmd::kPrewarm && (k_opt.getNumOccurrences() || kw_opt.getNumOccurrences() ||
+                                 stride_opt.getNumOccurrences() || dil_opt.getNumOccurrences()))
+        throw Error(ErrorCode::kUsage, "lkjit: error: -k, --kw, --stride and --dil apply to --shapes, which is "
+                                       "missing (e.g. --op dwconv --shapes 64:96:56:56)");
       if (c != Cmd::kRun) return {};
       const auto cn = convnext_t();
       out = {cn[0], cn[3], cn[6], cn[15]};  // one layer of each ConvNeXt-T stage, then RepLKNet-31B's
@@ -104,27 +122,26 @@ class DWConvCli final : public OpCli {
         const bool with_k = std::count(item.begin(), item.end(), ':') == 4 && c != Cmd::kTune;
         const auto v = parse_dims(item, what, with_k ? "B:C:H:W:k" : "B:C:H:W", field_range);
         require_positive_bchw(v, what, item);
-        const int64_t kk = with_k ? v[4] : k;
-        if (kk < 1 || kk > kMaxK)
+        if (with_k && (v[4] < 1 || v[4] > kMaxK))
           throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("lkjit: error: {}: k={} in '{}' is out of range; supported: [1, {}]", what, kk, item,
+                      fmt::format("lkjit: error: {}: k={} in '{}' is out of range; supported: [1, {}]", what, v[4], item,
                                   kMaxK));
-        out.push_back(dw_layer(v[0], v[1], v[2], v[3], int(kk), int(kk)));
+        for (int k : with_k ? std::vector<int>{int(v[4])} : ks) out.push_back(dw_layer(v[0], v[1], v[2], v[3], k, k));
       }
     }
-    const auto& kw_opt = c == Cmd::kRun ? run_kw_ : c == Cmd::kTune ? tune_kw_ : prewarm_kw_;
-    const auto& stride_opt = c == Cmd::kRun ? run_stride_ : c == Cmd::kTune ? tune_stride_ : prewarm_stride_;
-    const auto& dil_opt = c == Cmd::kRun ? run_dil_ : c == Cmd::kTune ? tune_dil_ : prewarm_dil_;
-    const int stride = option_int(stride_opt, 1, 2, false, 1);
-    for (auto& p : out) {
-      if (kw_opt.getNumOccurrences()) p.params.set("kw", kw_opt);
-      p.params.set("stride", stride);
-      p.params.set("dil", dil_opt);
-      if (c == Cmd::kRun) p.params.set("bias", run_no_bias_ ? 0 : 1), p.params.set("nhwc", run_nhwc_ ? 1 : 0);
-      if (c == Cmd::kTune) p.params.set("bias", tune_no_bias_ ? 0 : 1), p.params.set("nhwc", tune_nhwc_ ? 1 : 0);
-      dwconv_check_options(options_of(p, DType::kF32));  // bad input (2) naming the value
-    }
-    return out;
+    std::vector<LayerProblem> all;
+    for (const auto& layer : out)
+      for (int stride : strides) {
+        LayerProblem p = layer;
+        if (kw_opt.getNumOccurrences()) p.params.set("kw", kw_opt);
+        p.params.set("stride", stride);
+        p.params.set("dil", dil_opt);
+        if (c == Cmd::kRun) p.params.set("bias", run_no_bias_ ? 0 : 1), p.params.set("nhwc", run_nhwc_ ? 1 : 0);
+        if (c == Cmd::kTune) p.params.set("bias", tune_no_bias_ ? 0 : 1), p.params.set("nhwc", tune_nhwc_ ? 1 : 0);
+        dwconv_check_options(options_of(p, DType::kF32));  // bad input (2) naming the value
+        all.push_back(p);
+      }
+    return all;
   }
 
   std::string describe(const LayerProblem& p, DType dtype, bool backward) const override {
@@ -228,8 +245,10 @@ class DWConvCli final : public OpCli {
   IntOption<1, kMaxK> tune_kw_{"kw", cl::desc("filter width, 1..63 (default: k)"), cl::init(7),
                                cl::sub(subcommand(Cmd::kTune)), cl::cat(cat_)};
   IntOption<1, 4> tune_dil_{"dil", cl::desc("dilation, 1..4"), cl::init(1), cl::sub(subcommand(Cmd::kTune)), cl::cat(cat_)};
-  const cl::opt<std::string>& prewarm_k_ = shared_value(Cmd::kPrewarm, "k", "dwconv", cat_, "kernel size 1..63; default 7");
-  const cl::opt<std::string>& prewarm_stride_ = shared_value(Cmd::kPrewarm, "stride", "dwconv", cat_, "1 or 2; default 1");
+  const cl::opt<std::string>& prewarm_k_ =
+      shared_value(Cmd::kPrewarm, "k", "dwconv", cat_, "1..63, e.g. 7,31; default 7");
+  const cl::opt<std::string>& prewarm_stride_ =
+      shared_value(Cmd::kPrewarm, "stride", "dwconv", cat_, "1 or 2, e.g. 1,2; default 1");
   IntOption<1, kMaxK> prewarm_kw_{"kw", cl::desc("filter width, 1..63 (default: k)"), cl::init(7),
                                   cl::sub(subcommand(Cmd::kPrewarm)), cl::cat(cat_)};
   IntOption<1, 4> prewarm_dil_{"dil", cl::desc("dilation, 1..4"), cl::init(1), cl::sub(subcommand(Cmd::kPrewarm)),
