@@ -592,12 +592,13 @@ TEST_F(CliOps, RunWithoutOptionsRunsEveryOpsDemo) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k5_L5_w256_sm90"), HasSubstr("lkjit_wtconv_fwd_plane_f32_k5_L2_"),
                               HasSubstr("lkjit_wtconv_fold_k3_L1_w256_sm90"), HasSubstr("9 kernels ready for sm_90")));
-  // One op: its demo alone, or its shapes.
+  // One op: its demo alone, or its shapes. One kernel is "1 kernel", not "1 kernels".
+  const std::string kOneReady = "\n1 kernel ready for sm_90; run on a GPU to execute and check it.";
   r = run("run --op toy --dtypes f32");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k3_L1_w256_sm90"), HasSubstr("1 kernels ready")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k3_L1_w256_sm90"), HasSubstr(kOneReady)));
   r = run("run --op toy -k 5 --shapes 1:4:8:8,2:4:8:8 --dtypes f32");
-  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k5_L1_w256_sm90"), HasSubstr("1 kernels ready"))) << r.output;
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k5_L1_w256_sm90"), HasSubstr(kOneReady))) << r.output;
   // An op's option alone picks the default op (WTConv: its demo with k=3).
   r = run("run --dtypes f32 -k 3");
   EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k3_L5_w256_sm90"), HasSubstr("8 kernels ready"))) << r.output;

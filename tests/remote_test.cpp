@@ -716,25 +716,25 @@ TEST_F(RemoteStoreTest, PushPullStatLsVerifyAndTheManifestRecorder) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(read_file(rec), AllOf(HasSubstr("\"sm_90\""), HasSubstr("\"lkjit_wtconv_fold_k3_L1_w256_sm90\"")));
   r = cli("a", "prewarm --progress never --list --manifest " + rec);
-  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k3_L1_w256_sm90"), HasSubstr("1 kernels")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k3_L1_w256_sm90"), HasSubstr("\n1 kernel\n")));
   // push: node a's entry (and its tuning decisions) to Redis; pull: into node b.
   fs::copy_file(std::string(LKJIT_SOURCE_DIR) + "/tests/data/tuning_db_v1.json", tmp.path() + "/a.json");
   r = cli("a", "cache push --decisions");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("push: 1 entries written to the remote cache, 0 already there"));
+  EXPECT_THAT(r.output, HasSubstr("push: 1 entry written to the remote cache, 0 already there"));
   r = cli("a", "cache push");
   EXPECT_THAT(r.output, HasSubstr("push: 0 entries written to the remote cache, 1 already there"));
   r = cli("b", "cache pull --decisions");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("pull: 1 entries written here"));
+  EXPECT_THAT(r.output, HasSubstr("pull: 1 entry written here"));
   EXPECT_EQ(TuningDb::load(tmp.path() + "/b.json").records(), TuningDb::load(tmp.path() + "/a.json").records());
   r = cli("b", "cache verify");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, AllOf(HasSubstr("1 entries ok"), HasSubstr("1 remote entries ok, 0 refused")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("1 entry ok"), HasSubstr("1 remote entry ok, 0 refused")));
   r = cli("b", "cache stat");
   EXPECT_THAT(r.output, AllOf(HasSubstr("remote     " + test_redis() + " (write all"), HasSubstr("entries 1,")));
   r = cli("b", "cache ls");
-  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k3_L1_w256_sm90"), HasSubstr("1 remote entries")));
+  EXPECT_THAT(r.output, AllOf(HasSubstr("lkjit_wtconv_fold_k3_L1_w256_sm90"), HasSubstr("1 remote entry\n")));
   // A planted remote value: verify names it, removes it and exits 5.
   cmd(*admin_, {"SET", std::string(RemoteStore::kPrefix) + "entry:" + std::string(64, 'e'), "LKJIT-REMOTE 1 3 - -\nabc"});
   r = cli("b", "cache verify");

@@ -62,7 +62,7 @@ int report_unremoved(const KernelCache& c, const char* action, const std::vector
   if (failed.empty()) return 0;
   std::cout.flush();  // after the summary line
   for (const auto& f : failed) std::cerr << fmt::format("{}: {}\n", action, f);
-  std::cerr << fmt::format("lkjit: error: {}: {} file(s) could not be removed\n", c.dir(), failed.size());
+  std::cerr << fmt::format("lkjit: error: {}: {} could not be removed\n", c.dir(), counted(failed.size(), "file"));
   return static_cast<int>(ErrorCode::kCache);
 }
 
@@ -102,7 +102,7 @@ int ls_main(const KernelCache& c) {
     std::cout << fmt::format("{:<16}  {:<60} {:>6} {:>9}  {}{}\n", e.key.substr(0, 16), e.inputs.kernel_name,
                              arch_name(e.inputs.arch), e.file_bytes, age(e.last_used), e.locked ? "  (compiling)" : "");
   }
-  std::cout << fmt::format("{} entries\n", entries.size());
+  std::cout << counted(entries.size(), "entry", "entries") << "\n";
   remote_ls();
   return 0;
 }
@@ -130,8 +130,8 @@ int verify_local(const KernelCache& c) {
       std::cout << fmt::format("corrupt: {}: {} ({})\n", e.path, why, fate);
     }
   }
-  std::cout << fmt::format("verify: {} entries ok, {} corrupt{}{}\n", ok, bad,
-                           stray ? fmt::format(", {} stray file(s)", stray) : "",
+  std::cout << fmt::format("verify: {} ok, {} corrupt{}{}\n", counted(ok, "entry", "entries"), bad,
+                           stray ? ", " + counted(stray, "stray file") : "",
                            stuck ? fmt::format("; {} could not be removed", stuck) : "");
   return bad || stray ? static_cast<int>(ErrorCode::kCache) : 0;
 }
@@ -151,9 +151,10 @@ int prune_main(const KernelCache& c) {
     std::cout << "prune: another process is pruning this cache; nothing done\n";
     return 0;
   }
-  std::cout << fmt::format("prune: removed {} entries ({}), kept {} in use; {} entries ({}) remain; {} stale files removed\n",
-                           r.removed, human_bytes(r.removed_bytes), r.kept_in_use, r.remaining,
-                           human_bytes(r.remaining_bytes), r.stale_files);
+  std::cout << fmt::format("prune: removed {} ({}), kept {} in use; {} ({}) {}; {} removed\n",
+                           counted(r.removed, "entry", "entries"), human_bytes(r.removed_bytes), r.kept_in_use,
+                           counted(r.remaining, "entry", "entries"), human_bytes(r.remaining_bytes),
+                           r.remaining == 1 ? "remains" : "remain", counted(r.stale_files, "stale file"));
   const int code = report_unremoved(c, "prune", r.failed);
   if (r.lock_error.empty()) return code;
   // Unguarded, two prunes would each evict for the same excess: none is evicted, and the cache stays over its cap.
@@ -175,7 +176,7 @@ int clear_main(const KernelCache& c) {
       std::cout << fmt::format("clear: kept {}  {} (in use: a live process holds its lock)\n", key.substr(0, 16),
                                names.count(key) ? names[key] : "(unreadable)");
   }
-  std::cout << fmt::format("clear: removed {} entries from {}{}\n", r.removed, c.dir(),
+  std::cout << fmt::format("clear: removed {} from {}{}\n", counted(r.removed, "entry", "entries"), c.dir(),
                            r.in_use.empty() ? "" : fmt::format("; kept {} in use", r.in_use.size()));
   return report_unremoved(c, "clear", r.failed);
 }
@@ -312,13 +313,13 @@ int cache_main() {
                                r.signature_checked ? " (trusted, signature verified)"
                                                    : " (not checked: LKJIT_CACHE_TRUSTED_KEYS is unset)");
     for (const auto& why : r.refused) std::cerr << "import: refused " << why << "\n";
-    std::cout << fmt::format("import: {}: {} entries verified, {} added, {} already cached, {} refused\n", kArgs[1], r.entries,
-                             r.imported, r.present, r.refused.size());
+    std::cout << fmt::format("import: {}: {} verified, {} added, {} already cached, {} refused\n", kArgs[1],
+                             counted(r.entries, "entry", "entries"), r.imported, r.present, r.refused.size());
     warn_evicted_by_cap(c, r.evicted, r.imported, "import");
     if (r.refused.empty()) return 0;
     std::cout.flush();
-    std::cerr << fmt::format("lkjit: error: {}: {} of its {} entries could not be imported\n", kArgs[1], r.refused.size(),
-                             r.entries);
+    std::cerr << fmt::format("lkjit: error: {}: {} of its {} could not be imported\n", kArgs[1], r.refused.size(),
+                             counted(r.entries, "entry", "entries"));
     return static_cast<int>(ErrorCode::kCache);
   }
   if (action == "export") {
@@ -327,7 +328,7 @@ int cache_main() {
     present(c);
     const auto r = c.export_bundle(kArgs[1]);
     for (const auto& s : r.skipped) std::cerr << "export: left out " << s << "\n";
-    std::cout << fmt::format("export: {}: {} entries, {}{}\n", kArgs[1], r.entries, human_bytes(r.bytes),
+    std::cout << fmt::format("export: {}: {}, {}{}\n", kArgs[1], counted(r.entries, "entry", "entries"), human_bytes(r.bytes),
                              r.signer.empty() ? ", unsigned" : ", signed by key " + r.signer.substr(0, 16));
     return 0;
   }

@@ -66,7 +66,8 @@ void remote_ls() {
                              arch_name(e.arch), e.value_bytes, ttl_text(e.ttl_s),
                              e.signer.empty() ? "  unsigned" : "  signed " + e.signer.substr(0, 8));
   }
-  std::cout << fmt::format("{}{} remote entries\n", entries.size(), truncated ? "+" : "");
+  std::cout << (truncated ? fmt::format("{}+ remote entries\n", entries.size())
+                          : counted(entries.size(), "remote entry", "remote entries") + "\n");
 }
 
 int remote_verify() {
@@ -80,8 +81,8 @@ int remote_verify() {
     ++bad;
     std::cout << fmt::format("remote refused: {}: {}\n", e.key, e.problem);
   }
-  std::cout << fmt::format("verify: {} remote entries ok, {} refused{}\n", entries.size() - bad, bad,
-                           bad ? fmt::format(" ({} removed)", removed) : "");
+  std::cout << fmt::format("verify: {} ok, {} refused{}\n", counted(entries.size() - bad, "remote entry", "remote entries"),
+                           bad, bad ? fmt::format(" ({} removed)", removed) : "");
   return bad ? static_cast<int>(ErrorCode::kCache) : 0;
 }
 
@@ -103,16 +104,17 @@ int remote_transfer(const KernelCache& c, bool push, bool decisions) {
     throw Error(ErrorCode::kUsage, fmt::format("lkjit: error: cache {}: LKJIT_REMOTE_CACHE is not set (or not a usable "
                                                "URL); supported: redis://[user:password@]host:port/db", push ? "push" : "pull"));
   const char* what = push ? "push" : "pull";
-  auto report = [&](const RemoteTransferReport& r, const char* things) {
+  auto report = [&](const RemoteTransferReport& r, const char* one, const char* many) {
     for (const auto& p : r.problems) std::cerr << fmt::format("{}: {}\n", what, p);
-    std::cout << fmt::format("{}: {} {} {}, {} already there, {} refused, {} failed\n", what, r.moved, things,
+    std::cout << fmt::format("{}: {} {}, {} already there, {} refused, {} failed\n", what, counted(r.moved, one, many),
                              push ? "written to the remote cache" : "written here", r.present, r.refused, r.failed);
     return r.refused || r.failed || (r.moved == 0 && !r.problems.empty());
   };
-  bool bad = push ? report(rc->push(c), "entries") : report(rc->pull(c), "entries");
+  bool bad = push ? report(rc->push(c), "entry", "entries") : report(rc->pull(c), "entry", "entries");
   if (decisions) {
     const std::string db = tuning_db_path();
-    bad |= push ? report(rc->push_decisions(db), "decisions") : report(rc->pull_decisions(db), "decisions");
+    bad |= push ? report(rc->push_decisions(db), "decision", "decisions")
+                : report(rc->pull_decisions(db), "decision", "decisions");
   }
   flush_remote_cache();
   return bad ? static_cast<int>(ErrorCode::kCache) : 0;

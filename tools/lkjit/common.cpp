@@ -50,17 +50,23 @@ void check_output_file(const std::string& b, const std::string& what) {
 void warn_evicted_by_cap(const KernelCache& c, size_t n, size_t stored, const char* what) {
   if (!n) return;
   llvm::errs() << fmt::format("lkjit: warning: {}: the cache's size cap ({}, LKJIT_CACHE_MAX_BYTES) evicted {} of the {} "
-                              "entries just stored; raise it to keep them\n",
-                              what, human_bytes(c.max_bytes()), n, stored);
+                              "just stored; raise it to keep them\n",
+                              what, human_bytes(c.max_bytes()), n, counted(stored, "entry", "entries"));
 }
 
 void warn_missing_after_store(const KernelCache& c, const std::vector<std::string>& keys, const char* what) {
   const size_t gone = c.missing(keys), evicted = std::min(gone, c.evicted_by_cap(keys));
   warn_evicted_by_cap(c, evicted, keys.size(), what);
   if (gone > evicted)
-    llvm::errs() << fmt::format("lkjit: warning: {}: {} of the {} entries just stored are no longer in {}: another "
-                                "process removed them (a `lkjit cache clear`, or its own size cap)\n",
-                                what, gone - evicted, keys.size(), c.dir());
+    llvm::errs() << fmt::format("lkjit: warning: {}: {} of the {} just stored {} no longer in {}: another "
+                                "process removed {} (a `lkjit cache clear`, or its own size cap)\n",
+                                what, gone - evicted, counted(keys.size(), "entry", "entries"),
+                                gone - evicted == 1 ? "is" : "are", c.dir(), gone - evicted == 1 ? "it" : "them");
+}
+
+std::string counted(uint64_t n, std::string_view one, std::string_view many) {
+  if (n == 1) return fmt::format("1 {}", one);
+  return many.empty() ? fmt::format("{} {}s", n, one) : fmt::format("{} {}", n, many);
 }
 
 std::string human_bytes(uint64_t b) {

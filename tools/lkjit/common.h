@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lkjit/error.h"
@@ -68,6 +69,9 @@ std::vector<int64_t> parse_dims(const std::string& item, const char* what, const
 void require_positive_bchw(const std::vector<int64_t>& v, const char* what, const std::string& item);
 // 512 B, 48.0 KiB, 3.2 MiB, 1.5 GiB.
 std::string human_bytes(uint64_t bytes);
+// A count with its noun in agreement, for messages: counted(1, "kernel") is "1 kernel", counted(3, "kernel")
+// "3 kernels", counted(0, "entry", "entries") "0 entries" (many: the plural when it is not one + "s").
+std::string counted(uint64_t n, std::string_view one, std::string_view many = {});
 // Refuses an option given as an empty path (usage error): it names no file, and would be dropped or read as "".
 void refuse_empty_paths(std::initializer_list<const llvm::cl::opt<std::string>*> options);
 // The same for any string option whose empty value would silently mean its default (--tile ''); supported: what

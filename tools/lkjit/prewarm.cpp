@@ -218,9 +218,9 @@ int prewarm_main() {
   // is no success.
   if (plan.jobs.empty()) {
     for (const auto& n : plan.notes) std::cerr << "prewarm: note: " << n << "\n";
-    throw SpecError(fmt::format("lkjit: error: nothing to prewarm: all {} named kernel(s) were left out (see the notes "
+    throw SpecError(fmt::format("lkjit: error: nothing to prewarm: every named kernel was left out ({}; see the notes "
                                 "above); supported: kernels this lkjit generates for {} ({})",
-                                set.kernel_names.size(), set.archs_from, join_archs(set.archs)));
+                                counted(set.kernel_names.size(), "kernel"), set.archs_from, join_archs(set.archs)));
   }
   if (kList) {
     for (const auto& n : plan.notes) std::cerr << "prewarm: note: " << n << "\n";
@@ -228,7 +228,7 @@ int prewarm_main() {
       std::cerr << fmt::format("prewarm: note: --list compiles nothing, so --bundle {} is not written\n", std::string(kBundle));
     for (const auto& j : plan.jobs)
       std::cout << fmt::format("{}  {}  {}\n", j.kernel_name, j.spec.to_string(), j.tile.to_string());
-    std::cout << fmt::format("{} kernels\n", plan.jobs.size());
+    std::cout << counted(plan.jobs.size(), "kernel") << "\n";
     return 0;
   }
   const KernelCache cache;
@@ -297,20 +297,21 @@ int prewarm_main() {
     keys.push_back(out[i].key);
   }
   if (not_stored)
-    std::cerr << fmt::format("lkjit: error: {}: {} compiled kernel(s) could not be stored in the cache: {}\n", cache.dir(),
-                             not_stored, store_error);
+    std::cerr << fmt::format("lkjit: error: {}: {} could not be stored in the cache: {}\n", cache.dir(),
+                             counted(not_stored, "compiled kernel"), store_error);
   for (const auto& n : plan.notes) std::cout << "prewarm: note: " << n << "\n";
   std::string dts;
   for (DType d : set.dtypes) dts += (dts.empty() ? "" : ", ") + std::string(to_string(d));
-  std::cout << fmt::format("prewarm: {} kernels for {} ({}) into {}: {} compiled, {} already cached, {} failed "
+  std::cout << fmt::format("prewarm: {} for {} ({}) into {}: {} compiled, {} already cached, {} failed "
                            "in {:.1f} s (-j {})\n",
-                           plan.jobs.size(), join_archs(set.archs), dts, cache.dir(), compiled, cached, failed, seconds,
-                           pool.getThreadCount());
+                           counted(plan.jobs.size(), "kernel"), join_archs(set.archs), dts, cache.dir(), compiled, cached,
+                           failed, seconds, pool.getThreadCount());
   warn_missing_after_store(cache, keys, "prewarm");
   if (!kBundle.empty()) {
     const auto b = cache.export_bundle(kBundle, keys);
     for (const auto& s : b.skipped) std::cerr << "prewarm: bundle: left out " << s << "\n";
-    std::cout << fmt::format("prewarm: bundle {}: {} entries, {}\n", std::string(kBundle), b.entries, human_bytes(b.bytes));
+    std::cout << fmt::format("prewarm: bundle {}: {}, {}\n", std::string(kBundle), counted(b.entries, "entry", "entries"),
+                             human_bytes(b.bytes));
     if (!b.skipped.empty() && !failed) return static_cast<int>(ErrorCode::kCache);
   }
   if (not_stored) return static_cast<int>(ErrorCode::kCache);

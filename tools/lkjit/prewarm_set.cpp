@@ -47,7 +47,7 @@ PrewarmPlan expand(const PrewarmSet& set) {
     }
   }
   if (other_arch)
-    notes.insert(fmt::format("{} named kernel(s) for archs not in {} ({}) left out", other_arch, set.archs_from,
+    notes.insert(fmt::format("{} for archs not in {} ({}) left out", counted(other_arch, "named kernel"), set.archs_from,
                              join_archs(set.archs)));
   PrewarmPlan p;
   for (auto& [name, job] : jobs) p.jobs.push_back(std::move(job));

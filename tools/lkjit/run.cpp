@@ -74,7 +74,8 @@ int run_without_gpu(const std::vector<Work>& work, const std::vector<DType>& dty
   if (!store_error.empty())
     throw CacheError(fmt::format("lkjit: error: {}: the compiled kernels could not be stored in the cache: {}",
                                  cache_dir(), store_error));
-  std::cout << fmt::format("\n{} kernels ready for {}; run on a GPU to execute and check them.\n", n, arch_name(arch));
+  std::cout << fmt::format("\n{} ready for {}; run on a GPU to execute and check {}.\n", counted(n, "kernel"),
+                           arch_name(arch), n == 1 ? "it" : "them");
   return 0;
 }
 

@@ -197,8 +197,9 @@ int list_main(const Problem& p) {
     // A default fitted to the map may be no point of the space; the tuner measures it all the same.
     const bool off_space = std::find(all.begin(), all.end(), def) == all.end();
     const size_t valid_points = cands.size() - (off_space && !cands.empty() && cands[0] == def ? 1 : 0);
-    std::cout << fmt::format("\n{}{} on {}: {} points, {} valid, {} rejected; default {}{}\n", pk.spec.to_string(),
-                             pk.level > 0 ? fmt::format(" level {}", pk.level) : "", pk.shape.to_string(), all.size(),
+    std::cout << fmt::format("\n{}{} on {}: {}, {} valid, {} rejected; default {}{}\n", pk.spec.to_string(),
+                             pk.level > 0 ? fmt::format(" level {}", pk.level) : "", pk.shape.to_string(),
+                             counted(all.size(), "point"),
                              valid_points, all.size() - valid_points, def.to_string(),
                              off_space ? " (not a point of the space; measured first)" : "");
     for (const auto& ax : sp.axes) {

@@ -8,6 +8,7 @@
 
 #include "lkjit/error.h"
 #include "lkjit/version.h"
+#include "tools/lkjit/common.h"
 
 namespace lkjit::tool {
 namespace {
@@ -66,8 +67,9 @@ void print_device(std::ostream& os, const DeviceInfo& d) {
 void print_ranked(std::ostream& os, const KernelTuneResult& k, double traffic_bytes) {
   int failed = 0;
   for (const auto& c : k.candidates) failed += c.status != CandidateStatus::kOk;
-  os << fmt::format("\n{}{} on {}: {} valid candidates, {} measured, {} failed; {} in {:.1f} s{}\n", k.spec.to_string(),
-                    k.level > 0 ? fmt::format(" level {}", k.level) : "", k.shape.to_string(), k.space_size, k.candidates.size() - failed, failed,
+  os << fmt::format("\n{}{} on {}: {}, {} measured, {} failed; {} in {:.1f} s{}\n", k.spec.to_string(),
+                    k.level > 0 ? fmt::format(" level {}", k.level) : "", k.shape.to_string(),
+                    counted(k.space_size, "valid candidate"), k.candidates.size() - failed, failed,
                     to_string(k.strategy), k.seconds, k.budget_hit ? " (budget reached)" : "");
   os << fmt::format("  {:>4}  {:<16} {:>10} {:>7} {:>8} {:>7} {:>5} {:>6} {:>8}  {}\n", "rank", "config", "median ms",
                     "noise", "GB/s", "% best", "regs", "spill", "smem B", "note");

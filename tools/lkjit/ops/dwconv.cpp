@@ -211,7 +211,8 @@ class DWConvCli final : public OpCli {
   }
 
   void print_run_header(std::ostream& os, const RunSettings& s) const override {
-    os << fmt::format("dwconv forward and training step (forward + dx + dw + dbias), median of {} runs\n\n", s.iters);
+    os << fmt::format("dwconv forward and training step (forward + dx + dw + dbias), median of {}\n\n",
+                      counted(s.iters, "run"));
     os << fmt::format("{:<20} {:<7} {:<5} {:<4} {:>9} {:>8} {:>9} {:>9}  {}\n", "B x C x H x W", "k", "dtype", "lay",
                       "fwd ms", "GB/s", "train ms", "check", "forward kernel");
   }

@@ -82,7 +82,7 @@ class ScaleCli final : public OpCli {
   }
 
   void print_run_header(std::ostream& os, const RunSettings& s) const override {
-    os << fmt::format("scale forward (y = a[c] * x), median of {} runs\n\n", s.iters);
+    os << fmt::format("scale forward (y = a[c] * x), median of {}\n\n", counted(s.iters, "run"));
     os << fmt::format("{:<18} {:<5} {:>9} {:>8} {:>10} {:>9}  {}\n", "B x C x H x W", "dtype", "ms", "GB/s", "max err",
                       "check", "kernel");
   }

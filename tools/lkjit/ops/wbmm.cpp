@@ -118,7 +118,7 @@ class WBMMCli final : public OpCli {
   }
 
   void print_run_header(std::ostream& os, const RunSettings& s) const override {
-    os << fmt::format("wbmm (Y = T M + T per window, table mode), median of {} runs\n\n", s.iters);
+    os << fmt::format("wbmm (Y = T M + T per window, table mode), median of {}\n\n", counted(s.iters, "run"));
     os << fmt::format("{:<20} {:<6} {:<5} {:>9} {:>9} {:>8} {:>10} {:>6}  {}\n", "B x C x H x W", "window", "dtype",
                       "fwd ms", "bwd ms", "fwd GB/s", "max err", "check", "kernels");
   }

@@ -221,8 +221,8 @@ class WTConvCli final : public OpCli {
 
   // ---- run --------------------------------------------------------------------------------------
   void print_run_header(std::ostream& os, const RunSettings& s) const override {
-    os << fmt::format("WTConv forward, k={}, stride={}, bias={}, median of {} runs\n\n", run_k(), run_stride(),
-                      !run_no_bias_, s.iters);
+    os << fmt::format("WTConv forward, k={}, stride={}, bias={}, median of {}\n\n", run_k(), run_stride(),
+                      !run_no_bias_, counted(s.iters, "run"));
     os << fmt::format("{:<18} {:>2} {:<5} {:<6} {:>9} {:>8} {:>10} {:>9}  {}\n", "B x C x H x W", "L", "dtype", "path",
                       "ms", "GB/s", "max err", "check", "kernels");
   }
