@@ -1,7 +1,6 @@
 #include "cache/bundle.h"
 
 #include <fmt/format.h>
-#include <llvm/Support/Path.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -83,9 +82,7 @@ BundleStats export_bundle(const DiskStore& store, const std::vector<std::string>
     out += fmt::format("signature ed25519 {} {}\n", signer->key_id(), to_hex(signer->sign(kSignatureContext, out)));
     st.signer = signer->key_id();
   }
-  std::string dir = llvm::sys::path::parent_path(path).str();
-  if (dir.empty()) dir = ".";
-  write_file_atomically(dir, path, out, 0644);  // made to be shipped: readable like any other output
+  write_output_file(path, out, 0644);  // made to be shipped: readable like any other output
   st.bytes = out.size();
   return st;
 }

@@ -54,7 +54,7 @@ struct BundleFrame {
 BundleFrame split_bundle(std::string_view bytes, const std::string& origin);
 
 // Writes the entries of keys (every entry when keys is empty) to path, temp-then-rename, signed by
-// signer when one is given.
+// signer when one is given. Error (kInvalidArgument) naming path and the reason when it cannot be written.
 BundleStats export_bundle(const DiskStore& store, const std::vector<std::string>& keys, const std::string& path,
                           const Signer* signer = nullptr);
 // Imports every entry that decodes, is what it says and can be published; the rest are in refused. Then

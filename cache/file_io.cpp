@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "cache/entry.h"
 #include "lkjit/error.h"
@@ -37,16 +38,26 @@ support::ReadResult read_file_prefix(const std::string& path, size_t max_bytes) 
   return support::read_file(path, o);
 }
 
-void write_file_atomically(const std::string& dir, const std::string& path, const std::string& bytes, unsigned mode) {
+namespace {
+
+// Why a write failed: the cache's wording ("DIR: cannot create a temporary file: REASON") and, for a file the user
+// named, the step and the reason alone ("create", "No such file or directory").
+struct WriteFailure {
+  std::string message, step, reason;
+};
+
+std::optional<WriteFailure> write_atomically(const std::string& dir, const std::string& path, const std::string& bytes,
+                                             unsigned mode) {
   // The rename would replace whatever is there: a device or FIFO (--bundle /dev/null as root) is refused.
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-    throw CacheError(fmt::format("lkjit: error: {}: cannot publish: it exists and is not a regular file; supported: "
-                                 "a new path or a regular file, which is replaced", path));
+    return WriteFailure{fmt::format("{}: cannot publish: it exists and is not a regular file; supported: a new path or "
+                                    "a regular file, which is replaced", path),
+                        "replace", "it exists and is not a regular file; supported: a new path or a regular file"};
   int fd = -1;
   llvm::SmallString<256> tmp;
   if (auto ec = llvm::sys::fs::createUniqueFile(dir + "/.tmp-%%%%%%%%%%%%", fd, tmp, llvm::sys::fs::OF_None, mode))
-    throw CacheError(fmt::format("lkjit: error: {}: cannot create a temporary file: {}", dir, ec.message()));
+    return WriteFailure{fmt::format("{}: cannot create a temporary file: {}", dir, ec.message()), "create", ec.message()};
   size_t done = 0;
   int err = 0;
   while (done < bytes.size()) {
@@ -61,12 +72,28 @@ void write_file_atomically(const std::string& dir, const std::string& path, cons
   if (::close(fd) != 0 && !err) err = errno;
   if (err) {
     llvm::sys::fs::remove(tmp);
-    throw CacheError(fmt::format("lkjit: error: {}: write failed: {}", tmp.str().str(), std::strerror(err)));
+    return WriteFailure{fmt::format("{}: write failed: {}", tmp.str().str(), std::strerror(err)), "write",
+                        std::strerror(err)};
   }
   if (auto ec = llvm::sys::fs::rename(tmp, path)) {
     llvm::sys::fs::remove(tmp);
-    throw CacheError(fmt::format("lkjit: error: {}: cannot publish: {}", path, ec.message()));
+    return WriteFailure{fmt::format("{}: cannot publish: {}", path, ec.message()), "create", ec.message()};
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& dir, const std::string& path, const std::string& bytes, unsigned mode) {
+  if (const auto f = write_atomically(dir, path, bytes, mode)) throw CacheError("lkjit: error: " + f->message);
+}
+
+void write_output_file(const std::string& path, const std::string& bytes, unsigned mode) {
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty()) dir = ".";
+  if (const auto f = write_atomically(dir.str().str(), path, bytes, mode))
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("lkjit: error: cannot {} {}: {}", f->step, path, f->reason));
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes, unsigned mode, bool create_dir) {

@@ -25,6 +25,10 @@ void write_file_atomically(const std::string& dir, const std::string& path, cons
                            unsigned mode = 0600);
 // The same in path's own directory ("." when it has none), creating that directory first if asked.
 void write_file_atomically(const std::string& path, const std::string& bytes, unsigned mode, bool create_dir);
+// The same for a file the user named (a bundle): a path that cannot be written is the user's bad input, an
+// Error (kInvalidArgument, exit 2) "lkjit: error: cannot create PATH: REASON" (or "cannot write" / "cannot
+// replace"), not a cache error.
+void write_output_file(const std::string& path, const std::string& bytes, unsigned mode);
 
 // Sets the file's modification time to now (the cache's last-use stamp). Best effort.
 void stamp_now(const std::string& path);

@@ -735,16 +735,40 @@ TEST_F(Prewarm, ExportReplacesOnlyRegularFiles) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("export " + fifo + ": is not a file; supported: a new or regular file"));
   EXPECT_EQ(run("cache export " + shell_quote(tmp_ + "/no/such/folder.bundle")).code, 2);
-  // ... and the library refuses to publish over it (a cache error) for callers that do not check first.
+  // ... and the library refuses to publish over it (bad input: the caller's path) for callers that do not check first.
   try {
     lkjit::KernelCache(cache_).export_bundle(fifo);
     ADD_FAILURE() << "exported over a FIFO";
-  } catch (const lkjit::CacheError& e) {
-    EXPECT_THAT(e.what(), HasSubstr(fifo + ": cannot publish: it exists and is not a regular file"));
+  } catch (const lkjit::Error& e) {
+    EXPECT_EQ(e.code(), lkjit::ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr("lkjit: error: cannot replace " + fifo + ": it exists and is not a regular file"));
   }
   struct stat st {};
   ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+}
+
+TEST_F(Prewarm, AnExportPathThatCannotBeCreatedIsBadInput) {
+  // README: exit 2 for a bundle path that cannot be written. A folder that passes the check before the work (root
+  // may write anywhere, by access(2)) but takes no new file (/proc) was a cache error, exit 5.
+  fs::create_directories(cache_);
+  ASSERT_EQ(::chmod(cache_.c_str(), 0700), 0);
+  write_file(cache_ + "/" + std::string(64, 'a') + ".lkjit", fake_entry('a', 100));
+  const std::string target = "/proc/lkjit-test-" + std::to_string(::getpid()) + ".bundle";
+  for (const std::string& args : {"cache export " + target, "prewarm --arch sm_90 --dtypes f32 --passes fwd --bundle " +
+                                                                target + " " + kSmall}) {
+    const CommandResult r = run(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr(target)) << args;
+    EXPECT_THAT(r.output, Not(HasSubstr("temporary file"))) << args;
+  }
+  try {
+    lkjit::KernelCache(cache_).export_bundle(target);
+    ADD_FAILURE() << "exported to " << target;
+  } catch (const lkjit::Error& e) {
+    EXPECT_EQ(e.code(), lkjit::ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr("lkjit: error: cannot create " + target + ": "));
+  }
 }
 
 TEST_F(Prewarm, AnEntryThatCannotBeReadIsListedAsUnreadable) {

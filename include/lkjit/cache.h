@@ -141,7 +141,8 @@ class KernelCache {
   // Removes every entry not in use, and stale files; those that could not be removed are in failed.
   CacheClearReport clear() const;
   // A bundle of the given keys' entries (every entry when keys is empty), written temp-then-rename, and
-  // signed with LKJIT_CACHE_SIGNING_KEY when it is set (CacheError for a key file that cannot be used).
+  // signed with LKJIT_CACHE_SIGNING_KEY when it is set (CacheError for a key file that cannot be used). A file that
+  // cannot be written (its folder missing or read-only, not a regular file) is an Error (kInvalidArgument) naming it.
   CacheBundleReport export_bundle(const std::string& file, const std::vector<std::string>& keys = {}) const;
   // Verifies the bundle's framing, checksum and (with LKJIT_CACHE_TRUSTED_KEYS set) signature, then adds
   // every entry that decodes, is what it says and can be published; the others are listed in

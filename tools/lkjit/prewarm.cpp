@@ -32,9 +32,9 @@
 // (exit 2). Its kernel names this lkjit does not generate are noted and left out.
 //
 // Output: a summary "N kernels ...: C compiled, D already cached, F failed in S s"; a progress bar on
-// stderr when it is a terminal. Exit code 0; 2 when every named kernel was left out (nothing to compile);
-// 3 when a kernel failed to compile (each is listed); 5 when the cache is unusable, disabled
-// (LKJIT_CACHE_DISABLE=1) or a compiled kernel could not be stored.
+// stderr when it is a terminal. Exit code 0; 2 when every named kernel was left out (nothing to compile) or
+// the --bundle file cannot be written; 3 when a kernel failed to compile (each is listed); 5 when the cache is
+// unusable, disabled (LKJIT_CACHE_DISABLE=1) or a compiled kernel could not be stored.
 #include <fmt/format.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/ThreadPool.h>
