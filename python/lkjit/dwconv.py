@@ -229,8 +229,11 @@ class DepthwiseConv2d(nn.Module):
     on lkjit's depthwise kernels, with nn.Conv2d's parameters, state_dict keys ('weight' (C, 1, kh, kw), 'bias'
     (C)) and initialisation. kernel_size: int or (kh, kw), each in [1, 63]; stride: 1 or 2 (both axes alike);
     dilation: 1..4 (both axes alike); padding: int, (ph, pw) in [0, 1000], 'valid' or 'same' (stride 1);
-    padding_mode: 'zeros' only. Anything else raises ValueError naming the value and what is supported.
-    Input (B, C, H, W) float32/float16/bfloat16 on CUDA (or the CPU: PyTorch ops), any dense layout. Which kernels
+    padding_mode: 'zeros' only; bias: a bool. Anything else raises ValueError (TypeError for a type, such as
+    bias='no') naming the value and what is supported.
+    Input (B, C, H, W) float32/float16/bfloat16 on CUDA (or the CPU: PyTorch ops), any dense layout. Parameters are
+    fp32 unless made otherwise (dtype=, module.to(torch.bfloat16), .half()): the kernels read fp32 filters, so others
+    are converted for each call, with gradients in the parameters' dtype, as WTConv2d does. Which kernels
     run (direct, NHWC or tensor-core: lkjit/dwconv.h, DWConvPath) is the tuning database's path decision for the call
     (pass, dtype, layout, filter, padding, shape bucket), else lkjit's rule; with LKJIT_TUNE=tune the first call of
     a shape measures every path and records the fastest (tile decisions too)."""
@@ -239,6 +242,8 @@ class DepthwiseConv2d(nn.Module):
                  device=None, dtype=None):
         super().__init__()
         C = _lib.as_int(channels, "channels", _WHERE)
+        # A flag is a bool: a truthy stand-in such as bias='no' would silently mean True (as WTConv2d's flags).
+        bias = _lib.as_bool(bias, "bias", _WHERE)
         kh, kw = _pair(kernel_size, "kernel_size")
         sh, sw = _pair(stride, "stride")
         dh, dw = _pair(dilation, "dilation")
@@ -309,14 +314,15 @@ class DepthwiseConv2d(nn.Module):
     def _args(self):
         return self.stride[0], self.dilation[0], self._pad[0], self._pad[1], self._same
 
-    def _check(self, x):
-        """The C ABI's checks (lkjit_dwconv_check_tensors: the binding's messages), called only when the plain
-        Python test below fails, so that a good call (and torch.compile's trace) never leaves Python."""
+    def _check(self, x, weight, bias):
+        """The C ABI's checks (lkjit_dwconv_check_tensors: the binding's messages) of x and the fp32 parameters the
+        kernels read, called only when the plain Python test below fails, so that a good call (and torch.compile's
+        trace) never leaves Python."""
         s, d, ph, pw, same = self._args()
         ok = isinstance(x, Tensor) and x.dim() == 4 and x.shape[1] == self.in_channels and \
             x.device.type in ("cuda", "cpu") and x.dtype in ops.DTYPE_CODES and \
-            self.weight.dtype == torch.float32 and self.weight.device == x.device and \
-            (self.bias is None or (self.bias.dtype == torch.float32 and self.bias.device == x.device))
+            weight.dtype == torch.float32 and weight.device == x.device and \
+            (bias is None or (bias.dtype == torch.float32 and bias.device == x.device))
         if ok:
             t, b, l, r = _pads(*self.kernel_size, d, ph, pw, same)
             ok = _out_size(x.shape[2], self.kernel_size[0], s, d, t, b) >= 1 and \
@@ -325,20 +331,20 @@ class DepthwiseConv2d(nn.Module):
             if not isinstance(x, Tensor):
                 raise TypeError(f"{_WHERE}: input must be a torch.Tensor; got {type(x).__name__}")
             _abi.check_tensors(_WHERE, self.in_channels, *self.kernel_size, *self._args(), ops.tensor_desc(x), None,
-                               ops.tensor_desc(self.weight), None if self.bias is None else ops.tensor_desc(self.bias),
-                               allow_cpu=True)
+                               ops.tensor_desc(weight), None if bias is None else ops.tensor_desc(bias), allow_cpu=True)
 
     def forward(self, x):
-        self._check(x)
+        # Parameters of another dtype as fp32 (differentiably: their gradients come back in their own dtype).
+        w, b = ops.f32(self.weight), None if self.bias is None else ops.f32(self.bias)
+        self._check(x, w, b)
         if x.device.type == "cpu":  # the same op in PyTorch: runs, traces and exports anywhere
-            y = _torch_forward(x, self.weight, self.bias, *self._args())
+            y = _torch_forward(x, w, b, *self._args())
             return y.to(x.dtype).contiguous(memory_format=ops.out_format(x, ops.layout_mode(_WHERE)))
         dt = ops.autocast_dtype()  # the autocast rule: x in the autocast dtype, parameters fp32
         if dt is not None and x.dtype != dt:
             x = x.to(dt)
         if not ops.dense(x, ops.layout_mode(_WHERE)):
             x = x.contiguous()
-        w, b = ops.f32(self.weight), None if self.bias is None else ops.f32(self.bias)
         if not torch.is_grad_enabled():
             return _fwd_op(x, w, b, *self._args())
         return _DWConvFunction.apply(*self._args(), x, w, b)

@@ -1,8 +1,8 @@
-"""The depthwise family's Python side without a GPU: DepthwiseConv2d's construction, nn.Conv2d's state_dict keys
-and init, from_conv / replace_depthwise (swapped and skipped with reasons), the CPU implementation and both ops'
-CPU kernels against nn.Conv2d in float64 (forward and every gradient, random sizes, strides, dilations and
-paddings), opcheck (schema, fake tensors, AOT dispatch), fake-tensor shapes, and the C ABI's refusals through
-ctypes (option ranges held against the library, tensor checks)."""
+"""The depthwise family's Python side without a GPU: DepthwiseConv2d's construction (bias a bool), nn.Conv2d's
+state_dict keys and init, fp16/bf16 parameters (read as fp32), from_conv / replace_depthwise (swapped and skipped
+with reasons), the CPU implementation and both ops' CPU kernels against nn.Conv2d in float64 (forward and every
+gradient, random sizes, strides, dilations and paddings), opcheck (schema, fake tensors, AOT dispatch), fake-tensor
+shapes, and the C ABI's refusals through ctypes (option ranges held against the library, tensor checks)."""
 import random
 
 import pytest
@@ -58,6 +58,43 @@ def test_bad_options_raise_naming_the_value(lt, kwargs, words):
         assert w in str(e.value)
     with pytest.raises(ValueError, match="channels=0"):
         lt.DepthwiseConv2d(0, 3)
+
+
+@pytest.mark.parametrize("bias", ["no", "", 0, 1, None, 1.0])
+def test_bias_must_be_a_bool(lt, bias):
+    # A truthy stand-in would silently mean True ('no' gave a bias), as WTConv2d refuses it (_lib.as_bool).
+    with pytest.raises(TypeError) as e:
+        lt.DepthwiseConv2d(8, 3, bias=bias)
+    assert f"bias must be a bool (True or False), got {bias!r}" in str(e.value)
+    assert "DepthwiseConv2d" in str(e.value)
+    assert lt.DepthwiseConv2d(8, 3, bias=False).bias is None
+    np = pytest.importorskip("numpy")
+    assert lt.DepthwiseConv2d(8, 3, bias=np.bool_(True)).bias is not None
+
+
+@pytest.mark.parametrize("pdt", [torch.bfloat16, torch.float16])
+def test_low_precision_parameters_are_read_as_fp32(lt, pdt):
+    # module.to(bf16) / .half() / dtype=: the kernels read fp32 filters, so the parameters are converted for the call
+    # (as WTConv2d's) and their gradients come back in their own dtype.
+    torch.manual_seed(0)
+    for m in (lt.DepthwiseConv2d(6, 5, padding=2).to(pdt), lt.DepthwiseConv2d(6, 5, padding=2, dtype=pdt)):
+        assert m.weight.dtype == pdt and m.bias.dtype == pdt
+        for xdt in (pdt, torch.float32):
+            x = torch.randn(2, 6, 9, 11, dtype=xdt, requires_grad=True)
+            y = m(x)
+            assert y.dtype == xdt
+            want = torch.nn.functional.conv2d(x.detach().double(), m.weight.detach().double(), m.bias.detach().double(),
+                                              1, 2, 1, 6)
+            tol = 1e-5 if xdt == torch.float32 else 2e-2
+            assert float((y.detach().double() - want).abs().max()) <= tol * (1 + float(want.abs().max()))
+            m.zero_grad()
+            y.float().sum().backward()
+            assert m.weight.grad.dtype == pdt and m.bias.grad.dtype == pdt and x.grad.dtype == xdt
+            dw = torch.nn.grad.conv2d_weight(x.detach().double(), m.weight.shape, torch.ones_like(want), 1, 2, 1, 6)
+            assert float((m.weight.grad.double() - dw).abs().max()) <= 2e-2 * (1 + float(dw.abs().max()))
+    # A dtype the kernels cannot take for x is still refused, naming it.
+    with pytest.raises(TypeError, match="float64"):
+        lt.DepthwiseConv2d(6, 5, padding=2).to(pdt)(torch.randn(1, 6, 9, 9, dtype=torch.float64))
 
 
 def _random_case(rng):

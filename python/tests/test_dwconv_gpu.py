@@ -1,7 +1,7 @@
 """lkjit.torch.DepthwiseConv2d on a GPU against torch.nn.functional.conv2d in float64: forward and every gradient
 on random sizes, kernel sizes (square, rectangular, even), strides, dilations and paddings, every dtype, NCHW and
-channels_last; wgrad bit-identical across calls; autocast; the current stream; CUDA graph capture and replay;
-torch.compile; replace_depthwise on a small network. Skips without CUDA."""
+channels_last; wgrad bit-identical across calls; fp16/bf16 parameters; autocast; the current stream; CUDA graph
+capture and replay; torch.compile; replace_depthwise on a small network. Skips without CUDA."""
 import random
 
 import pytest
@@ -98,6 +98,22 @@ def test_matches_conv2d_in_float64(dtype, layout, B, C, H, W, k, s, d, pad, bias
     m.weight.grad = None
     m(x).backward(g)
     assert torch.equal(first, m.weight.grad)
+
+
+@pytest.mark.parametrize("pdt", [torch.float16, torch.bfloat16])
+def test_low_precision_parameters_run_the_kernels_as_fp32(pdt):
+    # module.to(pdt): the kernels read the parameters converted to fp32; gradients come back in pdt.
+    torch.manual_seed(0)
+    m = lt.DepthwiseConv2d(16, 7, padding=3).cuda().to(pdt)
+    x = torch.randn(2, 16, 20, 20, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    y = m(x)
+    assert y.dtype == torch.bfloat16
+    want, scale = _ref(x.detach(), m.weight.detach(), m.bias.detach(), 1, 3, 1)
+    _close("y", y.detach(), want, scale, TOL[torch.bfloat16])
+    y.float().sum().backward()
+    assert m.weight.grad.dtype == pdt and m.bias.grad.dtype == pdt and x.grad.dtype == torch.bfloat16
+    dw = torch.nn.grad.conv2d_weight(x.detach().double(), m.weight.shape, torch.ones_like(want), 1, 3, 1, 16)
+    assert float((m.weight.grad.double() - dw).abs().max()) <= 2e-2 * float(dw.abs().max())
 
 
 def test_autocast_current_stream_graph_and_compile():
