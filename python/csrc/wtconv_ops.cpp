@@ -10,6 +10,7 @@
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "lkjit_torch.h"
 
@@ -146,10 +147,11 @@ bool keeps_nchw(const Tensor& x, int64_t stride, Layout mode) {
          !x.is_contiguous() && is_channels_last(x);
 }
 
-// The forward of both ops; with `keep`, the NCHW copy of x a keeping call made (else an empty tensor) too.
-std::tuple<Tensor, Tensor> forward(Tensor x, const Tensor& bw, const std::optional<Tensor>& bb, const Tensor& bs,
-                                   const std::vector<Tensor>& lw, const std::vector<Tensor>& ls, int64_t layer_id,
-                                   int64_t stride, bool keep, const char* where) {
+// The forward of both ops; with `keep`, the NCHW copy of x a keeping call made too (else none).
+std::pair<Tensor, std::optional<Tensor>> forward(Tensor x, const Tensor& bw, const std::optional<Tensor>& bb,
+                                                 const Tensor& bs, const std::vector<Tensor>& lw,
+                                                 const std::vector<Tensor>& ls, int64_t layer_id, int64_t stride,
+                                                 bool keep, const char* where) {
   const auto p = flat(bw, bb, bs, lw, ls);
   check_call(where, x, nullptr, stride, p, lw.size(), ls.size(), bb.has_value());
   const Layout mode = layout_mode(kWhere);
@@ -159,8 +161,7 @@ std::tuple<Tensor, Tensor> forward(Tensor x, const Tensor& bw, const std::option
   keep = keep && keeps_nchw(x, stride, mode);
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   Tensor out = alloc({B, C, (H + stride - 1) / stride, (W + stride - 1) / stride}, x, dtype_of(x), cl);
-  Tensor none = alloc({0}, x, dtype_of(x), false);
-  if (out.numel() == 0) return {out, keep ? alloc_nchw(x, dtype_of(x)) : none};
+  if (out.numel() == 0) return {out, keep ? std::optional<Tensor>(alloc_nchw(x, dtype_of(x))) : std::nullopt};
   Entry& e = entry(layer_id, x, p, L, stride);
   void* stream = current_stream(x.get_device_index());
   fold(e, p, L, stream);
@@ -170,23 +171,24 @@ std::tuple<Tensor, Tensor> forward(Tensor x, const Tensor& bw, const std::option
     Tensor on = alloc_nchw(out, dtype_of(out));
     check(capi().lkjit_wtconv_forward_strided(e.h, xn.data_ptr(), nullptr, on.data_ptr(), nullptr, B, H, W, stream));
     copy_layout(on, out, stream);
-    return {out, keep ? xn : none};
+    return {out, keep ? std::optional<Tensor>(xn) : std::nullopt};
   }
   std::array<int64_t, 4> xs, os;
   check(capi().lkjit_wtconv_forward_strided(e.h, x.data_ptr(), c_strides(x, xs), out.data_ptr(), c_strides(out, os), B,
                                             H, W, stream));
-  return {out, none};
+  return {out, std::nullopt};
 }
 
 Tensor wtconv_fwd(Tensor x, Tensor bw, std::optional<Tensor> bb, Tensor bs, std::vector<Tensor> lw,
                   std::vector<Tensor> ls, int64_t layer_id, int64_t stride) {
-  return std::get<0>(forward(std::move(x), bw, bb, bs, lw, ls, layer_id, stride, false, "lkjit::wtconv_fwd"));
+  return forward(std::move(x), bw, bb, bs, lw, ls, layer_id, stride, false, "lkjit::wtconv_fwd").first;
 }
 
 std::tuple<Tensor, Tensor> wtconv_fwd_save(Tensor x, Tensor bw, std::optional<Tensor> bb, Tensor bs,
                                            std::vector<Tensor> lw, std::vector<Tensor> ls, int64_t layer_id,
                                            int64_t stride) {
-  return forward(std::move(x), bw, bb, bs, lw, ls, layer_id, stride, true, "lkjit::wtconv_fwd_save");
+  auto r = forward(x, bw, bb, bs, lw, ls, layer_id, stride, true, "lkjit::wtconv_fwd_save");
+  return {r.first, r.second ? *r.second : alloc({0}, x, dtype_of(x), false)};  // empty: nothing kept
 }
 
 std::vector<Tensor> wtconv_bwd(Tensor g, Tensor x, Tensor bw, std::optional<Tensor> bb, Tensor bs,
@@ -194,17 +196,21 @@ std::vector<Tensor> wtconv_bwd(Tensor g, Tensor x, Tensor bw, std::optional<Tens
                                bool reuse_fold, bool x_is_nchw_copy) {
   const auto p = flat(bw, bb, bs, lw, ls);
   check_call("lkjit::wtconv_bwd", x, &g, stride, p, lw.size(), ls.size(), bb.has_value());
-  if (x_is_nchw_copy && !x.is_contiguous())
-    fail_spec("lkjit: error: lkjit::wtconv_bwd: x_is_nchw_copy=True with an x that is not NCHW contiguous; supported: the forward's "
-              "NCHW copy (lkjit::wtconv_fwd_save's second output)");
+  if (x_is_nchw_copy && !x.is_contiguous()) {
+    std::string st;
+    for (int64_t v : x.strides()) st += (st.empty() ? "" : ", ") + std::to_string(v);
+    fail_spec("lkjit: error: lkjit::wtconv_bwd: x_is_nchw_copy=True with an x that is not NCHW contiguous (strides (" + st +
+              ")); supported: the forward's NCHW copy (lkjit::wtconv_fwd_save's second output)");
+  }
   const Layout mode = layout_mode(kWhere);
   const int L = int(lw.size());
   if (!is_dense(x, mode)) x = torch::stable::contiguous(x);
   if (g.scalar_type() != x.scalar_type()) g = torch::stable::to(g, x.scalar_type());
   if (!is_dense(g, mode)) g = torch::stable::contiguous(g);
   std::vector<Tensor> res;
-  if (x.numel() == 0) {
-    res.push_back(torch::stable::new_zeros(x, x.sizes()));
+  if (x.numel() == 0) {  // (dX channels_last for a kept copy, as the fake has it; no elements to zero)
+    res.push_back(x_is_nchw_copy ? alloc(std::vector<int64_t>(x.sizes().begin(), x.sizes().end()), x, dtype_of(x), true)
+                                 : torch::stable::new_zeros(x, x.sizes()));
     for (const auto& t : p) res.push_back(torch::stable::new_zeros(t, t.sizes()));
     return res;
   }
